@@ -1,0 +1,298 @@
+//===- GradOps.cpp - the gradient ops -------------------------------------===//
+//
+// Verification, type inference and kernel description of the backward ops.
+// Each mirrors its forward op: same attributes, the forward's inputs as
+// operands, and one gradient result per differentiable input.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Signature.h"
+
+using namespace mlir;
+using namespace mlir::mhc;
+
+//===----------------------------------------------------------------------===//
+// ProjectGradOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult ProjectGradOp::verifySignature() {
+  int64_t n = getN();
+  if (failed(checkStreamCount(*this, n)))
+    return failure();
+  Signature sig(*this, n);
+  Dim M = Dim::tokens(), N = Dim::fixed(numLogits(n), "N");
+  auto xDims = streamDims(n, getLayout());
+  if (failed(sig.check("operand", "x", getX(), xDims, ElemKind::Activation)) ||
+      failed(sig.check("operand", "gh", getGh(), {M, N}, ElemKind::Mixing)) ||
+      failed(sig.check("operand", "gms", getGms(), {M}, ElemKind::Mixing)) ||
+      failed(sig.check("operand", "phi", getPhi(), {N, Dim::k()},
+                       ElemKind::Param)) ||
+      (getWeight() && failed(sig.check("operand", "weight", getWeight(),
+                                       {Dim::k()}, ElemKind::Param))) ||
+      failed(sig.check("result", "gx", getGx(), xDims, ElemKind::Activation)) ||
+      failed(sig.checkSameElementType("result", "gx", getGx(), getX(), "x")) ||
+      failed(sig.check("result", "gphi", getGphi(), {N, Dim::k()},
+                       ElemKind::Param)) ||
+      failed(sig.checkSameElementType("result", "gphi", getGphi(), getPhi(),
+                                      "phi")))
+    return failure();
+  if (static_cast<bool>(getWeight()) != static_cast<bool>(getGweight()))
+    return emitOpError() << "must have a 'gweight' result exactly when it has "
+                            "a 'weight' operand";
+  if (getWeight() &&
+      (failed(sig.check("result", "gweight", getGweight(), {Dim::k()},
+                        ElemKind::Param)) ||
+       failed(sig.checkSameElementType("result", "gweight", getGweight(),
+                                       getWeight(), "weight"))))
+    return failure();
+  return success();
+}
+
+LogicalResult ProjectGradOp::inferReturnTypes(MLIRContext *,
+                                              std::optional<Location>,
+                                              Adaptor adaptor,
+                                              SmallVectorImpl<Type> &types) {
+  int64_t m = inferTokens({adaptor.getGh(), adaptor.getGms(), adaptor.getX()});
+  types.push_back(withTokens(adaptor.getX(), m));
+  types.push_back(adaptor.getPhi().getType());
+  if (adaptor.getWeight())
+    types.push_back(adaptor.getWeight().getType());
+  return success();
+}
+
+bool ProjectGradOp::isCompatibleReturnTypes(TypeRange l, TypeRange r) {
+  return compatibleTensorTypes(l, r);
+}
+
+void ProjectGradOp::describeKernel(::mhc::KernelSpec &spec) {
+  spec.op = ::mhc::OpKind::Project;
+  spec.dir = ::mhc::Direction::Backward;
+  describeStreams(spec, getN(), getLayout(), getX());
+  spec.param = paramDType(getPhi());
+  spec.tf32 = getTf32();
+  spec.hasWeight = static_cast<bool>(getWeight());
+}
+
+//===----------------------------------------------------------------------===//
+// ScaleGradOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult ScaleGradOp::verifySignature() {
+  int64_t n = getN();
+  if (failed(checkStreamCount(*this, n)) || failed(verifyScaleAttrs(*this)))
+    return failure();
+  Signature sig(*this, n);
+  Dim M = Dim::tokens(), S = Dim::fixed(n, "n");
+  Dim N = Dim::fixed(numLogits(n), "N"), three = Dim::fixed(3, "3");
+  if (failed(sig.check("operand", "gpre", getGpre(), {M, S},
+                       ElemKind::Mixing)) ||
+      failed(sig.check("operand", "gpost", getGpost(), {M, S},
+                       ElemKind::Mixing)) ||
+      failed(sig.check("operand", "glogits", getGlogits(), {M, S, S},
+                       ElemKind::Mixing)) ||
+      failed(sig.check("operand", "h", getH(), {M, N}, ElemKind::Mixing)) ||
+      failed(sig.check("operand", "ms", getMs(), {M}, ElemKind::Mixing)) ||
+      failed(sig.check("operand", "alpha", getAlpha(), {three},
+                       ElemKind::Param)) ||
+      failed(sig.check("operand", "beta", getBeta(), {N}, ElemKind::Param)) ||
+      failed(sig.check("result", "gh", getGh(), {M, N}, ElemKind::Mixing)) ||
+      failed(sig.check("result", "gms", getGms(), {M}, ElemKind::Mixing)) ||
+      failed(sig.check("result", "galpha", getGalpha(), {three},
+                       ElemKind::Param)) ||
+      failed(sig.checkSameElementType("result", "galpha", getGalpha(),
+                                      getAlpha(), "alpha")) ||
+      failed(sig.check("result", "gbeta", getGbeta(), {N}, ElemKind::Param)) ||
+      failed(sig.checkSameElementType("result", "gbeta", getGbeta(), getBeta(),
+                                      "beta")))
+    return failure();
+  return success();
+}
+
+LogicalResult ScaleGradOp::inferReturnTypes(MLIRContext *ctx,
+                                            std::optional<Location>,
+                                            Adaptor adaptor,
+                                            SmallVectorImpl<Type> &types) {
+  int64_t m = inferTokens({adaptor.getGpre(), adaptor.getGpost(),
+                           adaptor.getGlogits(), adaptor.getH(),
+                           adaptor.getMs()});
+  Type f32 = Float32Type::get(ctx);
+  types.push_back(tensorOf({m, numLogits(adaptor.getN())}, f32));
+  types.push_back(tensorOf({m}, f32));
+  types.push_back(adaptor.getAlpha().getType());
+  types.push_back(adaptor.getBeta().getType());
+  return success();
+}
+
+bool ScaleGradOp::isCompatibleReturnTypes(TypeRange l, TypeRange r) {
+  return compatibleTensorTypes(l, r);
+}
+
+void ScaleGradOp::describeKernel(::mhc::KernelSpec &spec) {
+  spec.op = ::mhc::OpKind::Scale;
+  spec.dir = ::mhc::Direction::Backward;
+  spec.n = getN();
+  spec.param = paramDType(getBeta());
+  spec.normEps = getNormEps().convertToFloat();
+  spec.preEps = getPreEps().convertToFloat();
+  spec.postMult = getPostMult().convertToFloat();
+}
+
+//===----------------------------------------------------------------------===//
+// SinkhornGradOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult SinkhornGradOp::verifySignature() {
+  int64_t n = getN();
+  if (failed(checkStreamCount(*this, n)) ||
+      failed(checkSinkhornEps(*this, getMode(), getEps())))
+    return failure();
+  Signature sig(*this, n);
+  Dim M = Dim::tokens(), S = Dim::fixed(n, "n");
+  if (failed(sig.check("operand", "gP", getGP(), {M, S, S},
+                       ElemKind::Mixing)) ||
+      failed(sig.check("operand", "logits", getLogits(), {M, S, S},
+                       ElemKind::Mixing)) ||
+      failed(sig.check("result", "glogits", getGlogits(), {M, S, S},
+                       ElemKind::Mixing)))
+    return failure();
+  return success();
+}
+
+LogicalResult SinkhornGradOp::inferReturnTypes(MLIRContext *ctx,
+                                               std::optional<Location>,
+                                               Adaptor adaptor,
+                                               SmallVectorImpl<Type> &types) {
+  int64_t n = adaptor.getN();
+  int64_t m = inferTokens({adaptor.getGP(), adaptor.getLogits()});
+  types.push_back(tensorOf({m, n, n}, Float32Type::get(ctx)));
+  return success();
+}
+
+bool SinkhornGradOp::isCompatibleReturnTypes(TypeRange l, TypeRange r) {
+  return compatibleTensorTypes(l, r);
+}
+
+void SinkhornGradOp::describeKernel(::mhc::KernelSpec &spec) {
+  spec.op = ::mhc::OpKind::Sinkhorn;
+  spec.dir = ::mhc::Direction::Backward;
+  spec.n = getN();
+  spec.mode = toKernelMode(getMode());
+  spec.iters = getIters();
+  spec.eps = sinkhornEps(getMode(), getEps());
+}
+
+//===----------------------------------------------------------------------===//
+// AggregateGradOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult AggregateGradOp::verifySignature() {
+  int64_t n = getN();
+  if (failed(checkStreamCount(*this, n)))
+    return failure();
+  Signature sig(*this, n);
+  Dim M = Dim::tokens(), S = Dim::fixed(n, "n");
+  auto xDims = streamDims(n, getLayout());
+  if (failed(sig.check("operand", "x", getX(), xDims, ElemKind::Activation)) ||
+      failed(sig.check("operand", "gy", getGy(), {M, Dim::channels()},
+                       ElemKind::Activation)) ||
+      failed(sig.checkSameElementType("operand", "gy", getGy(), getX(), "x")) ||
+      failed(sig.check("operand", "pre", getPre(), {M, S}, ElemKind::Mixing)) ||
+      failed(sig.check("result", "gx", getGx(), xDims, ElemKind::Activation)) ||
+      failed(sig.checkSameElementType("result", "gx", getGx(), getX(), "x")) ||
+      failed(sig.check("result", "gpre", getGpre(), {M, S},
+                       ElemKind::Mixing)))
+    return failure();
+  return success();
+}
+
+LogicalResult AggregateGradOp::inferReturnTypes(MLIRContext *ctx,
+                                                std::optional<Location>,
+                                                Adaptor adaptor,
+                                                SmallVectorImpl<Type> &types) {
+  int64_t m = inferTokens({adaptor.getGy(), adaptor.getX(), adaptor.getPre()});
+  types.push_back(withTokens(adaptor.getX(), m));
+  types.push_back(tensorOf({m, static_cast<int64_t>(adaptor.getN())},
+                           Float32Type::get(ctx)));
+  return success();
+}
+
+bool AggregateGradOp::isCompatibleReturnTypes(TypeRange l, TypeRange r) {
+  return compatibleTensorTypes(l, r);
+}
+
+void AggregateGradOp::describeKernel(::mhc::KernelSpec &spec) {
+  spec.op = ::mhc::OpKind::Aggregate;
+  spec.dir = ::mhc::Direction::Backward;
+  describeStreams(spec, getN(), getLayout(), getX());
+}
+
+//===----------------------------------------------------------------------===//
+// ExpandCombineGradOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult ExpandCombineGradOp::verifySignature() {
+  int64_t n = getN();
+  if (failed(checkStreamCount(*this, n)))
+    return failure();
+  Signature sig(*this, n);
+  Dim M = Dim::tokens(), S = Dim::fixed(n, "n"), C = Dim::channels();
+  auto xDims = streamDims(n, getLayout());
+  if (failed(sig.check("operand", "x", getX(), xDims, ElemKind::Activation)) ||
+      failed(sig.check("operand", "gout", getGout(), xDims,
+                       ElemKind::Activation)) ||
+      failed(sig.checkSameElementType("operand", "gout", getGout(), getX(),
+                                      "x")) ||
+      failed(sig.check("operand", "f", getF(), {M, C}, ElemKind::Activation)) ||
+      failed(sig.checkSameElementType("operand", "f", getF(), getX(), "x")) ||
+      failed(sig.check("operand", "post", getPost(), {M, S},
+                       ElemKind::Mixing)) ||
+      failed(sig.check("operand", "P", getP(), {M, S, S}, ElemKind::Mixing)) ||
+      (getBias() &&
+       failed(sig.check("operand", "bias", getBias(), {C}, ElemKind::Param))) ||
+      failed(sig.check("result", "gf", getGf(), {M, C}, ElemKind::Activation)) ||
+      failed(sig.checkSameElementType("result", "gf", getGf(), getX(), "x")) ||
+      failed(sig.check("result", "gpost", getGpost(), {M, S},
+                       ElemKind::Mixing)) ||
+      failed(sig.check("result", "gx", getGx(), xDims, ElemKind::Activation)) ||
+      failed(sig.checkSameElementType("result", "gx", getGx(), getX(), "x")) ||
+      failed(sig.check("result", "gP", getGP(), {M, S, S}, ElemKind::Mixing)))
+    return failure();
+  if (static_cast<bool>(getBias()) != static_cast<bool>(getGbias()))
+    return emitOpError() << "must have a 'gbias' result exactly when it has a "
+                            "'bias' operand";
+  if (getBias() &&
+      (failed(sig.check("result", "gbias", getGbias(), {C}, ElemKind::Param)) ||
+       failed(sig.checkSameElementType("result", "gbias", getGbias(),
+                                       getBias(), "bias"))))
+    return failure();
+  return success();
+}
+
+LogicalResult ExpandCombineGradOp::inferReturnTypes(
+    MLIRContext *ctx, std::optional<Location>, Adaptor adaptor,
+    SmallVectorImpl<Type> &types) {
+  int64_t m = inferTokens({adaptor.getGout(), adaptor.getF(),
+                           adaptor.getPost(), adaptor.getX(), adaptor.getP()});
+  int64_t n = adaptor.getN();
+  Type f32 = Float32Type::get(ctx);
+  types.push_back(withTokens(adaptor.getF(), m));
+  types.push_back(tensorOf({m, n}, f32));
+  types.push_back(withTokens(adaptor.getX(), m));
+  types.push_back(tensorOf({m, n, n}, f32));
+  if (adaptor.getBias())
+    types.push_back(adaptor.getBias().getType());
+  return success();
+}
+
+bool ExpandCombineGradOp::isCompatibleReturnTypes(TypeRange l, TypeRange r) {
+  return compatibleTensorTypes(l, r);
+}
+
+void ExpandCombineGradOp::describeKernel(::mhc::KernelSpec &spec) {
+  spec.op = ::mhc::OpKind::ExpandCombine;
+  spec.dir = ::mhc::Direction::Backward;
+  describeStreams(spec, getN(), getLayout(), getX());
+  spec.hasBias = static_cast<bool>(getBias());
+  if (getBias())
+    spec.param = paramDType(getBias());
+}

@@ -1,0 +1,408 @@
+//===- MhcOps.td - mhc operations ---------------------------*- tablegen -*-===//
+//
+// Forward ops (SPEC.md "Forward"), their gradients (SPEC.md "Backward") and the
+// layer-level ops used to write model graphs. Shapes, dtypes and attribute
+// ranges are checked in dialect/*.cpp so each diagnostic can name the operand
+// and the shape it expected.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MHC_OPS_TD
+#define MHC_OPS_TD
+
+include "mhc/Dialect/MhcDialect.td"
+include "mhc/Dialect/MhcAttrs.td"
+include "mhc/Dialect/MhcInterfaces.td"
+include "mlir/Interfaces/InferTypeOpInterface.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+include "mlir/Interfaces/ControlFlowInterfaces.td"
+
+//===----------------------------------------------------------------------===//
+// Attribute groups shared by an op, its gradient and mhc.layer.
+//===----------------------------------------------------------------------===//
+
+defvar StreamAttrs = (ins ConfinedAttr<I64Attr, [IntPositive]>:$n);
+defvar LayoutAttrs = (ins Mhc_LayoutAttr:$layout);
+defvar ProjectAttrs = (ins UnitAttr:$tf32);
+defvar ScaleAttrs = (ins
+  DefaultValuedAttr<F32Attr, "1.0e-6">:$norm_eps,
+  DefaultValuedAttr<F32Attr, "1.0e-6">:$pre_eps,
+  DefaultValuedAttr<F32Attr, "2.0">:$post_mult);
+defvar SinkhornAttrs = (ins
+  Mhc_SinkhornModeAttr:$mode,
+  DefaultValuedAttr<ConfinedAttr<I64Attr, [IntPositive]>, "20">:$iters,
+  OptionalAttr<F32Attr>:$eps);
+
+defvar ScaleAttrDoc = [{
+    Attributes (SPEC.md step 2): `n`; `norm_eps` (default 1e-6; TE uses
+    FLT_EPSILON = 1.1920929e-07), `pre_eps` (default 1e-6; TE uses 0),
+    `post_mult` (default 2). `norm_eps` and `pre_eps` must be finite and
+    >= 0, `post_mult` finite and > 0.
+}];
+defvar SinkhornAttrDoc = [{
+    Attributes (SPEC.md step 3): `n`; the mode (`log` or `softmax_eps`,
+    written after the op name); `iters` = T >= 1 (default 20); `eps`, only in
+    `softmax_eps` mode (default 1e-6, finite and >= 0). Both modes end on a
+    column normalisation, so every column of P sums to 1.
+}];
+
+// Runs the op's verifySignature() (operand/result shapes and dtypes, attribute
+// ranges) before InferTypeOpInterface compares result types, so a bad operand
+// is reported by name rather than as a result-type mismatch.
+def Mhc_SignatureVerified : NativeOpTrait<"SignatureVerified"> {
+  let cppNamespace = "::mlir::mhc::OpTrait";
+}
+
+class Mhc_KernelOp<string mnemonic, list<Trait> traits = []>
+    : Mhc_Op<mnemonic, !listconcat(traits, [Pure, Mhc_SignatureVerified,
+        InferTypeOpAdaptorWithIsCompatible,
+        DeclareOpInterfaceMethods<Mhc_KernelOpInterface>])> {
+  let extraClassDeclaration = [{
+    ::mlir::LogicalResult verifySignature();
+  }];
+}
+
+//===----------------------------------------------------------------------===//
+// Forward ops
+//===----------------------------------------------------------------------===//
+
+def Mhc_ProjectOp : Mhc_KernelOp<"project"> {
+  let summary = "mixing logits h = (x * w) phi^T and mean square ms (eq. 14-15)";
+  let description = [{
+    For every token m, with `xvec[m]` the `K = n*C` values of `x[m]` in memory
+    order (so `phi`'s columns follow `layout`):
+
+    ```
+    h[m]  = (xvec[m] * weight) . phi^T      // [N], N = 2n + n^2
+    ms[m] = (1/K) sum_k xvec[m,k]^2         // always plain fp32
+    ```
+
+    `weight` is the optional RMSNorm weight (`[K]`; absent means ones). The
+    `tf32` unit attribute allows TF32 tensor-core math for the product
+    (DeepSeek's recipe); `ms` never uses it.
+
+    Operands: `x` `[M, n, C]` (`nc`) or `[M, C, n]` (`cn`), activation dtype;
+    `phi` `[N, K]` with rows `[pre (n) | post (n) | res (n*n)]`; `weight`
+    `[K]`. Results: `h` `[M, N]` f32, `ms` `[M]` f32.
+
+    ```mlir
+    %h, %ms = mhc.project nc %x, %phi {n = 4 : i64, tf32}
+        : (tensor<?x4x2048xbf16>, tensor<24x8192xf32>) -> (tensor<?x24xf32>, tensor<?xf32>)
+    ```
+  }];
+  let arguments = !con((ins AnyRankedTensor:$x, AnyRankedTensor:$phi,
+                            Optional<AnyRankedTensor>:$weight),
+                       StreamAttrs, LayoutAttrs, ProjectAttrs);
+  let results = (outs AnyRankedTensor:$h, AnyRankedTensor:$ms);
+  let assemblyFormat = [{
+    custom<Layout>($layout) $x `,` $phi (`weight` $weight^)? attr-dict `:` functional-type(operands, results)
+  }];
+  let hasCanonicalizer = 1;
+}
+
+def Mhc_ScaleOp : Mhc_KernelOp<"scale"> {
+  let summary = "RMS-normalise, scale and squash the mixing logits (eq. 16-18)";
+  let description = !strconcat([{
+    ```
+    r      = 1 / sqrt(ms + norm_eps)
+    z_k    = alpha[seg(k)] * h_k * r + beta_k      seg in {pre, post, res}
+    pre    = sigmoid(z_pre) + pre_eps              // [M, n]
+    post   = post_mult * sigmoid(z_post)           // [M, n]
+    logits = z_res                                 // [M, n, n], row-major i*n+j
+    ```
+
+    Operands: `h` `[M, N]`, `ms` `[M]` (f32); `alpha` `[3]` (pre, post, res)
+    and `beta` `[N]` (f32 or bf16 parameters).
+  }], ScaleAttrDoc, [{
+
+    ```mlir
+    %pre, %post, %logits = mhc.scale %h, %ms, %alpha, %beta {n = 4 : i64}
+        : (tensor<?x24xf32>, tensor<?xf32>, tensor<3xf32>, tensor<24xf32>)
+        -> (tensor<?x4xf32>, tensor<?x4xf32>, tensor<?x4x4xf32>)
+    ```
+  }]);
+  let arguments = !con((ins AnyRankedTensor:$h, AnyRankedTensor:$ms,
+                            AnyRankedTensor:$alpha, AnyRankedTensor:$beta),
+                       StreamAttrs, ScaleAttrs);
+  let results = (outs AnyRankedTensor:$pre, AnyRankedTensor:$post,
+                      AnyRankedTensor:$logits);
+  let assemblyFormat = [{
+    $h `,` $ms `,` $alpha `,` $beta attr-dict `:` functional-type(operands, results)
+  }];
+}
+
+def Mhc_SinkhornOp : Mhc_KernelOp<"sinkhorn"> {
+  let summary = "project the residual mixing logits onto doubly stochastic matrices (eq. 19)";
+  let description = !strconcat([{
+    Per token, an `n x n` Sinkhorn-Knopp normalisation of `logits`:
+
+    * `log`: `f = g = 0`; T times: `f_i = -logsumexp_j(L_ij + g_j)`,
+      `g_j = -logsumexp_i(L_ij + f_i)`; then `P_ij = exp(f_i + L_ij + g_j)`.
+    * `softmax_eps`: `P = softmax_j(L) + eps`; `P /= colsum(P) + eps`; then
+      T-1 times `P /= rowsum(P) + eps`; `P /= colsum(P) + eps`.
+
+    Operand `logits` and result `P`: `[M, n, n]` f32.
+  }], SinkhornAttrDoc, [{
+
+    ```mlir
+    %P = mhc.sinkhorn log %logits {n = 4 : i64, iters = 20 : i64}
+        : (tensor<?x4x4xf32>) -> tensor<?x4x4xf32>
+    ```
+  }]);
+  let arguments = !con((ins AnyRankedTensor:$logits), StreamAttrs, SinkhornAttrs);
+  let results = (outs AnyRankedTensor:$P);
+  let assemblyFormat = [{
+    custom<SinkhornMode>($mode) $logits attr-dict `:` functional-type(operands, results)
+  }];
+}
+
+def Mhc_AggregateOp : Mhc_KernelOp<"aggregate"> {
+  let summary = "collapse the n streams into the block input, y = pre . x (F_pre)";
+  let description = [{
+    `y[m, c] = sum_i pre[m, i] * x[m, i, c]`, accumulated in f32 and stored
+    in the activation dtype.
+
+    Operands: `x` `[M, n, C]` (`nc`) or `[M, C, n]` (`cn`); `pre` `[M, n]`
+    f32. Result: `y` `[M, C]` with `x`'s element type.
+
+    ```mlir
+    %y = mhc.aggregate nc %x, %pre {n = 4 : i64}
+        : (tensor<?x4x2048xbf16>, tensor<?x4xf32>) -> tensor<?x2048xbf16>
+    ```
+  }];
+  let arguments = !con((ins AnyRankedTensor:$x, AnyRankedTensor:$pre),
+                       StreamAttrs, LayoutAttrs);
+  let results = (outs AnyRankedTensor:$y);
+  let assemblyFormat = [{
+    custom<Layout>($layout) $x `,` $pre attr-dict `:` functional-type(operands, results)
+  }];
+}
+
+def Mhc_ExpandCombineOp : Mhc_KernelOp<"expand_combine"> {
+  let summary = "mix the streams and add the block output, out = P^T x + post (f + bias)";
+  let description = [{
+    F_post plus the residual:
+    `out[m, j, c] = post[m, j] * (f[m, c] + bias[c]) + sum_i P[m, i, j] * x[m, i, c]`.
+
+    Operands: `f` `[M, C]` (the block output, same dtype as `x`); `post`
+    `[M, n]` f32; `x` `[M, n, C]` (`nc`) or `[M, C, n]` (`cn`); `P`
+    `[M, n, n]` f32; optional `bias` `[C]` (f32 or bf16). Result: `out`, the
+    next layer's residual streams, with `x`'s type.
+
+    ```mlir
+    %out = mhc.expand_combine nc %f, %post, %x, %P {n = 4 : i64}
+        : (tensor<?x2048xbf16>, tensor<?x4xf32>, tensor<?x4x2048xbf16>, tensor<?x4x4xf32>)
+        -> tensor<?x4x2048xbf16>
+    ```
+  }];
+  let arguments = !con((ins AnyRankedTensor:$f, AnyRankedTensor:$post,
+                            AnyRankedTensor:$x, AnyRankedTensor:$P,
+                            Optional<AnyRankedTensor>:$bias),
+                       StreamAttrs, LayoutAttrs);
+  let results = (outs AnyRankedTensor:$out);
+  let assemblyFormat = [{
+    custom<Layout>($layout) $f `,` $post `,` $x `,` $P (`bias` $bias^)? attr-dict `:` functional-type(operands, results)
+  }];
+  let hasCanonicalizer = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Backward ops: gradients of the exact discrete forward (SPEC.md "Backward").
+//===----------------------------------------------------------------------===//
+
+def Mhc_ProjectGradOp : Mhc_KernelOp<"project_grad"> {
+  let summary = "gradient of mhc.project";
+  let description = [{
+    Given the upstream gradients `gh` `[M, N]` and `gms` `[M]` (f32):
+
+    ```
+    gxvec = (gh . phi) * w + (2/K) * gms * xvec         // per token
+    gphi  = sum_m gh[m]^T (xvec[m] * w)                 // [N, K]
+    gw    = sum_m (gh[m] . phi) * xvec[m]               // [K], only with weight
+    ```
+
+    The sums over tokens are cross-token reductions: kernels compute them as
+    fixed-order partial sums (deterministic, no float atomics). `gx` has
+    `x`'s type, `gphi` `phi`'s and `gw` `weight`'s. Attributes as in
+    `mhc.project`.
+
+    ```mlir
+    %gx, %gphi = mhc.project_grad nc %gh, %gms, %x, %phi {n = 4 : i64}
+        : (tensor<?x24xf32>, tensor<?xf32>, tensor<?x4x64xbf16>, tensor<24x256xf32>)
+        -> (tensor<?x4x64xbf16>, tensor<24x256xf32>)
+    ```
+  }];
+  let arguments = !con((ins AnyRankedTensor:$gh, AnyRankedTensor:$gms,
+                            AnyRankedTensor:$x, AnyRankedTensor:$phi,
+                            Optional<AnyRankedTensor>:$weight),
+                       StreamAttrs, LayoutAttrs, ProjectAttrs);
+  let results = (outs AnyRankedTensor:$gx, AnyRankedTensor:$gphi,
+                      Optional<AnyRankedTensor>:$gweight);
+  let assemblyFormat = [{
+    custom<Layout>($layout) $gh `,` $gms `,` $x `,` $phi (`weight` $weight^)? attr-dict `:` functional-type(operands, results)
+  }];
+  let hasCanonicalizer = 1;
+}
+
+def Mhc_ScaleGradOp : Mhc_KernelOp<"scale_grad"> {
+  let summary = "gradient of mhc.scale";
+  let description = !strconcat([{
+    Recomputes `r`, `z` and `s = sigmoid(z)` from `h`, `ms`, `alpha`, `beta`,
+    then, from the upstream `gpre`, `gpost` `[M, n]` and `glogits` `[M, n, n]`:
+
+    ```
+    gz_pre  = gpre * s (1 - s)
+    gz_post = gpost * post * (1 - post / post_mult)
+    gz_res  = glogits
+    gh_k    = gz_k * alpha_seg * r                          // [M, N]
+    gms     = -0.5 * r^3 * sum_k gz_k * alpha_seg * h_k     // [M]
+    galpha_seg = sum_m sum_{k in seg} gz_k h_k r            // [3], cross-token
+    gbeta      = sum_m gz                                   // [N], cross-token
+    ```
+
+    Cross-token sums are deterministic fixed-order reductions.
+  }], ScaleAttrDoc);
+  let arguments = !con((ins AnyRankedTensor:$gpre, AnyRankedTensor:$gpost,
+                            AnyRankedTensor:$glogits, AnyRankedTensor:$h,
+                            AnyRankedTensor:$ms, AnyRankedTensor:$alpha,
+                            AnyRankedTensor:$beta),
+                       StreamAttrs, ScaleAttrs);
+  let results = (outs AnyRankedTensor:$gh, AnyRankedTensor:$gms,
+                      AnyRankedTensor:$galpha, AnyRankedTensor:$gbeta);
+  let assemblyFormat = [{
+    $gpre `,` $gpost `,` $glogits `,` $h `,` $ms `,` $alpha `,` $beta attr-dict `:` functional-type(operands, results)
+  }];
+}
+
+def Mhc_SinkhornGradOp : Mhc_KernelOp<"sinkhorn_grad"> {
+  let summary = "gradient of mhc.sinkhorn, by reverse mode through the T iterations";
+  let description = !strconcat([{
+    `glogits = d(sinkhorn(logits))/d(logits)^T . gP`, the exact gradient of
+    the discrete T-iteration forward (not an implicit-function
+    approximation). Kernels recompute the forward per token in registers and
+    replay it backwards; nothing but `logits` is kept from the forward.
+
+    Operands `gP`, `logits` and result `glogits`: `[M, n, n]` f32.
+  }], SinkhornAttrDoc);
+  let arguments = !con((ins AnyRankedTensor:$gP, AnyRankedTensor:$logits),
+                       StreamAttrs, SinkhornAttrs);
+  let results = (outs AnyRankedTensor:$glogits);
+  let assemblyFormat = [{
+    custom<SinkhornMode>($mode) $gP `,` $logits attr-dict `:` functional-type(operands, results)
+  }];
+}
+
+def Mhc_AggregateGradOp : Mhc_KernelOp<"aggregate_grad"> {
+  let summary = "gradient of mhc.aggregate";
+  let description = [{
+    `gx[m, i, c] = pre[m, i] * gy[m, c]` and `gpre[m, i] = sum_c gy[m, c] * x[m, i, c]`.
+
+    Operands: `gy` `[M, C]` (x's dtype), `x`, `pre` `[M, n]` f32. Results:
+    `gx` (x's type) and `gpre` `[M, n]` f32.
+  }];
+  let arguments = !con((ins AnyRankedTensor:$gy, AnyRankedTensor:$x,
+                            AnyRankedTensor:$pre),
+                       StreamAttrs, LayoutAttrs);
+  let results = (outs AnyRankedTensor:$gx, AnyRankedTensor:$gpre);
+  let assemblyFormat = [{
+    custom<Layout>($layout) $gy `,` $x `,` $pre attr-dict `:` functional-type(operands, results)
+  }];
+}
+
+def Mhc_ExpandCombineGradOp : Mhc_KernelOp<"expand_combine_grad"> {
+  let summary = "gradient of mhc.expand_combine";
+  let description = [{
+    From the upstream gradient `gout` (x's type):
+
+    ```
+    gf[m, c]    = sum_j post[m, j] gout[m, j, c]
+    gpost[m, j] = sum_c (f[m, c] + bias[c]) gout[m, j, c]
+    gP[m, i, j] = sum_c x[m, i, c] gout[m, j, c]
+    gx[m, i, c] = sum_j P[m, i, j] gout[m, j, c]
+    gbias[c]    = sum_m gf[m, c]                    // only with bias, cross-token
+    ```
+
+    Results: `gf` (f's type), `gpost` `[M, n]` f32, `gx` (x's type), `gP`
+    `[M, n, n]` f32, and `gbias` (bias's type) when `bias` is given.
+  }];
+  let arguments = !con((ins AnyRankedTensor:$gout, AnyRankedTensor:$f,
+                            AnyRankedTensor:$post, AnyRankedTensor:$x,
+                            AnyRankedTensor:$P, Optional<AnyRankedTensor>:$bias),
+                       StreamAttrs, LayoutAttrs);
+  let results = (outs AnyRankedTensor:$gf, AnyRankedTensor:$gpost,
+                      AnyRankedTensor:$gx, AnyRankedTensor:$gP,
+                      Optional<AnyRankedTensor>:$gbias);
+  let assemblyFormat = [{
+    custom<Layout>($layout) $gout `,` $f `,` $post `,` $x `,` $P (`bias` $bias^)? attr-dict `:` functional-type(operands, results)
+  }];
+  let hasCanonicalizer = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Layer-level ops: one layer's residual path around an opaque block.
+//===----------------------------------------------------------------------===//
+
+def Mhc_LayerOp : Mhc_Op<"layer", [
+    RecursiveMemoryEffects, AttrSizedOperandSegments, SingleBlock,
+    Mhc_SignatureVerified, InferTypeOpAdaptorWithIsCompatible]> {
+  let summary = "one mHC layer: pre(x), the block, then post";
+  let description = !strconcat([{
+    The whole residual path of one transformer layer with mHC:
+
+    ```
+    (h, ms)              = project(x, phi, weight)
+    (pre, post, logits)  = scale(h, ms, alpha, beta)
+    P                    = sinkhorn(logits)
+    y                    = aggregate(x, pre)
+    f                    = block(y)                 // the region
+    x_next               = expand_combine(f, post, x, P, bias)
+    ```
+
+    The region is the block (attention or MLP): it takes `y` `[M, C]` (x's
+    dtype) as its one argument and yields `f` of the same type with
+    `mhc.yield`. Its contents are opaque to mhc: usually a `func.call`.
+    `mhc-expand-layers` rewrites the layer into the five ops above, which
+    later passes fuse and specialise.
+
+    Attributes: those of `mhc.project`, `mhc.scale` and `mhc.sinkhorn`.
+  }], ScaleAttrDoc, SinkhornAttrDoc, [{
+
+    ```mlir
+    %x1 = mhc.layer nc %x0, %phi, %alpha, %beta sinkhorn log {n = 4 : i64}
+        : (tensor<?x4x2048xbf16>, tensor<24x8192xf32>, tensor<3xf32>, tensor<24xf32>)
+        -> tensor<?x4x2048xbf16> {
+    ^bb0(%y: tensor<?x2048xbf16>):
+      %f = func.call @attention(%y) : (tensor<?x2048xbf16>) -> tensor<?x2048xbf16>
+      mhc.yield %f : tensor<?x2048xbf16>
+    }
+    ```
+  }]);
+  let arguments = !con((ins AnyRankedTensor:$x, AnyRankedTensor:$phi,
+                            AnyRankedTensor:$alpha, AnyRankedTensor:$beta,
+                            Optional<AnyRankedTensor>:$weight,
+                            Optional<AnyRankedTensor>:$bias),
+                       StreamAttrs, LayoutAttrs, ProjectAttrs, ScaleAttrs,
+                       SinkhornAttrs);
+  let results = (outs AnyRankedTensor:$x_next);
+  let regions = (region SizedRegion<1>:$body);
+  let assemblyFormat = [{
+    custom<Layout>($layout) $x `,` $phi `,` $alpha `,` $beta (`weight` $weight^)? (`bias` $bias^)?
+    `sinkhorn` custom<SinkhornMode>($mode) attr-dict `:` functional-type(operands, results) $body
+  }];
+  let hasRegionVerifier = 1;
+  let extraClassDeclaration = [{
+    ::mlir::LogicalResult verifySignature();
+  }];
+}
+
+def Mhc_YieldOp : Mhc_Op<"yield", [Pure, Terminator, HasParent<"LayerOp">]> {
+  let summary = "the block output f of an mhc.layer";
+  let description = [{
+    Terminates the body of `mhc.layer`, returning the block's output `f`
+    (`[M, C]`, the activation dtype) to the layer's post step.
+  }];
+  let arguments = (ins AnyRankedTensor:$f);
+  let assemblyFormat = "$f attr-dict `:` type($f)";
+}
+
+#endif // MHC_OPS_TD

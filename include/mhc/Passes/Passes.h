@@ -1,0 +1,23 @@
+//===- Passes.h - mhc transformation passes ---------------------*- C++ -*-===//
+
+#ifndef MHC_PASSES_PASSES_H
+#define MHC_PASSES_PASSES_H
+
+#include "mhc/Dialect/MhcOps.h"
+#include "mlir/Pass/Pass.h"
+
+namespace mlir::mhc {
+
+#define GEN_PASS_DECL
+#include "mhc/Passes/Passes.h.inc"
+
+#define GEN_PASS_REGISTRATION
+#include "mhc/Passes/Passes.h.inc"
+
+/// Names of the discardable attributes mhc-specialize attaches.
+inline constexpr llvm::StringLiteral kSpecAttrName = "mhc.spec";
+inline constexpr llvm::StringLiteral kFallbackAttrName = "mhc.fallback";
+
+} // namespace mlir::mhc
+
+#endif // MHC_PASSES_PASSES_H

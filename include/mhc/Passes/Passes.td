@@ -1,0 +1,75 @@
+//===- Passes.td - mhc transformation passes ----------------*- tablegen -*-===//
+
+#ifndef MHC_PASSES_TD
+#define MHC_PASSES_TD
+
+include "mlir/Pass/PassBase.td"
+
+def ExpandLayers : Pass<"mhc-expand-layers"> {
+  let summary = "rewrite each mhc.layer into project, scale, sinkhorn, aggregate, "
+                "its block and expand_combine";
+  let description = [{
+    `mhc.layer` keeps one layer's residual path together so model graphs stay
+    short; kernels are built per op. This pass replaces every `mhc.layer`
+    with the five SPEC.md ops and inlines its body (the opaque block) between
+    `mhc.aggregate` and `mhc.expand_combine`. Attributes carry over
+    unchanged: `tf32` to project, `norm_eps`/`pre_eps`/`post_mult` to scale,
+    `mode`/`iters`/`eps` to sinkhorn.
+
+    ```mlir
+    %x1 = mhc.layer nc %x, %phi, %alpha, %beta sinkhorn log {n = 4 : i64} : ... {
+    ^bb0(%y: tensor<?x64xbf16>):
+      %f = func.call @block(%y) : (tensor<?x64xbf16>) -> tensor<?x64xbf16>
+      mhc.yield %f : tensor<?x64xbf16>
+    }
+    ```
+    becomes
+    ```mlir
+    %h, %ms = mhc.project nc %x, %phi {n = 4 : i64} : ...
+    %pre, %post, %logits = mhc.scale %h, %ms, %alpha, %beta {n = 4 : i64} : ...
+    %P = mhc.sinkhorn log %logits {n = 4 : i64} : ...
+    %y = mhc.aggregate nc %x, %pre {n = 4 : i64} : ...
+    %f = func.call @block(%y) : (tensor<?x64xbf16>) -> tensor<?x64xbf16>
+    %x1 = mhc.expand_combine nc %f, %post, %x, %P {n = 4 : i64} : ...
+    ```
+  }];
+  let dependentDialects = ["::mlir::mhc::MhcDialect"];
+}
+
+def Specialize : Pass<"mhc-specialize"> {
+  let summary = "stamp a concrete kernel spec on every mhc kernel op and mark "
+                "the unsupported ones";
+  let description = [{
+    For every op that becomes a kernel (`mhc.project`, ..., and the gradient
+    ops), builds its `mhc::KernelSpec` from the op's types and attributes (n,
+    activation and parameter dtypes, layout, C, variant) and the `arch`
+    option, and attaches it as `mhc.spec = #mhc.spec<"...">`. When codegen
+    cannot build that spec (n outside 1..8, a dynamic C, an unknown arch,
+    ...), the op also gets `mhc.fallback = "<reason>"`: later lowering skips
+    it and the runtime runs the reference path instead. Both decisions come
+    from one function, `mhc::unsupportedReason`.
+
+    Run after `mhc-expand-layers`: an `mhc.layer` left in the input is an
+    error.
+  }];
+  let options = [
+    Option<"arch", "arch", "std::string", /*default=*/"\"sm_90a\"",
+           "target GPU architecture: sm_80, sm_90a or sm_100a">,
+  ];
+}
+
+def ReportKernels : Pass<"mhc-report-kernels"> {
+  let summary = "print the distinct kernels the IR needs, one line each";
+  let description = [{
+    Lists each distinct `mhc.spec` in the IR (run `mhc-specialize` first)
+    with how many ops use it and whether it is generated or falls back to the
+    reference path, then a summary line. The IR is left unchanged. Ops
+    without a spec are counted as unspecialised.
+  }];
+  let options = [
+    Option<"toStderr", "to-stderr", "bool", /*default=*/"false",
+           "print to stderr instead of stdout">,
+  ];
+}
+
+#endif // MHC_PASSES_TD

@@ -1,0 +1,86 @@
+//===- KernelSpec.h - the identity of one generated kernel ------*- C++ -*-===//
+//
+// A KernelSpec says everything that changes a kernel's code: op, direction,
+// n, dtypes, layout, C, arch and the variant parameters of SPEC.md. Its
+// canonical string is what mhc-specialize stamps on ops, what codegen builds
+// from, and (hashed) the runtime's cache key. No MLIR dependency: the runtime
+// links this too.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MHC_SUPPORT_KERNELSPEC_H
+#define MHC_SUPPORT_KERNELSPEC_H
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace mhc {
+
+enum class OpKind { Project, Scale, Sinkhorn, Aggregate, ExpandCombine };
+enum class Direction { Forward, Backward };
+enum class DType { BF16, F16, F32 };
+enum class Layout { NC, CN };
+enum class SinkhornMode { Log, SoftmaxEps };
+
+const char *toString(OpKind);
+const char *toString(Direction);
+const char *toString(DType);
+const char *toString(Layout);
+const char *toString(SinkhornMode);
+unsigned byteWidth(DType);
+
+/// The architectures codegen targets (ptxas-verified in CI).
+bool isSupportedArch(std::string_view arch);
+
+struct KernelSpec {
+  OpKind op = OpKind::Project;
+  Direction dir = Direction::Forward;
+  int64_t n = 4;
+  DType act = DType::BF16;   // x, f, y, out and their grads
+  DType param = DType::F32;  // phi, alpha, beta, weight, bias
+  Layout layout = Layout::NC;
+  int64_t channels = 0;      // C; 0 = not known statically
+  std::string arch = "sm_90a";
+  // Variant parameters; only those the op uses enter the canonical string.
+  bool tf32 = false;         // project
+  bool hasWeight = false;    // project
+  bool hasBias = false;      // expand_combine
+  float normEps = 1e-6f;     // scale
+  float preEps = 1e-6f;      // scale
+  float postMult = 2.0f;     // scale
+  SinkhornMode mode = SinkhornMode::Log;  // sinkhorn
+  int64_t iters = 20;        // sinkhorn
+  float eps = 1e-6f;         // sinkhorn, softmax_eps mode only
+
+  /// Which fields this op's code depends on.
+  bool usesActivations() const;
+  bool usesLayout() const { return usesActivations(); }
+  bool usesParams() const;
+
+  /// "project.fwd;n=4;act=bf16;param=f32;layout=nc;C=7168;tf32=0;weight=0;arch=sm_90a".
+  /// Fields an op does not depend on are left out, so specs that generate the
+  /// same code have the same string. Floats print with 9 significant digits,
+  /// which round-trips every float.
+  std::string canonical() const;
+  /// 64-bit FNV-1a of canonical(): stable across processes and builds.
+  uint64_t hash() const;
+  /// A valid C identifier naming the kernel, unique per canonical string.
+  std::string kernelName() const;
+
+  /// Parses a canonical string; on failure returns nullopt and sets *error.
+  static std::optional<KernelSpec> parse(std::string_view text,
+                                         std::string *error = nullptr);
+};
+
+bool operator==(const KernelSpec &a, const KernelSpec &b);
+inline bool operator!=(const KernelSpec &a, const KernelSpec &b) { return !(a == b); }
+
+/// Why codegen cannot build this spec, or the empty string when it can. The
+/// one place that decides between a generated kernel and the reference path.
+std::string unsupportedReason(const KernelSpec &spec);
+
+} // namespace mhc
+
+#endif // MHC_SUPPORT_KERNELSPEC_H

@@ -1,0 +1,248 @@
+//===- KernelSpec.cpp - canonical kernel identity -------------------------===//
+
+#include "mhc/Support/KernelSpec.h"
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <vector>
+
+namespace mhc {
+
+const char *toString(OpKind k) {
+  switch (k) {
+  case OpKind::Project: return "project";
+  case OpKind::Scale: return "scale";
+  case OpKind::Sinkhorn: return "sinkhorn";
+  case OpKind::Aggregate: return "aggregate";
+  case OpKind::ExpandCombine: return "expand_combine";
+  }
+  return "?";
+}
+const char *toString(Direction d) { return d == Direction::Forward ? "fwd" : "bwd"; }
+const char *toString(DType t) {
+  switch (t) {
+  case DType::BF16: return "bf16";
+  case DType::F16: return "f16";
+  case DType::F32: return "f32";
+  }
+  return "?";
+}
+const char *toString(Layout l) { return l == Layout::NC ? "nc" : "cn"; }
+const char *toString(SinkhornMode m) {
+  return m == SinkhornMode::Log ? "log" : "softmax_eps";
+}
+unsigned byteWidth(DType t) { return t == DType::F32 ? 4 : 2; }
+
+bool isSupportedArch(std::string_view arch) {
+  return arch == "sm_80" || arch == "sm_90a" || arch == "sm_100a";
+}
+
+bool KernelSpec::usesActivations() const {
+  return op == OpKind::Project || op == OpKind::Aggregate ||
+         op == OpKind::ExpandCombine;
+}
+bool KernelSpec::usesParams() const {
+  return op == OpKind::Project || op == OpKind::Scale ||
+         (op == OpKind::ExpandCombine && hasBias);
+}
+
+static std::string formatFloat(float v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.9g", static_cast<double>(v));
+  return buf;
+}
+
+std::string KernelSpec::canonical() const {
+  std::string s = std::string(toString(op)) + "." + toString(dir);
+  auto add = [&](const char *key, const std::string &value) {
+    s += ";";
+    s += key;
+    s += "=";
+    s += value;
+  };
+  add("n", std::to_string(n));
+  if (usesActivations())
+    add("act", toString(act));
+  if (usesParams())
+    add("param", toString(param));
+  if (usesLayout()) {
+    add("layout", toString(layout));
+    add("C", std::to_string(channels));
+  }
+  switch (op) {
+  case OpKind::Project:
+    add("tf32", tf32 ? "1" : "0");
+    add("weight", hasWeight ? "1" : "0");
+    break;
+  case OpKind::Scale:
+    add("norm_eps", formatFloat(normEps));
+    add("pre_eps", formatFloat(preEps));
+    add("post_mult", formatFloat(postMult));
+    break;
+  case OpKind::Sinkhorn:
+    add("mode", toString(mode));
+    add("iters", std::to_string(iters));
+    if (mode == SinkhornMode::SoftmaxEps)
+      add("eps", formatFloat(eps));
+    break;
+  case OpKind::ExpandCombine:
+    add("bias", hasBias ? "1" : "0");
+    break;
+  case OpKind::Aggregate:
+    break;
+  }
+  add("arch", arch);
+  return s;
+}
+
+uint64_t KernelSpec::hash() const {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (unsigned char c : canonical()) {
+    h ^= c;
+    h *= 0x100000001b3ull;
+  }
+  return h;
+}
+
+std::string KernelSpec::kernelName() const {
+  char buf[24];
+  std::snprintf(buf, sizeof buf, "%016llx",
+                static_cast<unsigned long long>(hash()));
+  return std::string("mhc_") + toString(op) + "_" + toString(dir) + "_n" +
+         std::to_string(n) + "_" + buf;
+}
+
+bool operator==(const KernelSpec &a, const KernelSpec &b) {
+  return a.canonical() == b.canonical();
+}
+
+namespace {
+template <typename E>
+bool parseEnum(const std::string &v, std::initializer_list<E> all, E &out) {
+  for (E e : all)
+    if (v == toString(e)) {
+      out = e;
+      return true;
+    }
+  return false;
+}
+
+bool parseInt(const std::string &v, int64_t &out) {
+  if (v.empty())
+    return false;
+  char *end = nullptr;
+  long long x = std::strtoll(v.c_str(), &end, 10);
+  if (*end != '\0')
+    return false;
+  out = x;
+  return true;
+}
+
+bool parseFloat(const std::string &v, float &out) {
+  if (v.empty())
+    return false;
+  char *end = nullptr;
+  out = std::strtof(v.c_str(), &end);
+  return *end == '\0';
+}
+
+bool parseBool(const std::string &v, bool &out) {
+  if (v != "0" && v != "1")
+    return false;
+  out = v == "1";
+  return true;
+}
+} // namespace
+
+std::optional<KernelSpec> KernelSpec::parse(std::string_view text,
+                                            std::string *error) {
+  auto fail = [&](const std::string &msg) -> std::optional<KernelSpec> {
+    if (error)
+      *error = msg;
+    return std::nullopt;
+  };
+  std::vector<std::string> fields;
+  size_t start = 0;
+  while (true) {
+    size_t semi = text.find(';', start);
+    fields.emplace_back(text.substr(start, semi - start));
+    if (semi == std::string_view::npos)
+      break;
+    start = semi + 1;
+  }
+  KernelSpec spec;
+  const std::string &head = fields.front();
+  size_t dot = head.rfind('.');
+  if (dot == std::string::npos)
+    return fail("expected '<op>.<fwd|bwd>' at the start, got '" + head + "'");
+  if (!parseEnum(head.substr(0, dot),
+                 {OpKind::Project, OpKind::Scale, OpKind::Sinkhorn,
+                  OpKind::Aggregate, OpKind::ExpandCombine},
+                 spec.op))
+    return fail("unknown op '" + head.substr(0, dot) + "'");
+  if (!parseEnum(head.substr(dot + 1), {Direction::Forward, Direction::Backward},
+                 spec.dir))
+    return fail("unknown direction '" + head.substr(dot + 1) + "'");
+
+  std::map<std::string, std::string> kv;
+  for (size_t i = 1; i < fields.size(); ++i) {
+    size_t eq = fields[i].find('=');
+    if (eq == std::string::npos)
+      return fail("expected key=value, got '" + fields[i] + "'");
+    if (!kv.emplace(fields[i].substr(0, eq), fields[i].substr(eq + 1)).second)
+      return fail("duplicate key '" + fields[i].substr(0, eq) + "'");
+  }
+  auto take = [&](const char *key, std::string &out) {
+    auto it = kv.find(key);
+    if (it == kv.end())
+      return false;
+    out = it->second;
+    kv.erase(it);
+    return true;
+  };
+  std::string v;
+  bool ok = true;
+  if (take("n", v)) ok &= parseInt(v, spec.n);
+  if (take("act", v)) ok &= parseEnum(v, {DType::BF16, DType::F16, DType::F32}, spec.act);
+  if (take("param", v)) ok &= parseEnum(v, {DType::BF16, DType::F16, DType::F32}, spec.param);
+  if (take("layout", v)) ok &= parseEnum(v, {Layout::NC, Layout::CN}, spec.layout);
+  if (take("C", v)) ok &= parseInt(v, spec.channels);
+  if (take("tf32", v)) ok &= parseBool(v, spec.tf32);
+  if (take("weight", v)) ok &= parseBool(v, spec.hasWeight);
+  if (take("bias", v)) ok &= parseBool(v, spec.hasBias);
+  if (take("norm_eps", v)) ok &= parseFloat(v, spec.normEps);
+  if (take("pre_eps", v)) ok &= parseFloat(v, spec.preEps);
+  if (take("post_mult", v)) ok &= parseFloat(v, spec.postMult);
+  if (take("mode", v)) ok &= parseEnum(v, {SinkhornMode::Log, SinkhornMode::SoftmaxEps}, spec.mode);
+  if (take("iters", v)) ok &= parseInt(v, spec.iters);
+  if (take("eps", v)) ok &= parseFloat(v, spec.eps);
+  if (take("arch", v)) spec.arch = v;
+  if (!ok)
+    return fail("malformed value in '" + std::string(text) + "'");
+  if (!kv.empty())
+    return fail("unknown key '" + kv.begin()->first + "'");
+  // Only a string in canonical form names a kernel: reject anything else so
+  // two spellings of one spec never become two cache entries.
+  if (spec.canonical() != text)
+    return fail("not in canonical form; expected '" + spec.canonical() + "'");
+  return spec;
+}
+
+std::string unsupportedReason(const KernelSpec &s) {
+  if (s.n < 1 || s.n > 8)
+    return "n = " + std::to_string(s.n) + " is outside the specialised range 1..8";
+  if (!isSupportedArch(s.arch))
+    return "arch '" + s.arch + "' is not a codegen target (sm_80, sm_90a, sm_100a)";
+  if (s.usesLayout() && s.channels <= 0)
+    return "the channel count C is not static";
+  if (s.usesParams() && s.param == DType::F16)
+    return "f16 parameters are not supported (f32 or bf16)";
+  if (s.op == OpKind::Sinkhorn && s.iters < 1)
+    return "sinkhorn needs iters >= 1";
+  return "";
+}
+
+} // namespace mhc

@@ -1,0 +1,55 @@
+//===- Specialize.cpp - stamp kernel specs, mark unsupported ops ----------===//
+
+#include "mhc/Passes/Passes.h"
+
+#include "mlir/IR/Builders.h"
+
+namespace mlir::mhc {
+#define GEN_PASS_DEF_SPECIALIZE
+#include "mhc/Passes/Passes.h.inc"
+} // namespace mlir::mhc
+
+using namespace mlir;
+using namespace mlir::mhc;
+
+namespace {
+
+struct SpecializePass : mlir::mhc::impl::SpecializeBase<SpecializePass> {
+  using SpecializeBase::SpecializeBase;
+
+  void runOnOperation() override {
+    // An unknown arch is a usage error of the pass, not a property of an op.
+    if (!::mhc::isSupportedArch(arch)) {
+      getOperation()->emitError()
+          << "mhc-specialize: unknown arch '" << arch
+          << "'; expected sm_80, sm_90a or sm_100a";
+      return signalPassFailure();
+    }
+    Builder builder(&getContext());
+    WalkResult result = getOperation()->walk([&](Operation *op) {
+      if (isa<LayerOp>(op)) {
+        op->emitError() << "mhc-specialize needs mhc.layer expanded first "
+                           "(run mhc-expand-layers)";
+        return WalkResult::interrupt();
+      }
+      auto kernel = dyn_cast<KernelOpInterface>(op);
+      if (!kernel)
+        return WalkResult::advance();
+      ::mhc::KernelSpec spec;
+      kernel.describeKernel(spec);
+      spec.arch = arch;
+      op->setAttr(kSpecAttrName,
+                  KernelSpecAttr::get(&getContext(), spec.canonical()));
+      std::string reason = ::mhc::unsupportedReason(spec);
+      if (reason.empty())
+        op->removeAttr(kFallbackAttrName);
+      else
+        op->setAttr(kFallbackAttrName, builder.getStringAttr(reason));
+      return WalkResult::advance();
+    });
+    if (result.wasInterrupted())
+      signalPassFailure();
+  }
+};
+
+} // namespace
