@@ -100,19 +100,22 @@ LogicalResult Signature::check(StringRef role, StringRef name, Value value,
     bool isStatic = !ShapedType::isDynamic(size);
     switch (d.kind) {
     case Dim::Fixed:
-      if (size != d.value)
-        return shapeError() << ": dimension " << i << " must be " << d.symbol
-                            << " = " << d.value;
+      if (size != d.value) {
+        auto diag = shapeError() << ": dimension " << i << " must be ";
+        if (StringRef(d.symbol) != std::to_string(d.value))
+          diag << d.symbol << " = ";
+        return diag << d.value;
+      }
       break;
     case Dim::Tokens:
       if (isStatic && m && *m != size)
-        return shapeError() << ": its token count " << size << " differs from "
-                            << mFrom << "'s " << *m;
+        return shapeError() << ": its token count " << size
+                            << " differs from M = " << *m << " of " << mFrom;
       break;
     case Dim::Channels:
       if (isStatic && c && *c != size)
         return shapeError() << ": its channel count " << size
-                            << " differs from " << cFrom << "'s C = " << *c;
+                            << " differs from C = " << *c << " of " << cFrom;
       break;
     case Dim::StreamsTimesChannels:
       if (isStatic && size % n != 0)

@@ -37,8 +37,10 @@ void expandLayer(LayerOp layer, IRRewriter &rewriter) {
   // Inline the block between aggregate and expand_combine, feeding it y.
   Block &body = layer.getBody().front();
   auto yield = cast<YieldOp>(body.getTerminator());
-  Value f = yield.getF();
   rewriter.inlineBlockBefore(&body, layer, ValueRange{aggregate.getY()});
+  // Read f only now: an identity block yields its argument, which inlining
+  // has just replaced with y.
+  Value f = yield.getF();
   rewriter.eraseOp(yield);
 
   auto combine = ExpandCombineOp::create(

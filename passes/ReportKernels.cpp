@@ -46,10 +46,10 @@ struct ReportKernelsPass : mlir::mhc::impl::ReportKernelsBase<ReportKernelsPass>
       std::string name = "-";
       if (auto spec = ::mhc::KernelSpec::parse(key))
         name = spec->kernelName();
-      os << llvm::format("  %-34s %3u op(s)  ", name.c_str(), use.ops);
+      os << llvm::format("  %-44s %3u op(s)  ", name.c_str(), use.ops);
       if (use.fallback.empty()) {
         ++generated;
-        os << "generated  ";
+        os << "codegen    ";
       } else {
         ++fallback;
         os << "reference  ";
@@ -60,7 +60,7 @@ struct ReportKernelsPass : mlir::mhc::impl::ReportKernelsBase<ReportKernelsPass>
       os << "\n";
     }
     os << "summary: " << kernels.size() << " distinct kernel(s), " << generated
-       << " generated, " << fallback << " on the reference path, "
+       << " for codegen, " << fallback << " on the reference path, "
        << unspecialised << " op(s) unspecialised\n";
     os.flush();
     markAllAnalysesPreserved();

@@ -17,14 +17,20 @@ namespace {
 struct SpecializePass : mlir::mhc::impl::SpecializeBase<SpecializePass> {
   using SpecializeBase::SpecializeBase;
 
+  // An unknown arch is a usage error of the pass, reported when the pipeline
+  // is parsed, not a property of any op.
+  LogicalResult initializeOptions(
+      StringRef options,
+      function_ref<LogicalResult(const Twine &)> errorHandler) override {
+    if (failed(Pass::initializeOptions(options, errorHandler)))
+      return failure();
+    if (!::mhc::isSupportedArch(arch))
+      return errorHandler("mhc-specialize: unknown arch '" + arch +
+                          "'; expected sm_80, sm_90a or sm_100a");
+    return success();
+  }
+
   void runOnOperation() override {
-    // An unknown arch is a usage error of the pass, not a property of an op.
-    if (!::mhc::isSupportedArch(arch)) {
-      getOperation()->emitError()
-          << "mhc-specialize: unknown arch '" << arch
-          << "'; expected sm_80, sm_90a or sm_100a";
-      return signalPassFailure();
-    }
     Builder builder(&getContext());
     WalkResult result = getOperation()->walk([&](Operation *op) {
       if (isa<LayerOp>(op)) {

@@ -62,8 +62,8 @@ def ReportKernels : Pass<"mhc-report-kernels"> {
   let summary = "print the distinct kernels the IR needs, one line each";
   let description = [{
     Lists each distinct `mhc.spec` in the IR (run `mhc-specialize` first)
-    with how many ops use it and whether it is generated or falls back to the
-    reference path, then a summary line. The IR is left unchanged. Ops
+    with how many ops use it and whether codegen builds it or it falls back
+    to the reference path (`mhc.fallback`), then a summary line. The IR is left unchanged. Ops
     without a spec are counted as unspecialised.
   }];
   let options = [

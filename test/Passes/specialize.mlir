@@ -1,0 +1,74 @@
+// RUN: mhc-opt %s -split-input-file -mhc-specialize | FileCheck %s --check-prefixes=CHECK,SM90
+// RUN: mhc-opt %s -split-input-file -mhc-specialize=arch=sm_100a | FileCheck %s --check-prefixes=CHECK,SM100
+// RUN: not mhc-opt %s -mhc-specialize=arch=sm_75 -o /dev/null 2>&1 | FileCheck %s --check-prefix=BADARCH
+
+// BADARCH: error: mhc-specialize: unknown arch 'sm_75'; expected sm_80, sm_90a or sm_100a
+
+// Forward ops: every field the kernel depends on, nothing it does not.
+// CHECK-LABEL: func @forward
+// SM90: mhc.project {{.*}} {mhc.spec = #mhc.spec<"project.fwd;n=4;act=bf16;param=f32;layout=nc;C=64;tf32=1;weight=1;arch=sm_90a">, n = 4 : i64, tf32}
+// SM100: mhc.project {{.*}} {mhc.spec = #mhc.spec<"project.fwd;n=4;act=bf16;param=f32;layout=nc;C=64;tf32=1;weight=1;arch=sm_100a">, n = 4 : i64, tf32}
+// SM90: mhc.scale {{.*}} {mhc.spec = #mhc.spec<"scale.fwd;n=4;param=bf16;norm_eps=1.1920929e-07;pre_eps=0;post_mult=2;arch=sm_90a">
+// SM90: mhc.sinkhorn log {{.*}} {mhc.spec = #mhc.spec<"sinkhorn.fwd;n=4;mode=log;iters=20;arch=sm_90a">
+// SM90: mhc.sinkhorn softmax_eps {{.*}} {eps = 0.000000e+00 : f32, iters = 10 : i64, mhc.spec = #mhc.spec<"sinkhorn.fwd;n=4;mode=softmax_eps;iters=10;eps=0;arch=sm_90a">
+// SM90: mhc.aggregate {{.*}} {mhc.spec = #mhc.spec<"aggregate.fwd;n=4;act=bf16;layout=nc;C=64;arch=sm_90a">
+// SM90: mhc.expand_combine {{.*}} {mhc.spec = #mhc.spec<"expand_combine.fwd;n=4;act=bf16;layout=nc;C=64;bias=0;arch=sm_90a">
+// CHECK-NOT: mhc.fallback
+func.func @forward(%x: tensor<?x4x64xbf16>, %phi: tensor<24x256xf32>, %w: tensor<256xf32>,
+                   %a: tensor<3xbf16>, %b: tensor<24xbf16>, %f: tensor<?x64xbf16>) {
+  %h, %ms = mhc.project nc %x, %phi weight %w {n = 4 : i64, tf32} : (tensor<?x4x64xbf16>, tensor<24x256xf32>, tensor<256xf32>) -> (tensor<?x24xf32>, tensor<?xf32>)
+  %pre, %post, %l = mhc.scale %h, %ms, %a, %b {n = 4 : i64, norm_eps = 1.1920929e-07 : f32, pre_eps = 0.0 : f32} : (tensor<?x24xf32>, tensor<?xf32>, tensor<3xbf16>, tensor<24xbf16>) -> (tensor<?x4xf32>, tensor<?x4xf32>, tensor<?x4x4xf32>)
+  %p = mhc.sinkhorn log %l {n = 4 : i64} : (tensor<?x4x4xf32>) -> tensor<?x4x4xf32>
+  %q = mhc.sinkhorn softmax_eps %l {n = 4 : i64, iters = 10 : i64, eps = 0.0 : f32} : (tensor<?x4x4xf32>) -> tensor<?x4x4xf32>
+  %y = mhc.aggregate nc %x, %pre {n = 4 : i64} : (tensor<?x4x64xbf16>, tensor<?x4xf32>) -> tensor<?x64xbf16>
+  %o = mhc.expand_combine nc %f, %post, %x, %p {n = 4 : i64} : (tensor<?x64xbf16>, tensor<?x4xf32>, tensor<?x4x64xbf16>, tensor<?x4x4xf32>) -> tensor<?x4x64xbf16>
+  return
+}
+
+// -----
+
+// Gradient ops get the bwd spec of their forward op; layout cn and f16.
+// CHECK-LABEL: func @backward
+// SM90: mhc.project_grad {{.*}}mhc.spec = #mhc.spec<"project.bwd;n=2;act=f16;param=f32;layout=cn;C=8;tf32=0;weight=0;arch=sm_90a">
+// SM90: mhc.scale_grad {{.*}}mhc.spec = #mhc.spec<"scale.bwd;n=2;param=f32;norm_eps=9.99999997e-07;pre_eps=9.99999997e-07;post_mult=2;arch=sm_90a">
+// SM90: mhc.sinkhorn_grad {{.*}}mhc.spec = #mhc.spec<"sinkhorn.bwd;n=2;mode=softmax_eps;iters=20;eps=9.99999997e-07;arch=sm_90a">
+// SM90: mhc.aggregate_grad {{.*}}mhc.spec = #mhc.spec<"aggregate.bwd;n=2;act=f16;layout=cn;C=8;arch=sm_90a">
+// SM90: mhc.expand_combine_grad {{.*}}mhc.spec = #mhc.spec<"expand_combine.bwd;n=2;act=f16;param=bf16;layout=cn;C=8;bias=1;arch=sm_90a">
+// CHECK-NOT: mhc.fallback
+func.func @backward(%gh: tensor<?x8xf32>, %gms: tensor<?xf32>, %x: tensor<?x8x2xf16>, %phi: tensor<8x16xf32>,
+                    %g2: tensor<?x2xf32>, %g22: tensor<?x2x2xf32>, %a: tensor<3xf32>, %b: tensor<8xf32>,
+                    %gy: tensor<?x8xf16>, %bias: tensor<8xbf16>) {
+  %gx, %gphi = mhc.project_grad cn %gh, %gms, %x, %phi {n = 2 : i64} : (tensor<?x8xf32>, tensor<?xf32>, tensor<?x8x2xf16>, tensor<8x16xf32>) -> (tensor<?x8x2xf16>, tensor<8x16xf32>)
+  %0:4 = mhc.scale_grad %g2, %g2, %g22, %gh, %gms, %a, %b {n = 2 : i64} : (tensor<?x2xf32>, tensor<?x2xf32>, tensor<?x2x2xf32>, tensor<?x8xf32>, tensor<?xf32>, tensor<3xf32>, tensor<8xf32>) -> (tensor<?x8xf32>, tensor<?xf32>, tensor<3xf32>, tensor<8xf32>)
+  %1 = mhc.sinkhorn_grad softmax_eps %g22, %g22 {n = 2 : i64} : (tensor<?x2x2xf32>, tensor<?x2x2xf32>) -> tensor<?x2x2xf32>
+  %2:2 = mhc.aggregate_grad cn %gy, %x, %g2 {n = 2 : i64} : (tensor<?x8xf16>, tensor<?x8x2xf16>, tensor<?x2xf32>) -> (tensor<?x8x2xf16>, tensor<?x2xf32>)
+  %3:5 = mhc.expand_combine_grad cn %x, %gy, %g2, %x, %g22 bias %bias {n = 2 : i64} : (tensor<?x8x2xf16>, tensor<?x8xf16>, tensor<?x2xf32>, tensor<?x8x2xf16>, tensor<?x2x2xf32>, tensor<8xbf16>) -> (tensor<?x8xf16>, tensor<?x2xf32>, tensor<?x8x2xf16>, tensor<?x2x2xf32>, tensor<8xbf16>)
+  return
+}
+
+// -----
+
+// What codegen cannot build is marked, with the reason, for the runtime's
+// reference path: n beyond 8, a dynamic C.
+// CHECK-LABEL: func @unsupported
+// SM90: mhc.aggregate nc {{.*}} {mhc.fallback = "n = 9 is outside the specialised range 1..8", mhc.spec = #mhc.spec<"aggregate.fwd;n=9;act=f32;layout=nc;C=16;arch=sm_90a">, n = 9 : i64}
+// SM90: mhc.aggregate nc {{.*}} {mhc.fallback = "the channel count C is not static", mhc.spec = #mhc.spec<"aggregate.fwd;n=4;act=bf16;layout=nc;C=0;arch=sm_90a">, n = 4 : i64}
+// The same ops on small shapes are fine; sinkhorn does not depend on C.
+// SM90: mhc.sinkhorn log {{.*}} {mhc.spec = #mhc.spec<"sinkhorn.fwd;n=1;mode=log;iters=20;arch=sm_90a">, n = 1 : i64}
+func.func @unsupported(%x9: tensor<?x9x16xf32>, %pre9: tensor<?x9xf32>, %xd: tensor<?x4x?xbf16>, %pre: tensor<?x4xf32>, %l1: tensor<?x1x1xf32>) {
+  %y = mhc.aggregate nc %x9, %pre9 {n = 9 : i64} : (tensor<?x9x16xf32>, tensor<?x9xf32>) -> tensor<?x16xf32>
+  %yd = mhc.aggregate nc %xd, %pre {n = 4 : i64} : (tensor<?x4x?xbf16>, tensor<?x4xf32>) -> tensor<?x?xbf16>
+  %p = mhc.sinkhorn log %l1 {n = 1 : i64} : (tensor<?x1x1xf32>) -> tensor<?x1x1xf32>
+  return
+}
+
+// -----
+
+// A stale fallback mark from an earlier run is cleared when the spec is now
+// supported; the spec is recomputed.
+// CHECK-LABEL: func @restamp
+// SM90: mhc.sinkhorn log %{{.*}} {mhc.spec = #mhc.spec<"sinkhorn.fwd;n=4;mode=log;iters=20;arch=sm_90a">, n = 4 : i64}
+func.func @restamp(%l: tensor<?x4x4xf32>) {
+  %p = mhc.sinkhorn log %l {n = 4 : i64, mhc.fallback = "old", mhc.spec = #mhc.spec<"sinkhorn.fwd;n=4;mode=log;iters=20;arch=sm_80">} : (tensor<?x4x4xf32>) -> tensor<?x4x4xf32>
+  return
+}
