@@ -1,0 +1,138 @@
+//===- KernelSpecTest.cpp - canonical strings, parsing, hashing -----------===//
+//
+// The kernel spec is the cache key of the runtime: its canonical string must
+// round-trip, reject every non-canonical spelling, and hash identically in
+// every process and build.
+//
+//===----------------------------------------------------------------------===//
+
+#include "mhc/Support/KernelSpec.h"
+
+#include <cstdio>
+#include <string>
+
+static int failures = 0, checks = 0;
+
+#define EXPECT(cond)                                                           \
+  do {                                                                         \
+    ++checks;                                                                  \
+    if (!(cond)) {                                                             \
+      ++failures;                                                              \
+      std::fprintf(stderr, "%s:%d: EXPECT(%s) failed\n", __FILE__, __LINE__,   \
+                   #cond);                                                     \
+    }                                                                          \
+  } while (0)
+
+using namespace mhc;
+
+static void roundTripsEveryOp() {
+  for (OpKind op : {OpKind::Project, OpKind::Scale, OpKind::Sinkhorn,
+                    OpKind::Aggregate, OpKind::ExpandCombine})
+    for (Direction dir : {Direction::Forward, Direction::Backward})
+      for (SinkhornMode mode : {SinkhornMode::Log, SinkhornMode::SoftmaxEps}) {
+        KernelSpec s;
+        s.op = op;
+        s.dir = dir;
+        s.n = 6;
+        s.act = DType::F16;
+        s.param = DType::BF16;
+        s.layout = Layout::CN;
+        s.channels = 1000;
+        s.arch = "sm_100a";
+        s.tf32 = true;
+        s.hasWeight = true;
+        s.hasBias = true;
+        s.normEps = 1.1920929e-07f;
+        s.preEps = 0.0f;
+        s.postMult = 1.5f;
+        s.mode = mode;
+        s.iters = 7;
+        s.eps = 3e-5f;
+        std::string error;
+        auto parsed = KernelSpec::parse(s.canonical(), &error);
+        EXPECT(parsed.has_value());
+        if (!parsed)
+          std::fprintf(stderr, "  %s: %s\n", s.canonical().c_str(),
+                       error.c_str());
+        else
+          EXPECT(parsed->canonical() == s.canonical());
+      }
+}
+
+static void leavesOutUnusedFields() {
+  KernelSpec a, b;
+  a.op = b.op = OpKind::Sinkhorn;
+  a.channels = 64;
+  b.channels = 128;
+  a.act = DType::F32;
+  EXPECT(a.canonical() == b.canonical());
+  EXPECT(a.hash() == b.hash());
+  EXPECT(a.canonical() == "sinkhorn.fwd;n=4;mode=log;iters=20;arch=sm_90a");
+  b.mode = SinkhornMode::SoftmaxEps;
+  EXPECT(b.canonical() ==
+         "sinkhorn.fwd;n=4;mode=softmax_eps;iters=20;eps=9.99999997e-07;arch=sm_90a");
+}
+
+static void floatsRoundTripExactly() {
+  KernelSpec s;
+  s.op = OpKind::Scale;
+  for (float v : {1.1920929e-07f, 1e-6f, 0.1f, 3.0f, 1e-30f}) {
+    s.normEps = v;
+    auto parsed = KernelSpec::parse(s.canonical());
+    EXPECT(parsed && parsed->normEps == v);
+  }
+}
+
+static void hashIsStable() {
+  // FNV-1a 64 of the canonical string: fixed forever, since it names files
+  // in every user's cache.
+  KernelSpec s;
+  s.op = OpKind::Aggregate;
+  s.channels = 2048;
+  EXPECT(s.canonical() == "aggregate.fwd;n=4;act=bf16;layout=nc;C=2048;arch=sm_90a");
+  EXPECT(s.hash() == 0x123f3d65709c76afull);
+  EXPECT(s.kernelName() == "mhc_aggregate_fwd_n4_123f3d65709c76af");
+}
+
+static void rejectsNonCanonical() {
+  std::string error;
+  EXPECT(!KernelSpec::parse("", &error));
+  EXPECT(!KernelSpec::parse("aggregate", &error));
+  EXPECT(!KernelSpec::parse("aggregate.sideways;n=4", &error));
+  EXPECT(!KernelSpec::parse("sinkhorn.fwd;n=4;n=4;mode=log;iters=20;arch=sm_90a", &error));
+  EXPECT(error.find("duplicate key 'n'") != std::string::npos);
+  EXPECT(!KernelSpec::parse("sinkhorn.fwd;n=4;mode=log;iters=20;arch=sm_90a;color=red", &error));
+  EXPECT(error.find("unknown key 'color'") != std::string::npos);
+  EXPECT(!KernelSpec::parse("sinkhorn.fwd;n=four;mode=log;iters=20;arch=sm_90a", &error));
+  // Reordered keys and fields the op does not use are not canonical.
+  EXPECT(!KernelSpec::parse("sinkhorn.fwd;mode=log;n=4;iters=20;arch=sm_90a", &error));
+  EXPECT(error.find("not in canonical form") != std::string::npos);
+  EXPECT(!KernelSpec::parse("sinkhorn.fwd;n=4;C=64;mode=log;iters=20;arch=sm_90a", &error));
+}
+
+static void supportRules() {
+  KernelSpec s;
+  s.channels = 64;
+  EXPECT(unsupportedReason(s).empty());
+  s.n = 9;
+  EXPECT(unsupportedReason(s) == "n = 9 is outside the specialised range 1..8");
+  s.n = 1;
+  EXPECT(unsupportedReason(s).empty());
+  s.channels = 0;
+  EXPECT(unsupportedReason(s) == "the channel count C is not static");
+  s.op = OpKind::Scale; // does not depend on C
+  EXPECT(unsupportedReason(s).empty());
+  s.arch = "sm_75";
+  EXPECT(unsupportedReason(s).find("not a codegen target") != std::string::npos);
+}
+
+int main() {
+  roundTripsEveryOp();
+  leavesOutUnusedFields();
+  floatsRoundTripExactly();
+  hashIsStable();
+  rejectsNonCanonical();
+  supportRules();
+  std::printf("%d passed, %d failed\n", checks - failures, failures);
+  return failures == 0 ? 0 : 1;
+}
