@@ -18,7 +18,7 @@ if [ ${#need[@]} -gt 0 ]; then
   sudo_=""
   [ "$(id -u)" = 0 ] || sudo_="sudo"
   $sudo_ apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $sudo_ apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+  DEBIAN_FRONTEND=noninteractive $sudo_ apt-get install -y -qq "${need[@]}" >/dev/null
 fi
 
 if [ ! -f "$build/build.ninja" ]; then
