@@ -342,6 +342,14 @@ func.func @project_grad_gweight_without_weight(%gh: tensor<?x24xf32>, %gms: tens
 
 // -----
 
+func.func @project_grad_weight_without_gweight(%gh: tensor<?x24xf32>, %gms: tensor<?xf32>, %x: tensor<?x4x64xbf16>, %phi: tensor<24x256xf32>, %w: tensor<256xf32>) {
+  // expected-error @+1 {{must have a 'gweight' result exactly when it has a 'weight' operand}}
+  %gx, %gphi = mhc.project_grad nc %gh, %gms, %x, %phi weight %w {n = 4 : i64} : (tensor<?x24xf32>, tensor<?xf32>, tensor<?x4x64xbf16>, tensor<24x256xf32>, tensor<256xf32>) -> (tensor<?x4x64xbf16>, tensor<24x256xf32>)
+  return
+}
+
+// -----
+
 func.func @project_grad_gphi_dtype(%gh: tensor<?x24xf32>, %gms: tensor<?xf32>, %x: tensor<?x4x64xbf16>, %phi: tensor<24x256xbf16>) {
   // expected-error @+1 {{result 'gphi' must have the element type of 'phi' ('bf16'), got 'f32'}}
   %gx, %gphi = mhc.project_grad nc %gh, %gms, %x, %phi {n = 4 : i64} : (tensor<?x24xf32>, tensor<?xf32>, tensor<?x4x64xbf16>, tensor<24x256xbf16>) -> (tensor<?x4x64xbf16>, tensor<24x256xf32>)
@@ -465,6 +473,18 @@ func.func @layer_attrs(%x: tensor<?x4x64xbf16>, %phi: tensor<24x256xf32>, %a: te
   %x1 = mhc.layer nc %x, %phi, %a, %b sinkhorn log {n = 4 : i64, eps = 1.0e-6 : f32} : (tensor<?x4x64xbf16>, tensor<24x256xf32>, tensor<3xf32>, tensor<24xf32>) -> tensor<?x4x64xbf16> {
   ^bb0(%y: tensor<?x64xbf16>):
     mhc.yield %y : tensor<?x64xbf16>
+  }
+  return
+}
+
+// -----
+
+func.func private @block(tensor<?x64xbf16>) -> tensor<?x64xbf16>
+func.func @layer_without_yield(%x: tensor<?x4x64xbf16>, %phi: tensor<24x256xf32>, %a: tensor<3xf32>, %b: tensor<24xf32>) {
+  %x1 = mhc.layer nc %x, %phi, %a, %b sinkhorn log {n = 4 : i64} : (tensor<?x4x64xbf16>, tensor<24x256xf32>, tensor<3xf32>, tensor<24xf32>) -> tensor<?x4x64xbf16> {
+  ^bb0(%y: tensor<?x64xbf16>):
+    // expected-error @+1 {{block with no terminator}}
+    %f = func.call @block(%y) : (tensor<?x64xbf16>) -> tensor<?x64xbf16>
   }
   return
 }
