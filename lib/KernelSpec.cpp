@@ -242,6 +242,17 @@ std::string unsupportedReason(const KernelSpec &s) {
     return "f16 parameters are not supported (f32 or bf16)";
   if (s.op == OpKind::Sinkhorn && s.iters < 1)
     return "sinkhorn needs iters >= 1";
+  if (s.op == OpKind::Project && (s.n * s.channels) % 8 != 0)
+    return "the projection kernel needs K = n*C to be a multiple of 8";
+  if (s.op == OpKind::Sinkhorn && s.dir == Direction::Backward) {
+    // The backward keeps each token's iteration history in shared memory:
+    // a warp's worth must fit in 48 KiB.
+    int64_t floats = s.mode == SinkhornMode::Log ? 2 * s.n * s.iters
+                                                 : (2 * s.iters - 1) * s.n;
+    if (floats * 4 * 32 > 48 * 1024)
+      return "sinkhorn backward keeps " + std::to_string(floats) +
+             " floats of history per token; at most 384 fit";
+  }
   return "";
 }
 

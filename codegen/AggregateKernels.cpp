@@ -1,0 +1,120 @@
+//===- AggregateKernels.cpp - y = pre . x and its gradient ----------------===//
+//
+// Forward: each thread owns one w-wide channel chunk of one token (16-byte
+// accesses), reads the n streams of that chunk once and writes y once.
+// Backward: one block per token; gx is per element, gpre a block reduction
+// over the token's channels in a fixed order.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Families.h"
+
+using namespace mlir;
+using namespace mlir::mhc;
+using ::mhc::BufferRole;
+using ::mhc::DType;
+
+/// Threads for a per-token block: enough warps to cover the chunks, <= 256.
+static int tokenBlockThreads(int64_t chunks) {
+  int64_t t = ((chunks + 31) / 32) * 32;
+  return static_cast<int>(std::min<int64_t>(256, std::max<int64_t>(32, t)));
+}
+
+static LogicalResult buildForward(KernelContext &ctx) {
+  int64_t n = ctx.n(), C = ctx.C(), w = ctx.actWidth(), chunks = C / w;
+  DType act = ctx.spec.act;
+  ctx.buffer("x", act, BufferRole::Input, {n * C, 0});
+  ctx.buffer("pre", DType::F32, BufferRole::Input, {n, 0});
+  ctx.buffer("y", act, BufferRole::Output, {C, 0});
+
+  const int threads = 256;
+  // Tokens per block: one when a token has at least a block of chunks.
+  int64_t rows = chunks >= threads ? 1 : threads / chunks;
+  LaunchBuilder &l = ctx.launch("main");
+  l.param("x").param("pre").param("y").param("M").block(threads).grid({rows, 0});
+  KernelBuilder kb = ctx.begin(l);
+  Value M = l.tokens();
+  Value m0 = kb.mul(kb.blockId(), kb.idx(rows));
+  auto body = [&](Value m, Value chunk, ArrayRef<Value> pre) {
+    Value c0 = kb.mul(chunk, kb.idx(w));
+    auto xs = loadStreams(kb, ctx, l.arg("x"), m, c0, w);
+    SmallVector<Value> y;
+    for (int64_t e = 0; e < w; ++e) {
+      Value acc = kb.mul(pre[0], xs[0][e]);
+      for (int64_t i = 1; i < n; ++i)
+        acc = kb.fma(pre[i], xs[i][e], acc);
+      y.push_back(acc);
+    }
+    kb.storeFrom(y, l.arg("y"), kb.add(kb.mul(m, kb.idx(C)), c0));
+  };
+  auto loadPre = [&](Value m) {
+    SmallVector<Value> pre;
+    for (int64_t i = 0; i < n; ++i)
+      pre.push_back(kb.load(l.arg("pre"), kb.add(kb.mul(m, kb.idx(n)), kb.idx(i))));
+    return pre;
+  };
+  if (rows == 1) {
+    kb.when(kb.lt(m0, M), [&] {
+      SmallVector<Value> pre = loadPre(m0);
+      kb.loop(kb.threadId(), kb.idx(chunks), kb.idx(threads),
+              [&](Value chunk) { body(m0, chunk, pre); });
+    });
+  } else {
+    Value item = kb.threadId();
+    Value m = kb.add(m0, kb.div(item, kb.idx(chunks)));
+    kb.when(kb.andi(kb.lt(item, kb.idx(rows * chunks)), kb.lt(m, M)), [&] {
+      body(m, kb.rem(item, kb.idx(chunks)), loadPre(m));
+    });
+  }
+  return success();
+}
+
+static LogicalResult buildBackward(KernelContext &ctx) {
+  int64_t n = ctx.n(), C = ctx.C(), w = ctx.actWidth(), chunks = C / w;
+  DType act = ctx.spec.act;
+  ctx.buffer("gy", act, BufferRole::Input, {C, 0});
+  ctx.buffer("x", act, BufferRole::Input, {n * C, 0});
+  ctx.buffer("pre", DType::F32, BufferRole::Input, {n, 0});
+  ctx.buffer("gx", act, BufferRole::Output, {n * C, 0});
+  ctx.buffer("gpre", DType::F32, BufferRole::Output, {n, 0});
+
+  int threads = tokenBlockThreads(chunks);
+  LaunchBuilder &l = ctx.launch("main");
+  l.param("gy").param("x").param("pre").param("gx").param("gpre").param("M")
+      .block(threads).grid({1, 0}).sharedF32((threads / 32) * n);
+  KernelBuilder kb = ctx.begin(l);
+  Value m = kb.blockId();
+  SmallVector<Value> pre;
+  for (int64_t i = 0; i < n; ++i)
+    pre.push_back(kb.load(l.arg("pre"), kb.add(kb.mul(m, kb.idx(n)), kb.idx(i))));
+  SmallVector<Value> zeros(n, kb.f32(0.0));
+  SmallVector<Value> partial = kb.loop(
+      kb.threadId(), kb.idx(chunks), kb.idx(threads), zeros,
+      [&](Value chunk, ValueRange acc) {
+        Value c0 = kb.mul(chunk, kb.idx(w));
+        SmallVector<Value> gy =
+            kb.loadF32(l.arg("gy"), kb.add(kb.mul(m, kb.idx(C)), c0), w);
+        auto xs = loadStreams(kb, ctx, l.arg("x"), m, c0, w);
+        SmallVector<SmallVector<Value>> gx(n);
+        SmallVector<Value> next(acc.begin(), acc.end());
+        for (int64_t i = 0; i < n; ++i)
+          for (int64_t e = 0; e < w; ++e) {
+            gx[i].push_back(kb.mul(pre[i], gy[e]));
+            next[i] = kb.fma(gy[e], xs[i][e], next[i]);
+          }
+        storeStreams(kb, ctx, l.arg("gx"), m, c0, gx);
+        return next;
+      });
+  SmallVector<Value> total = blockSum(kb, threads, l.shared(), partial);
+  Value tid = kb.threadId();
+  for (int64_t i = 0; i < n; ++i)
+    kb.when(kb.eq(tid, kb.idx(i)), [&] {
+      kb.store(total[i], l.arg("gpre"), kb.add(kb.mul(m, kb.idx(n)), kb.idx(i)));
+    });
+  return success();
+}
+
+LogicalResult mlir::mhc::buildAggregate(KernelContext &ctx) {
+  return ctx.spec.dir == ::mhc::Direction::Forward ? buildForward(ctx)
+                                                   : buildBackward(ctx);
+}

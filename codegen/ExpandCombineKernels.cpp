@@ -1,0 +1,190 @@
+//===- ExpandCombineKernels.cpp - out = P^T x + post (f + bias), gradient -===//
+//
+// Forward: each thread owns one w-wide channel chunk of a token: reads f,
+// bias and the n streams once, writes the n output streams once.
+// Backward: one block per token computes gf and gx per element and reduces
+// gpost and gP over the channels in a fixed order. With a bias, gf is also
+// kept in f32 and summed over tokens by the deterministic column sum (per-block
+// partials added in order; no atomics).
+//
+//===----------------------------------------------------------------------===//
+
+#include "Families.h"
+
+using namespace mlir;
+using namespace mlir::mhc;
+using ::mhc::BufferRole;
+using ::mhc::DType;
+
+static LogicalResult buildForward(KernelContext &ctx) {
+  int64_t n = ctx.n(), C = ctx.C(), w = ctx.actWidth(), chunks = C / w;
+  DType act = ctx.spec.act;
+  bool hasBias = ctx.spec.hasBias;
+  ctx.buffer("f", act, BufferRole::Input, {C, 0});
+  ctx.buffer("post", DType::F32, BufferRole::Input, {n, 0});
+  ctx.buffer("x", act, BufferRole::Input, {n * C, 0});
+  ctx.buffer("P", DType::F32, BufferRole::Input, {n * n, 0});
+  if (hasBias)
+    ctx.buffer("bias", ctx.spec.param, BufferRole::Input, {0, C});
+  ctx.buffer("out", act, BufferRole::Output, {n * C, 0});
+
+  const int threads = 256;
+  int64_t rows = chunks >= threads ? 1 : threads / chunks;
+  LaunchBuilder &l = ctx.launch("main");
+  l.param("f").param("post").param("x").param("P");
+  if (hasBias)
+    l.param("bias");
+  l.param("out").param("M").block(threads).grid({rows, 0});
+  KernelBuilder kb = ctx.begin(l);
+  Value M = l.tokens();
+
+  // post[j] then P[i][j], row-major: n + n*n values.
+  auto loadMix = [&](Value m) {
+    SmallVector<Value> mix;
+    for (int64_t j = 0; j < n; ++j)
+      mix.push_back(kb.load(l.arg("post"), kb.add(kb.mul(m, kb.idx(n)), kb.idx(j))));
+    for (int64_t k = 0; k < n * n; ++k)
+      mix.push_back(kb.load(l.arg("P"), kb.add(kb.mul(m, kb.idx(n * n)), kb.idx(k))));
+    return mix;
+  };
+  auto body = [&](Value m, Value chunk, ArrayRef<Value> mix) {
+    Value c0 = kb.mul(chunk, kb.idx(w));
+    SmallVector<Value> f =
+        kb.loadF32(l.arg("f"), kb.add(kb.mul(m, kb.idx(C)), c0), w);
+    if (hasBias) {
+      SmallVector<Value> bias = kb.loadF32(l.arg("bias"), c0, w);
+      for (int64_t e = 0; e < w; ++e)
+        f[e] = kb.add(f[e], bias[e]);
+    }
+    auto xs = loadStreams(kb, ctx, l.arg("x"), m, c0, w);
+    SmallVector<SmallVector<Value>> out(n);
+    for (int64_t j = 0; j < n; ++j)
+      for (int64_t e = 0; e < w; ++e) {
+        Value acc = kb.mul(mix[j], f[e]);
+        for (int64_t i = 0; i < n; ++i)
+          acc = kb.fma(mix[n + i * n + j], xs[i][e], acc);
+        out[j].push_back(acc);
+      }
+    storeStreams(kb, ctx, l.arg("out"), m, c0, out);
+  };
+  Value m0 = kb.mul(kb.blockId(), kb.idx(rows));
+  if (rows == 1) {
+    kb.when(kb.lt(m0, M), [&] {
+      SmallVector<Value> mix = loadMix(m0);
+      kb.loop(kb.threadId(), kb.idx(chunks), kb.idx(threads),
+              [&](Value chunk) { body(m0, chunk, mix); });
+    });
+  } else {
+    Value item = kb.threadId();
+    Value m = kb.add(m0, kb.div(item, kb.idx(chunks)));
+    kb.when(kb.andi(kb.lt(item, kb.idx(rows * chunks)), kb.lt(m, M)), [&] {
+      body(m, kb.rem(item, kb.idx(chunks)), loadMix(m));
+    });
+  }
+  return success();
+}
+
+static LogicalResult buildBackward(KernelContext &ctx) {
+  int64_t n = ctx.n(), C = ctx.C(), w = ctx.actWidth();
+  // Per element of a chunk a thread holds gout, x and gx of every stream;
+  // P and the gpost/gP partials are held throughout. Narrow the chunk until
+  // that fits in registers (n = 8 needs 2-wide chunks).
+  while (w > 1 && 3 * n * w + 2 * n * n + n > 200)
+    w /= 2;
+  int64_t chunks = C / w;
+  DType act = ctx.spec.act;
+  bool hasBias = ctx.spec.hasBias;
+  ctx.buffer("gout", act, BufferRole::Input, {n * C, 0});
+  ctx.buffer("f", act, BufferRole::Input, {C, 0});
+  ctx.buffer("post", DType::F32, BufferRole::Input, {n, 0});
+  ctx.buffer("x", act, BufferRole::Input, {n * C, 0});
+  ctx.buffer("P", DType::F32, BufferRole::Input, {n * n, 0});
+  if (hasBias)
+    ctx.buffer("bias", ctx.spec.param, BufferRole::Input, {0, C});
+  ctx.buffer("gf", act, BufferRole::Output, {C, 0});
+  ctx.buffer("gpost", DType::F32, BufferRole::Output, {n, 0});
+  ctx.buffer("gx", act, BufferRole::Output, {n * C, 0});
+  ctx.buffer("gP", DType::F32, BufferRole::Output, {n * n, 0});
+  if (hasBias) {
+    ctx.buffer("gbias", ctx.spec.param, BufferRole::Output, {0, C});
+    // gf before rounding to the activation dtype, for an f32-exact gbias.
+    ctx.buffer("gf32", DType::F32, BufferRole::Workspace, {C, 0});
+  }
+
+  const int threads = 256;
+  int64_t reduced = n + n * n; // gpost, then gP row-major
+  LaunchBuilder &l = ctx.launch("main");
+  l.param("gout").param("f").param("post").param("x").param("P");
+  if (hasBias)
+    l.param("bias");
+  l.param("gf").param("gpost").param("gx").param("gP");
+  if (hasBias)
+    l.param("gf32");
+  l.param("M").block(threads).grid({1, 0})
+      .sharedF32((threads / 32) * reduced);
+  KernelBuilder kb = ctx.begin(l);
+  Value tid = kb.threadId(), m = kb.blockId();
+  SmallVector<Value> post;
+  for (int64_t j = 0; j < n; ++j)
+    post.push_back(kb.load(l.arg("post"), kb.add(kb.mul(m, kb.idx(n)), kb.idx(j))));
+  SmallVector<Value> P;
+  for (int64_t k = 0; k < n * n; ++k)
+    P.push_back(kb.load(l.arg("P"), kb.add(kb.mul(m, kb.idx(n * n)), kb.idx(k))));
+  SmallVector<Value> zeros(reduced, kb.f32(0.0));
+  SmallVector<Value> part = kb.loop(
+      tid, kb.idx(chunks), kb.idx(threads), zeros,
+      [&](Value chunk, ValueRange it) {
+        SmallVector<Value> next(it.begin(), it.end());
+        Value c0 = kb.mul(chunk, kb.idx(w));
+        Value row = kb.add(kb.mul(m, kb.idx(C)), c0);
+        auto g = loadStreams(kb, ctx, l.arg("gout"), m, c0, w);
+        auto xs = loadStreams(kb, ctx, l.arg("x"), m, c0, w);
+        SmallVector<Value> fb = kb.loadF32(l.arg("f"), row, w);
+        if (hasBias) {
+          SmallVector<Value> bias = kb.loadF32(l.arg("bias"), c0, w);
+          for (int64_t e = 0; e < w; ++e)
+            fb[e] = kb.add(fb[e], bias[e]);
+        }
+        SmallVector<Value> gf;
+        SmallVector<SmallVector<Value>> gx(n);
+        for (int64_t e = 0; e < w; ++e) {
+          Value acc = kb.mul(post[0], g[0][e]);
+          for (int64_t j = 1; j < n; ++j)
+            acc = kb.fma(post[j], g[j][e], acc);
+          gf.push_back(acc);
+          for (int64_t i = 0; i < n; ++i) {
+            Value gxi = kb.mul(P[i * n], g[0][e]);
+            for (int64_t j = 1; j < n; ++j)
+              gxi = kb.fma(P[i * n + j], g[j][e], gxi);
+            gx[i].push_back(gxi);
+          }
+          for (int64_t j = 0; j < n; ++j)
+            next[j] = kb.fma(fb[e], g[j][e], next[j]);
+          for (int64_t i = 0; i < n; ++i)
+            for (int64_t j = 0; j < n; ++j)
+              next[n + i * n + j] = kb.fma(xs[i][e], g[j][e], next[n + i * n + j]);
+        }
+        kb.storeFrom(gf, l.arg("gf"), row);
+        if (hasBias)
+          kb.storeFrom(gf, l.arg("gf32"), row);
+        storeStreams(kb, ctx, l.arg("gx"), m, c0, gx);
+        return next;
+      });
+  SmallVector<Value> total = blockSum(kb, threads, l.shared(), part);
+  for (int64_t v = 0; v < reduced; ++v)
+    kb.when(kb.eq(tid, kb.idx(v)), [&] {
+      if (v < n)
+        kb.store(total[v], l.arg("gpost"), kb.add(kb.mul(m, kb.idx(n)), kb.idx(v)));
+      else
+        kb.store(total[v], l.arg("gP"),
+                 kb.add(kb.mul(m, kb.idx(n * n)), kb.idx(v - n)));
+    });
+  if (hasBias)
+    emitColumnSum(ctx, "gf32", C, {{"gbias", C}});
+  return success();
+}
+
+LogicalResult mlir::mhc::buildExpandCombine(KernelContext &ctx) {
+  return ctx.spec.dir == ::mhc::Direction::Forward ? buildForward(ctx)
+                                                   : buildBackward(ctx);
+}

@@ -1,0 +1,86 @@
+//===- Families.h - per-op-family kernel builders ---------------*- C++ -*-===//
+//
+// Private to codegen/: each op family (one .cpp file) turns a KernelSpec into
+// the buffers and launches of its forward or backward op.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MHC_CODEGEN_FAMILIES_H
+#define MHC_CODEGEN_FAMILIES_H
+
+#include "mhc/Codegen/KernelBuilder.h"
+#include "mhc/Support/KernelSpec.h"
+
+#include <deque>
+
+namespace mlir::mhc {
+
+struct KernelContext {
+  KernelContext(OpBuilder &b, gpu::GPUModuleOp module,
+                const ::mhc::KernelSpec &spec, ::mhc::Manifest &manifest)
+      : b(b), module(module), spec(spec), manifest(manifest) {}
+
+  OpBuilder &b;
+  gpu::GPUModuleOp module;
+  const ::mhc::KernelSpec &spec;
+  ::mhc::Manifest &manifest;
+  std::deque<LaunchBuilder> launches;
+
+  int64_t n() const { return spec.n; }
+  int64_t C() const { return spec.channels; }
+  int64_t K() const { return spec.n * spec.channels; }
+  int64_t N() const { return 2 * spec.n + spec.n * spec.n; }
+  /// Elements per 16-byte access of the activations, narrowed until it
+  /// divides C, so every channel chunk is aligned and no tail is needed.
+  int64_t actWidth() const;
+  /// Blocks of a persistent (grid-stride over tokens) launch: fixed per arch
+  /// so that cross-token partial sums have the same order on every run.
+  int64_t persistentBlocks() const;
+
+  void buffer(const std::string &name, ::mhc::DType dtype,
+              ::mhc::BufferRole role, ::mhc::Extent elems);
+  /// Starts a launch named <kernelName>_<suffix>.
+  LaunchBuilder &launch(const std::string &suffix);
+  /// Creates the gpu.func of `launch` and returns a builder positioned in it.
+  KernelBuilder begin(LaunchBuilder &launch);
+  /// Records every launch in the manifest (after all were built).
+  void finish();
+};
+
+/// The residual streams of one token over channels [c0, c0 + w): values[i][e]
+/// is stream i, channel c0 + e, as f32. Handles both layouts.
+SmallVector<SmallVector<Value>> loadStreams(KernelBuilder &kb,
+                                            const KernelContext &ctx, Value x,
+                                            Value m, Value c0, int64_t w);
+void storeStreams(KernelBuilder &kb, const KernelContext &ctx, Value out,
+                  Value m, Value c0, ArrayRef<SmallVector<Value>> values);
+
+/// Sums `values` over the threads of the block, in a fixed order; every
+/// thread gets the totals. `scratch` needs (threads / 32) * values.size()
+/// floats; the call ends with a barrier, so scratch can be reused after it.
+SmallVector<Value> blockSum(KernelBuilder &kb, int threads, Value scratch,
+                            ArrayRef<Value> values);
+
+/// Two launches that sum the rows of `src` ([M, width] f32 or activation
+/// dtype) over tokens, deterministically: per-block partials into a
+/// workspace, then a fixed-order sum of the partials written, converted, to
+/// consecutive column ranges of `dsts` (name, count).
+void emitColumnSum(KernelContext &ctx, const std::string &src, int64_t width,
+                   ArrayRef<std::pair<std::string, int64_t>> dsts);
+
+/// The second launch alone: sums the `rows` rows of `partials` ([rows,
+/// width] f32; rows 0 means persistentBlocks()) in order into `dsts`.
+void emitColumnSumFinal(KernelContext &ctx, const std::string &partials,
+                        int64_t width,
+                        ArrayRef<std::pair<std::string, int64_t>> dsts,
+                        int64_t rows = 0);
+
+LogicalResult buildAggregate(KernelContext &ctx);
+LogicalResult buildExpandCombine(KernelContext &ctx);
+LogicalResult buildScale(KernelContext &ctx);
+LogicalResult buildSinkhorn(KernelContext &ctx);
+LogicalResult buildProject(KernelContext &ctx);
+
+} // namespace mlir::mhc
+
+#endif // MHC_CODEGEN_FAMILIES_H

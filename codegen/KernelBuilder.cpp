@@ -1,0 +1,328 @@
+//===- KernelBuilder.cpp - terse construction of gpu.func kernels ---------===//
+
+#include "mhc/Codegen/KernelBuilder.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
+
+using namespace mlir;
+using namespace mlir::mhc;
+
+static bool isFloatLike(Value v) {
+  return isa<FloatType>(getElementTypeOrSelf(v.getType()));
+}
+
+Value KernelBuilder::idx(int64_t v) {
+  return arith::ConstantIndexOp::create(b, loc, v);
+}
+Value KernelBuilder::i32(int64_t v) {
+  return arith::ConstantIntOp::create(b, loc, b.getI32Type(), v);
+}
+Value KernelBuilder::f32(double v) {
+  return arith::ConstantOp::create(b, loc, b.getF32FloatAttr(v));
+}
+Value KernelBuilder::boolean(bool v) {
+  return arith::ConstantIntOp::create(b, loc, b.getI1Type(), v);
+}
+
+Value KernelBuilder::add(Value a, Value c) {
+  if (isFloatLike(a))
+    return arith::AddFOp::create(b, loc, a, c);
+  return arith::AddIOp::create(b, loc, a, c);
+}
+Value KernelBuilder::sub(Value a, Value c) {
+  if (isFloatLike(a))
+    return arith::SubFOp::create(b, loc, a, c);
+  return arith::SubIOp::create(b, loc, a, c);
+}
+Value KernelBuilder::mul(Value a, Value c) {
+  if (isFloatLike(a))
+    return arith::MulFOp::create(b, loc, a, c);
+  return arith::MulIOp::create(b, loc, a, c);
+}
+Value KernelBuilder::div(Value a, Value c) {
+  if (isFloatLike(a))
+    return arith::DivFOp::create(b, loc, a, c);
+  return arith::DivUIOp::create(b, loc, a, c);
+}
+Value KernelBuilder::rem(Value a, Value c) {
+  return arith::RemUIOp::create(b, loc, a, c);
+}
+Value KernelBuilder::min(Value a, Value c) {
+  if (isFloatLike(a))
+    return arith::MinimumFOp::create(b, loc, a, c);
+  return arith::MinUIOp::create(b, loc, a, c);
+}
+Value KernelBuilder::max(Value a, Value c) {
+  // maximumf propagates NaN, as the float64 reference does.
+  if (isFloatLike(a))
+    return arith::MaximumFOp::create(b, loc, a, c);
+  return arith::MaxUIOp::create(b, loc, a, c);
+}
+Value KernelBuilder::neg(Value a) { return arith::NegFOp::create(b, loc, a); }
+Value KernelBuilder::fma(Value a, Value c, Value d) {
+  return math::FmaOp::create(b, loc, a, c, d);
+}
+Value KernelBuilder::lt(Value a, Value c) {
+  if (isFloatLike(a))
+    return arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OLT, a, c);
+  return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, a, c);
+}
+Value KernelBuilder::eq(Value a, Value c) {
+  if (isFloatLike(a))
+    return arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OEQ, a, c);
+  return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, a, c);
+}
+Value KernelBuilder::select(Value cond, Value t, Value f) {
+  return arith::SelectOp::create(b, loc, cond, t, f);
+}
+Value KernelBuilder::andi(Value a, Value c) {
+  return arith::AndIOp::create(b, loc, a, c);
+}
+
+Value KernelBuilder::exp(Value a) { return math::ExpOp::create(b, loc, a); }
+Value KernelBuilder::log(Value a) { return math::LogOp::create(b, loc, a); }
+Value KernelBuilder::sqrt(Value a) { return math::SqrtOp::create(b, loc, a); }
+Value KernelBuilder::sigmoid(Value a) {
+  Value one = f32(1.0);
+  return div(one, add(one, exp(neg(a))));
+}
+
+Value KernelBuilder::toF32(Value a) {
+  Type t = a.getType();
+  Type f32Type = b.getF32Type();
+  if (auto vt = dyn_cast<VectorType>(t)) {
+    if (vt.getElementType().isF32())
+      return a;
+    return arith::ExtFOp::create(b, loc, vt.clone(f32Type), a);
+  }
+  if (t.isF32())
+    return a;
+  return arith::ExtFOp::create(b, loc, f32Type, a);
+}
+
+Value KernelBuilder::toType(Value a, Type elemType) {
+  Type t = a.getType();
+  auto vt = dyn_cast<VectorType>(t);
+  Type target = vt ? Type(vt.clone(elemType)) : elemType;
+  if (target == t)
+    return a;
+  return arith::TruncFOp::create(b, loc, target, a);
+}
+
+Value KernelBuilder::indexToI64(Value a) {
+  return arith::IndexCastOp::create(b, loc, b.getI64Type(), a);
+}
+Value KernelBuilder::i64ToIndex(Value a) {
+  return arith::IndexCastOp::create(b, loc, b.getIndexType(), a);
+}
+
+Value KernelBuilder::load(Value mem, Value offset) {
+  return memref::LoadOp::create(b, loc, mem, ValueRange{offset});
+}
+void KernelBuilder::store(Value v, Value mem, Value offset) {
+  memref::StoreOp::create(b, loc, v, mem, ValueRange{offset});
+}
+
+static int64_t elementBytes(Value mem) {
+  return cast<MemRefType>(mem.getType()).getElementTypeBitWidth() / 8;
+}
+
+Value KernelBuilder::vload(Value mem, Value offset, int64_t width) {
+  auto memType = cast<MemRefType>(mem.getType());
+  auto vt = VectorType::get({width}, memType.getElementType());
+  auto op = vector::LoadOp::create(b, loc, vt, mem, ValueRange{offset});
+  op.setAlignment(static_cast<uint64_t>(width * elementBytes(mem)));
+  return op;
+}
+
+void KernelBuilder::vstore(Value vec, Value mem, Value offset) {
+  int64_t width = cast<VectorType>(vec.getType()).getNumElements();
+  auto op = vector::StoreOp::create(b, loc, vec, mem, ValueRange{offset});
+  op.setAlignment(static_cast<uint64_t>(width * elementBytes(mem)));
+}
+
+SmallVector<Value> KernelBuilder::loadF32(Value mem, Value offset,
+                                          int64_t width) {
+  SmallVector<Value> out;
+  if (width == 1) {
+    out.push_back(toF32(load(mem, offset)));
+    return out;
+  }
+  Value v = toF32(vload(mem, offset, width));
+  for (int64_t i = 0; i < width; ++i)
+    out.push_back(extract(v, i));
+  return out;
+}
+
+void KernelBuilder::storeFrom(ArrayRef<Value> values, Value mem,
+                              Value offset) {
+  Type elem = cast<MemRefType>(mem.getType()).getElementType();
+  if (values.size() == 1) {
+    store(toType(values[0], elem), mem, offset);
+    return;
+  }
+  vstore(toType(vector(values), elem), mem, offset);
+}
+
+Value KernelBuilder::extract(Value vec, int64_t i) {
+  return vector::ExtractOp::create(b, loc, vec, ArrayRef<int64_t>{i});
+}
+
+Value KernelBuilder::vector(ArrayRef<Value> elems) {
+  auto vt = VectorType::get({static_cast<int64_t>(elems.size())},
+                            elems.front().getType());
+  return vector::FromElementsOp::create(b, loc, vt, elems);
+}
+
+void KernelBuilder::loop(Value lb, Value ub, Value step,
+                         function_ref<void(Value)> body) {
+  scf::ForOp::create(b, loc, lb, ub, step, ValueRange{},
+                     [&](OpBuilder &nested, Location, Value iv, ValueRange) {
+                       OpBuilder::InsertionGuard guard(b);
+                       b.setInsertionPoint(nested.getInsertionBlock(),
+                                           nested.getInsertionPoint());
+                       body(iv);
+                       scf::YieldOp::create(b, loc);
+                     });
+}
+
+SmallVector<Value>
+KernelBuilder::loop(Value lb, Value ub, Value step, ValueRange init,
+                    function_ref<SmallVector<Value>(Value, ValueRange)> body) {
+  auto forOp = scf::ForOp::create(
+      b, loc, lb, ub, step, init,
+      [&](OpBuilder &nested, Location, Value iv, ValueRange iter) {
+        OpBuilder::InsertionGuard guard(b);
+        b.setInsertionPoint(nested.getInsertionBlock(),
+                            nested.getInsertionPoint());
+        SmallVector<Value> next = body(iv, iter);
+        scf::YieldOp::create(b, loc, next);
+      });
+  return SmallVector<Value>(forOp.getResults());
+}
+
+void KernelBuilder::when(Value cond, function_ref<void()> body) {
+  auto ifOp = scf::IfOp::create(b, loc, cond, /*withElseRegion=*/false);
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(ifOp.thenBlock());
+  body();
+}
+
+Value KernelBuilder::threadId() {
+  return gpu::ThreadIdOp::create(b, loc, gpu::Dimension::x);
+}
+Value KernelBuilder::blockId() {
+  return gpu::BlockIdOp::create(b, loc, gpu::Dimension::x);
+}
+Value KernelBuilder::gridDim() {
+  return gpu::GridDimOp::create(b, loc, gpu::Dimension::x);
+}
+void KernelBuilder::barrier() { gpu::BarrierOp::create(b, loc); }
+
+Value KernelBuilder::warpSum(Value v) {
+  for (int offset : {16, 8, 4, 2, 1}) {
+    auto shuffle =
+        gpu::ShuffleOp::create(b, loc, v, offset, 32, gpu::ShuffleMode::XOR);
+    v = add(v, shuffle.getShuffleResult());
+  }
+  return v;
+}
+
+//===----------------------------------------------------------------------===//
+// LaunchBuilder
+//===----------------------------------------------------------------------===//
+
+Type mlir::mhc::elementType(MLIRContext *ctx, ::mhc::DType dtype) {
+  switch (dtype) {
+  case ::mhc::DType::BF16:
+    return BFloat16Type::get(ctx);
+  case ::mhc::DType::F16:
+    return Float16Type::get(ctx);
+  case ::mhc::DType::F32:
+    return Float32Type::get(ctx);
+  }
+  return {};
+}
+
+LaunchBuilder &LaunchBuilder::param(const std::string &name) {
+  assert((name == "M" || name == "S" || manifest.buffer(name)) &&
+         "unknown buffer");
+  params.push_back(name);
+  return *this;
+}
+LaunchBuilder &LaunchBuilder::block(int threads) {
+  blockThreads = threads;
+  return *this;
+}
+LaunchBuilder &LaunchBuilder::grid(::mhc::GridRule rule) {
+  gridRule = rule;
+  return *this;
+}
+LaunchBuilder &LaunchBuilder::sharedF32(int64_t elems) {
+  sharedElems.push_back(elems);
+  return *this;
+}
+
+gpu::GPUFuncOp LaunchBuilder::create(OpBuilder &b, gpu::GPUModuleOp module) {
+  MLIRContext *ctx = b.getContext();
+  SmallVector<Type> types;
+  for (const std::string &p : params) {
+    if (p == "M" || p == "S") {
+      types.push_back(b.getI64Type());
+      continue;
+    }
+    const ::mhc::BufferDesc *desc = manifest.buffer(p);
+    types.push_back(MemRefType::get({ShapedType::kDynamic},
+                                    elementType(ctx, desc->dtype)));
+  }
+  SmallVector<Type> workgroup;
+  auto wgSpace = gpu::AddressSpaceAttr::get(ctx, gpu::AddressSpace::Workgroup);
+  for (int64_t elems : sharedElems)
+    workgroup.push_back(MemRefType::get({elems}, b.getF32Type(),
+                                        MemRefLayoutAttrInterface{}, wgSpace));
+
+  b.setInsertionPointToEnd(module.getBody());
+  func = gpu::GPUFuncOp::create(b, module.getLoc(), entry,
+                                b.getFunctionType(types, {}), workgroup);
+  func->setAttr(gpu::GPUDialect::getKernelFuncAttrName(), b.getUnitAttr());
+  func.setKnownBlockSizeAttr(
+      b.getDenseI32ArrayAttr({blockThreads, 1, 1}));
+
+  Block &entryBlock = func.getBody().front();
+  b.setInsertionPointToStart(&entryBlock);
+  for (auto [name, value] : llvm::zip(params, entryBlock.getArguments()))
+    args[name] = value;
+  if (args.count("M"))
+    tokensIndex = arith::IndexCastOp::create(b, func.getLoc(),
+                                             b.getIndexType(), args["M"]);
+  if (args.count("S"))
+    splitIndex = arith::IndexCastOp::create(b, func.getLoc(),
+                                            b.getIndexType(), args["S"]);
+  // The body goes before the terminator the builder added.
+  gpu::ReturnOp::create(b, func.getLoc());
+  b.setInsertionPoint(entryBlock.getTerminator());
+  return func;
+}
+
+Value LaunchBuilder::arg(const std::string &name) const {
+  auto it = args.find(name);
+  assert(it != args.end() && "not a parameter of this launch");
+  return it->second;
+}
+
+Value LaunchBuilder::shared(unsigned i) const {
+  return const_cast<gpu::GPUFuncOp &>(func).getWorkgroupAttributions()[i];
+}
+
+::mhc::LaunchDesc LaunchBuilder::describe() const {
+  ::mhc::LaunchDesc d;
+  d.entry = entry;
+  d.params = params;
+  d.block = blockThreads;
+  d.grid = gridRule;
+  return d;
+}

@@ -1,0 +1,243 @@
+//===- KernelContext.cpp - helpers shared by the op-family builders -------===//
+
+#include "Families.h"
+
+#include <numeric>
+
+using namespace mlir;
+using namespace mlir::mhc;
+
+int64_t KernelContext::actWidth() const {
+  return std::gcd(C(), static_cast<int64_t>(16 / ::mhc::byteWidth(spec.act)));
+}
+
+int64_t KernelContext::persistentBlocks() const {
+  // Two blocks per SM of the arch's flagship part (A100: 108, H100: 132,
+  // B200: 148). A compile-time constant, never the device's count, so the
+  // reduction order is the same wherever the kernel runs.
+  if (spec.arch == "sm_80")
+    return 216;
+  if (spec.arch == "sm_100a")
+    return 296;
+  return 264;
+}
+
+void KernelContext::buffer(const std::string &name, ::mhc::DType dtype,
+                           ::mhc::BufferRole role, ::mhc::Extent elems) {
+  manifest.buffers.push_back({name, dtype, role, elems});
+}
+
+LaunchBuilder &KernelContext::launch(const std::string &suffix) {
+  launches.emplace_back(spec.kernelName() + "_" + suffix, manifest);
+  return launches.back();
+}
+
+KernelBuilder KernelContext::begin(LaunchBuilder &launch) {
+  gpu::GPUFuncOp func = launch.create(b, module);
+  return KernelBuilder(b, func.getLoc());
+}
+
+void KernelContext::finish() {
+  for (const LaunchBuilder &l : launches)
+    manifest.launches.push_back(l.describe());
+}
+
+SmallVector<SmallVector<Value>>
+mlir::mhc::loadStreams(KernelBuilder &kb, const KernelContext &ctx, Value x,
+                       Value m, Value c0, int64_t w) {
+  int64_t n = ctx.n(), C = ctx.C();
+  SmallVector<SmallVector<Value>> out(n);
+  if (ctx.spec.layout == ::mhc::Layout::NC) {
+    // x[m, i, c] at (m*n + i)*C + c: one w-wide access per stream.
+    for (int64_t i = 0; i < n; ++i) {
+      Value off = kb.add(kb.mul(kb.add(kb.mul(m, kb.idx(n)), kb.idx(i)),
+                                kb.idx(C)),
+                         c0);
+      out[i] = kb.loadF32(x, off, w);
+    }
+    return out;
+  }
+  // x[m, c, i] at (m*C + c)*n + i: the n*w values of the chunk are
+  // contiguous; read them as n w-wide accesses and de-interleave.
+  Value base = kb.mul(kb.add(kb.mul(m, kb.idx(C)), c0), kb.idx(n));
+  for (auto &row : out)
+    row.resize(w);
+  for (int64_t j = 0; j < n; ++j) {
+    SmallVector<Value> part =
+        kb.loadF32(x, kb.add(base, kb.idx(j * w)), w);
+    for (int64_t e = 0; e < w; ++e) {
+      int64_t flat = j * w + e;
+      out[flat % n][flat / n] = part[e];
+    }
+  }
+  return out;
+}
+
+void mlir::mhc::storeStreams(KernelBuilder &kb, const KernelContext &ctx,
+                             Value outBuf, Value m, Value c0,
+                             ArrayRef<SmallVector<Value>> values) {
+  int64_t n = ctx.n(), C = ctx.C();
+  int64_t w = values.front().size();
+  if (ctx.spec.layout == ::mhc::Layout::NC) {
+    for (int64_t i = 0; i < n; ++i) {
+      Value off = kb.add(kb.mul(kb.add(kb.mul(m, kb.idx(n)), kb.idx(i)),
+                                kb.idx(C)),
+                         c0);
+      kb.storeFrom(values[i], outBuf, off);
+    }
+    return;
+  }
+  Value base = kb.mul(kb.add(kb.mul(m, kb.idx(C)), c0), kb.idx(n));
+  for (int64_t j = 0; j < n; ++j) {
+    SmallVector<Value> part;
+    for (int64_t e = 0; e < w; ++e) {
+      int64_t flat = j * w + e;
+      part.push_back(values[flat % n][flat / n]);
+    }
+    kb.storeFrom(part, outBuf, kb.add(base, kb.idx(j * w)));
+  }
+}
+
+SmallVector<Value> mlir::mhc::blockSum(KernelBuilder &kb, int threads,
+                                       Value scratch, ArrayRef<Value> values) {
+  int64_t warps = threads / 32;
+  int64_t count = values.size();
+  Value tid = kb.threadId();
+  Value lane = kb.rem(tid, kb.idx(32));
+  Value warp = kb.div(tid, kb.idx(32));
+  SmallVector<Value> warpTotals;
+  for (Value v : values)
+    warpTotals.push_back(kb.warpSum(v));
+  kb.when(kb.eq(lane, kb.idx(0)), [&] {
+    for (int64_t v = 0; v < count; ++v)
+      kb.store(warpTotals[v], scratch,
+               kb.add(kb.mul(warp, kb.idx(count)), kb.idx(v)));
+  });
+  kb.barrier();
+  SmallVector<Value> totals;
+  for (int64_t v = 0; v < count; ++v) {
+    Value sum = kb.load(scratch, kb.idx(v));
+    for (int64_t w = 1; w < warps; ++w)
+      sum = kb.add(sum, kb.load(scratch, kb.idx(w * count + v)));
+    totals.push_back(sum);
+  }
+  kb.barrier();
+  return totals;
+}
+
+void mlir::mhc::emitColumnSum(
+    KernelContext &ctx, const std::string &src, int64_t width,
+    ArrayRef<std::pair<std::string, int64_t>> dsts) {
+  const ::mhc::BufferDesc *srcDesc = ctx.manifest.buffer(src);
+  int64_t blocks = ctx.persistentBlocks();
+  const int threads = 256;
+  int64_t wc = std::gcd(width, static_cast<int64_t>(
+                                   16 / ::mhc::byteWidth(srcDesc->dtype)));
+  int64_t colChunks = width / wc;
+  // Token lanes: with few columns, threads split the tokens too.
+  int64_t lanes = colChunks >= threads ? 1 : threads / colChunks;
+  int64_t slots = colChunks >= threads ? (colChunks + threads - 1) / threads : 1;
+  std::string partials = src + "_partials";
+  ctx.buffer(partials, ::mhc::DType::F32, ::mhc::BufferRole::Workspace,
+             {0, blocks * width});
+
+  {
+    LaunchBuilder &l = ctx.launch(src + "_colsum");
+    l.param(src).param(partials).param("M").block(threads).grid({0, blocks});
+    if (lanes > 1)
+      l.sharedF32(threads * wc);
+    KernelBuilder kb = ctx.begin(l);
+    Value tid = kb.threadId(), bid = kb.blockId();
+    Value lane = lanes > 1 ? kb.div(tid, kb.idx(colChunks)) : kb.idx(0);
+    Value cc0 = lanes > 1 ? kb.rem(tid, kb.idx(colChunks)) : tid;
+    SmallVector<Value> init(slots * wc, kb.f32(0.0));
+    Value first = kb.add(kb.mul(bid, kb.idx(lanes)), lane);
+    Value step = kb.idx(blocks * lanes);
+    Value active = kb.lt(tid, kb.idx(lanes * colChunks));
+    SmallVector<Value> acc =
+        kb.loop(first, l.tokens(), step, init, [&](Value m, ValueRange it) {
+          SmallVector<Value> next(it.begin(), it.end());
+          for (int64_t s = 0; s < slots; ++s) {
+            Value cc = kb.add(cc0, kb.idx(s * threads));
+            Value ok = kb.andi(active, kb.lt(cc, kb.idx(colChunks)));
+            // Out-of-range threads read column 0 and discard it.
+            Value off = kb.add(kb.mul(m, kb.idx(width)),
+                               kb.mul(kb.select(ok, cc, kb.idx(0)), kb.idx(wc)));
+            SmallVector<Value> v = kb.loadF32(l.arg(src), off, wc);
+            for (int64_t e = 0; e < wc; ++e)
+              next[s * wc + e] = kb.select(ok, kb.add(next[s * wc + e], v[e]),
+                                           next[s * wc + e]);
+          }
+          return next;
+        });
+    auto writePartial = [&](Value cc, ArrayRef<Value> vals) {
+      Value off = kb.add(kb.mul(bid, kb.idx(width)), kb.mul(cc, kb.idx(wc)));
+      for (int64_t e = 0; e < wc; ++e)
+        kb.store(vals[e], l.arg(partials), kb.add(off, kb.idx(e)));
+    };
+    if (lanes == 1) {
+      for (int64_t s = 0; s < slots; ++s) {
+        Value cc = kb.add(cc0, kb.idx(s * threads));
+        kb.when(kb.lt(cc, kb.idx(colChunks)), [&] {
+          writePartial(cc, ArrayRef<Value>(acc).slice(s * wc, wc));
+        });
+      }
+    } else {
+      Value smem = l.shared();
+      kb.when(active, [&] {
+        for (int64_t e = 0; e < wc; ++e)
+          kb.store(acc[e], smem, kb.add(kb.mul(tid, kb.idx(wc)), kb.idx(e)));
+      });
+      kb.barrier();
+      // Lane 0 sums the lanes in order.
+      kb.when(kb.lt(tid, kb.idx(colChunks)), [&] {
+        SmallVector<Value> total;
+        for (int64_t e = 0; e < wc; ++e) {
+          Value sum = kb.f32(0.0);
+          for (int64_t ln = 0; ln < lanes; ++ln)
+            sum = kb.add(sum, kb.load(smem, kb.add(kb.mul(kb.add(tid, kb.idx(ln * colChunks)), kb.idx(wc)), kb.idx(e))));
+          total.push_back(sum);
+        }
+        writePartial(tid, total);
+      });
+    }
+  }
+
+  emitColumnSumFinal(ctx, partials, width, dsts);
+}
+
+void mlir::mhc::emitColumnSumFinal(
+    KernelContext &ctx, const std::string &partials, int64_t width,
+    ArrayRef<std::pair<std::string, int64_t>> dsts, int64_t rows) {
+  int64_t blocks = rows > 0 ? rows : ctx.persistentBlocks();
+  const int threads = 256;
+  {
+    LaunchBuilder &l = ctx.launch(partials + "_final");
+    int64_t finalBlocks = (width + threads - 1) / threads;
+    l.param(partials);
+    for (auto &[name, count] : dsts)
+      l.param(name);
+    l.block(threads).grid({0, finalBlocks});
+    KernelBuilder kb = ctx.begin(l);
+    Value col = kb.add(kb.mul(kb.blockId(), kb.idx(threads)), kb.threadId());
+    kb.when(kb.lt(col, kb.idx(width)), [&] {
+      SmallVector<Value> sum = kb.loop(
+          kb.idx(0), kb.idx(blocks), kb.idx(1), ValueRange{kb.f32(0.0)},
+          [&](Value g, ValueRange it) -> SmallVector<Value> {
+            Value v = kb.load(l.arg(partials),
+                              kb.add(kb.mul(g, kb.idx(width)), col));
+            return {kb.add(it[0], v)};
+          });
+      int64_t start = 0;
+      for (auto &[name, count] : dsts) {
+        Value lo = kb.idx(start), hi = kb.idx(start + count);
+        Value in = kb.andi(kb.lt(col, hi),
+                           kb.select(kb.lt(col, lo), kb.boolean(false),
+                                     kb.boolean(true)));
+        Value dst = l.arg(name);
+        kb.when(in, [&] { kb.storeFrom({sum[0]}, dst, kb.sub(col, lo)); });
+        start += count;
+      }
+    });
+  }
+}

@@ -1,0 +1,310 @@
+//===- Pipeline.cpp - kernel modules, NVVM lowering, PTX, cubin -----------===//
+
+#include "mhc/Codegen/Codegen.h"
+
+#include "Families.h"
+
+#include "mlir/Conversion/ArithToLLVM/ArithToLLVM.h"
+#include "mlir/Conversion/ControlFlowToLLVM/ControlFlowToLLVM.h"
+#include "mlir/Conversion/FuncToLLVM/ConvertFuncToLLVM.h"
+#include "mlir/Conversion/GPUToNVVM/GPUToNVVM.h"
+#include "mlir/Conversion/MathToLLVM/MathToLLVM.h"
+#include "mlir/Conversion/MemRefToLLVM/MemRefToLLVM.h"
+#include "mlir/Conversion/NVVMToLLVM/NVVMToLLVM.h"
+#include "mlir/Conversion/VectorToLLVM/ConvertVectorToLLVM.h"
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/ControlFlow/IR/ControlFlow.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
+#include "mlir/IR/Verifier.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Conversion/Passes.h"
+#include "mlir/Dialect/GPU/Transforms/Passes.h"
+#include "mlir/Transforms/Passes.h"
+#include "mlir/Target/LLVM/NVVM/Target.h"
+#include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
+#include "mlir/Target/LLVMIR/Dialect/GPU/GPUToLLVMIRTranslation.h"
+#include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
+#include "mlir/Target/LLVMIR/Dialect/NVVM/NVVMToLLVMIRTranslation.h"
+
+#include "llvm/Config/llvm-config.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/Program.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <regex>
+#include <sstream>
+
+using namespace mlir;
+using namespace mlir::mhc;
+
+static const char *kMhcVersion = "0.1.0";
+
+void mlir::mhc::registerCodegenDialects(DialectRegistry &registry) {
+  registry.insert<arith::ArithDialect, cf::ControlFlowDialect,
+                  func::FuncDialect, gpu::GPUDialect, LLVM::LLVMDialect,
+                  math::MathDialect, memref::MemRefDialect,
+                  nvgpu::NVGPUDialect, NVVM::NVVMDialect, scf::SCFDialect,
+                  vector::VectorDialect>();
+  arith::registerConvertArithToLLVMInterface(registry);
+  cf::registerConvertControlFlowToLLVMInterface(registry);
+  registerConvertFuncToLLVMInterface(registry);
+  registerConvertMathToLLVMInterface(registry);
+  registerConvertMemRefToLLVMInterface(registry);
+  registerConvertNVVMToLLVMInterface(registry);
+  vector::registerConvertVectorToLLVMInterface(registry);
+  NVVM::registerConvertGpuToNVVMInterface(registry);
+  NVVM::registerNVVMTargetInterfaceExternalModels(registry);
+  registerBuiltinDialectTranslation(registry);
+  registerGPUDialectTranslation(registry);
+  registerLLVMDialectTranslation(registry);
+  registerNVVMDialectTranslation(registry);
+}
+
+/// The PTX ISA version each arch needs (sm_90a: 7.8, sm_100a: 8.6).
+static const char *ptxFeatures(const std::string &arch) {
+  if (arch == "sm_100a")
+    return "+ptx86";
+  if (arch == "sm_90a")
+    return "+ptx80";
+  return "+ptx70";
+}
+
+FailureOr<gpu::GPUModuleOp>
+mlir::mhc::buildKernelModule(ModuleOp top, const ::mhc::KernelSpec &spec,
+                             ::mhc::Manifest &manifest) {
+  std::string reason = ::mhc::unsupportedReason(spec);
+  if (!reason.empty())
+    return top.emitError() << "cannot generate kernels for '"
+                           << spec.canonical() << "': " << reason;
+  MLIRContext *ctx = top.getContext();
+  OpBuilder b(ctx);
+  top->setAttr(gpu::GPUDialect::getContainerModuleAttrName(), b.getUnitAttr());
+  b.setInsertionPointToEnd(top.getBody());
+  auto target = NVVM::NVVMTargetAttr::get(ctx, /*optLevel=*/3,
+                                          "nvptx64-nvidia-cuda", spec.arch,
+                                          ptxFeatures(spec.arch));
+  auto module = gpu::GPUModuleOp::create(b, top.getLoc(), spec.kernelName(),
+                                         b.getArrayAttr({target}));
+
+  manifest = ::mhc::Manifest();
+  manifest.spec = spec.canonical();
+  char hash[17];
+  std::snprintf(hash, sizeof hash, "%016llx",
+                static_cast<unsigned long long>(spec.hash()));
+  manifest.hash = hash;
+  manifest.arch = spec.arch;
+  manifest.compiler = std::string("mhc ") + kMhcVersion + ", MLIR " +
+                      LLVM_VERSION_STRING;
+
+  KernelContext kc(b, module, spec, manifest);
+  LogicalResult built = failure();
+  switch (spec.op) {
+  case ::mhc::OpKind::Project:
+    built = buildProject(kc);
+    break;
+  case ::mhc::OpKind::Scale:
+    built = buildScale(kc);
+    break;
+  case ::mhc::OpKind::Sinkhorn:
+    built = buildSinkhorn(kc);
+    break;
+  case ::mhc::OpKind::Aggregate:
+    built = buildAggregate(kc);
+    break;
+  case ::mhc::OpKind::ExpandCombine:
+    built = buildExpandCombine(kc);
+    break;
+  }
+  if (failed(built))
+    return failure();
+  kc.finish();
+  if (failed(verify(module)))
+    return failure();
+  return module;
+}
+
+void mlir::mhc::addNVVMLoweringPasses(OpPassManager &pm) {
+  OpPassManager &gpm = pm.nest<gpu::GPUModuleOp>();
+  gpm.addPass(createConvertNVGPUToNVVMPass());
+  gpm.addPass(createSCFToControlFlowPass());
+  gpm.addPass(createConvertVectorToLLVMPass());
+  ConvertGpuOpsToNVVMOpsOptions options;
+  options.indexBitwidth = 64;
+  gpm.addPass(createConvertGpuOpsToNVVMOps(options));
+  gpm.addPass(createCanonicalizerPass());
+  gpm.addPass(createCSEPass());
+  gpm.addPass(createReconcileUnrealizedCastsPass());
+}
+
+std::string mlir::mhc::defaultToolkitPath() {
+  for (const char *var : {"MHC_CUDA_HOME", "CUDA_HOME"})
+    if (const char *v = std::getenv(var); v && *v)
+      return v;
+  return "/usr/local/cuda";
+}
+
+FailureOr<std::map<std::string, std::string>>
+mlir::mhc::lowerToPTX(ModuleOp top, const std::string &toolkit) {
+  PassManager pm(top.getContext());
+  addNVVMLoweringPasses(pm);
+  GpuModuleToBinaryPassOptions options;
+  options.toolkitPath = toolkit;
+  options.compilationTarget = "isa";
+  pm.addPass(createGpuModuleToBinaryPass(options));
+  if (failed(pm.run(top)))
+    return failure();
+  std::map<std::string, std::string> ptx;
+  top.walk([&](gpu::BinaryOp binary) {
+    for (Attribute a : binary.getObjects()) {
+      auto object = cast<gpu::ObjectAttr>(a);
+      ptx[binary.getName().str()] = object.getObject().str();
+    }
+  });
+  return ptx;
+}
+
+/// Runs `argv`, returning its exit code and combined output.
+static int run(ArrayRef<std::string> argv, std::string &output) {
+  SmallString<128> outPath;
+  llvm::sys::fs::createTemporaryFile("mhc-tool", "log", outPath);
+  std::optional<StringRef> redirects[] = {std::nullopt, StringRef(outPath),
+                                          StringRef(outPath)};
+  SmallVector<StringRef> args(argv.begin(), argv.end());
+  std::string err;
+  int rc = llvm::sys::ExecuteAndWait(argv.front(), args, std::nullopt,
+                                     redirects, /*SecondsToWait=*/120, 0, &err);
+  if (auto buf = llvm::MemoryBuffer::getFile(outPath))
+    output = (*buf)->getBuffer().str();
+  output += err;
+  llvm::sys::fs::remove(outPath);
+  return rc;
+}
+
+bool mlir::mhc::assembleCubin(const std::string &toolkit,
+                              const std::string &ptx, const std::string &arch,
+                              const std::string &cubinPath,
+                              ::mhc::Manifest &manifest, std::string &log) {
+  std::string ptxas = toolkit + "/bin/ptxas";
+  SmallString<128> ptxPath;
+  llvm::sys::fs::createTemporaryFile("mhc-kernel", "ptx", ptxPath);
+  {
+    std::error_code ec;
+    llvm::raw_fd_ostream os(ptxPath, ec);
+    os << ptx;
+  }
+  int rc = run({ptxas, "-arch=" + arch, "-O3", "-v", ptxPath.str().str(),
+                "-o", cubinPath},
+               log);
+  llvm::sys::fs::remove(ptxPath);
+  if (rc != 0)
+    return false;
+  std::string version;
+  run({ptxas, "--version"}, version);
+  std::smatch vm;
+  if (std::regex_search(version, vm, std::regex("release ([0-9.]+), V([0-9.]+)")))
+    manifest.ptxas = "ptxas " + vm[2].str();
+
+  // ptxas -v: "Function properties for NAME" then "N bytes stack frame, N
+  // bytes spill stores, N bytes spill loads", and "Compiling entry function
+  // 'NAME'" then "Used N registers, ... N bytes smem".
+  std::istringstream lines(log);
+  std::string line, current;
+  std::regex entry("(?:Compiling entry function|Function properties for) '?([A-Za-z0-9_]+)'?");
+  std::regex frame("([0-9]+) bytes stack frame, ([0-9]+) bytes spill stores, ([0-9]+) bytes spill loads");
+  std::regex regs("Used ([0-9]+) registers");
+  std::regex smem("([0-9]+) bytes smem");
+  while (std::getline(lines, line)) {
+    std::smatch m;
+    if (std::regex_search(line, m, entry)) {
+      current = m[1];
+      continue;
+    }
+    for (::mhc::LaunchDesc &l : manifest.launches) {
+      if (l.entry != current)
+        continue;
+      if (std::regex_search(line, m, frame)) {
+        l.resources.stackBytes = std::stoi(m[1]);
+        l.resources.spillStores = std::stoi(m[2]);
+        l.resources.spillLoads = std::stoi(m[3]);
+      }
+      if (std::regex_search(line, m, regs)) {
+        l.resources.registers = std::stoi(m[1]);
+        l.resources.sharedBytes = 0;
+        if (std::regex_search(line, m, smem))
+          l.resources.sharedBytes = std::stoi(m[1]);
+      }
+    }
+  }
+  return true;
+}
+
+LogicalResult mlir::mhc::compileSpecToBundle(MLIRContext *ctx,
+                                             const ::mhc::KernelSpec &spec,
+                                             const std::string &dir,
+                                             bool cubin, std::string &error) {
+  OwningOpRef<ModuleOp> top = ModuleOp::create(UnknownLoc::get(ctx));
+  ::mhc::Manifest manifest;
+  std::string diagnostics;
+  {
+    ScopedDiagnosticHandler handler(ctx, [&](Diagnostic &d) {
+      diagnostics += d.str() + "\n";
+      return success();
+    });
+    if (failed(buildKernelModule(*top, spec, manifest))) {
+      error = "kernel construction failed: " + diagnostics;
+      return failure();
+    }
+  }
+  std::string toolkit = defaultToolkitPath();
+  FailureOr<std::map<std::string, std::string>> ptx;
+  {
+    ScopedDiagnosticHandler handler(ctx, [&](Diagnostic &d) {
+      diagnostics += d.str() + "\n";
+      return success();
+    });
+    ptx = lowerToPTX(*top, toolkit);
+  }
+  if (failed(ptx) || ptx->size() != 1) {
+    error = "lowering to PTX failed: " + diagnostics;
+    return failure();
+  }
+  std::string name = spec.kernelName();
+  llvm::sys::fs::create_directories(dir);
+  auto write = [&](const std::string &path, const std::string &text) {
+    std::error_code ec;
+    llvm::raw_fd_ostream os(path, ec);
+    if (ec)
+      return false;
+    os << text;
+    return true;
+  };
+  std::string base = dir + "/" + name;
+  if (!write(base + ".ptx", ptx->begin()->second)) {
+    error = "cannot write " + base + ".ptx";
+    return failure();
+  }
+  if (cubin) {
+    std::string log;
+    if (!assembleCubin(toolkit, ptx->begin()->second, spec.arch,
+                       base + ".cubin", manifest, log)) {
+      error = "ptxas failed:\n" + log;
+      return failure();
+    }
+  }
+  if (!write(base + ".json", manifest.toJson())) {
+    error = "cannot write " + base + ".json";
+    return failure();
+  }
+  return success();
+}

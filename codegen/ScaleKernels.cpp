@@ -1,0 +1,145 @@
+//===- ScaleKernels.cpp - RMS scale and squash of the logits, gradient ----===//
+//
+// Per-token work on N = 2n + n^2 floats: one thread per token. The backward's
+// cross-token sums (galpha, gbeta) go through a per-token contribution row
+// and the deterministic column sum.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Families.h"
+
+using namespace mlir;
+using namespace mlir::mhc;
+using ::mhc::BufferRole;
+using ::mhc::DType;
+
+namespace {
+/// The recomputed forward of one token.
+struct TokenScale {
+  Value r;                  // 1 / sqrt(ms + norm_eps)
+  SmallVector<Value> h, z;  // N each
+  SmallVector<Value> alpha; // per logit: alpha of its segment
+};
+
+int segmentOf(int64_t k, int64_t n) { return k < n ? 0 : (k < 2 * n ? 1 : 2); }
+
+TokenScale recompute(KernelBuilder &kb, const KernelContext &ctx,
+                     LaunchBuilder &l, Value m) {
+  int64_t n = ctx.n(), N = ctx.N();
+  TokenScale t;
+  Value ms = kb.load(l.arg("ms"), m);
+  t.r = kb.div(kb.f32(1.0),
+               kb.sqrt(kb.add(ms, kb.f32(ctx.spec.normEps))));
+  SmallVector<Value> alpha;
+  for (int64_t s = 0; s < 3; ++s)
+    alpha.push_back(kb.toF32(kb.load(l.arg("alpha"), kb.idx(s))));
+  for (int64_t k = 0; k < N; ++k) {
+    Value h = kb.load(l.arg("h"), kb.add(kb.mul(m, kb.idx(N)), kb.idx(k)));
+    Value beta = kb.toF32(kb.load(l.arg("beta"), kb.idx(k)));
+    Value a = alpha[segmentOf(k, n)];
+    t.h.push_back(h);
+    t.alpha.push_back(a);
+    t.z.push_back(kb.fma(kb.mul(a, h), t.r, beta));
+  }
+  return t;
+}
+
+void declareInputs(KernelContext &ctx) {
+  DType param = ctx.spec.param;
+  ctx.buffer("h", DType::F32, BufferRole::Input, {ctx.N(), 0});
+  ctx.buffer("ms", DType::F32, BufferRole::Input, {1, 0});
+  ctx.buffer("alpha", param, BufferRole::Input, {0, 3});
+  ctx.buffer("beta", param, BufferRole::Input, {0, ctx.N()});
+}
+} // namespace
+
+static LogicalResult buildForward(KernelContext &ctx) {
+  int64_t n = ctx.n();
+  declareInputs(ctx);
+  ctx.buffer("pre", DType::F32, BufferRole::Output, {n, 0});
+  ctx.buffer("post", DType::F32, BufferRole::Output, {n, 0});
+  ctx.buffer("logits", DType::F32, BufferRole::Output, {n * n, 0});
+
+  const int threads = 128;
+  LaunchBuilder &l = ctx.launch("main");
+  l.param("h").param("ms").param("alpha").param("beta").param("pre")
+      .param("post").param("logits").param("M").block(threads)
+      .grid({threads, 0});
+  KernelBuilder kb = ctx.begin(l);
+  Value m = kb.add(kb.mul(kb.blockId(), kb.idx(threads)), kb.threadId());
+  kb.when(kb.lt(m, l.tokens()), [&] {
+    TokenScale t = recompute(kb, ctx, l, m);
+    for (int64_t i = 0; i < n; ++i) {
+      Value off = kb.add(kb.mul(m, kb.idx(n)), kb.idx(i));
+      kb.store(kb.add(kb.sigmoid(t.z[i]), kb.f32(ctx.spec.preEps)),
+               l.arg("pre"), off);
+      kb.store(kb.mul(kb.f32(ctx.spec.postMult), kb.sigmoid(t.z[n + i])),
+               l.arg("post"), off);
+    }
+    for (int64_t k = 0; k < n * n; ++k)
+      kb.store(t.z[2 * n + k], l.arg("logits"),
+               kb.add(kb.mul(m, kb.idx(n * n)), kb.idx(k)));
+  });
+  return success();
+}
+
+static LogicalResult buildBackward(KernelContext &ctx) {
+  int64_t n = ctx.n(), N = ctx.N();
+  DType param = ctx.spec.param;
+  ctx.buffer("gpre", DType::F32, BufferRole::Input, {n, 0});
+  ctx.buffer("gpost", DType::F32, BufferRole::Input, {n, 0});
+  ctx.buffer("glogits", DType::F32, BufferRole::Input, {n * n, 0});
+  declareInputs(ctx);
+  ctx.buffer("gh", DType::F32, BufferRole::Output, {N, 0});
+  ctx.buffer("gms", DType::F32, BufferRole::Output, {1, 0});
+  ctx.buffer("galpha", param, BufferRole::Output, {0, 3});
+  ctx.buffer("gbeta", param, BufferRole::Output, {0, N});
+  // Per token: galpha's three terms, then gz (gbeta's terms).
+  ctx.buffer("contrib", DType::F32, BufferRole::Workspace, {3 + N, 0});
+
+  const int threads = 128;
+  LaunchBuilder &l = ctx.launch("main");
+  l.param("gpre").param("gpost").param("glogits").param("h").param("ms")
+      .param("alpha").param("beta").param("gh").param("gms").param("contrib")
+      .param("M").block(threads).grid({threads, 0});
+  KernelBuilder kb = ctx.begin(l);
+  Value m = kb.add(kb.mul(kb.blockId(), kb.idx(threads)), kb.threadId());
+  kb.when(kb.lt(m, l.tokens()), [&] {
+    TokenScale t = recompute(kb, ctx, l, m);
+    Value one = kb.f32(1.0);
+    SmallVector<Value> gz(N);
+    for (int64_t i = 0; i < n; ++i) {
+      Value off = kb.add(kb.mul(m, kb.idx(n)), kb.idx(i));
+      Value s = kb.sigmoid(t.z[i]);
+      gz[i] = kb.mul(kb.load(l.arg("gpre"), off), kb.mul(s, kb.sub(one, s)));
+      Value post = kb.mul(kb.f32(ctx.spec.postMult), kb.sigmoid(t.z[n + i]));
+      Value dpost = kb.mul(post, kb.sub(one, kb.div(post, kb.f32(ctx.spec.postMult))));
+      gz[n + i] = kb.mul(kb.load(l.arg("gpost"), off), dpost);
+    }
+    for (int64_t k = 0; k < n * n; ++k)
+      gz[2 * n + k] = kb.load(l.arg("glogits"),
+                              kb.add(kb.mul(m, kb.idx(n * n)), kb.idx(k)));
+    Value row = kb.mul(m, kb.idx(3 + N));
+    Value dot = kb.f32(0.0); // sum_k gz_k alpha_k h_k
+    SmallVector<Value> segment(3, kb.f32(0.0));
+    for (int64_t k = 0; k < N; ++k) {
+      kb.store(kb.mul(kb.mul(gz[k], t.alpha[k]), t.r), l.arg("gh"),
+               kb.add(kb.mul(m, kb.idx(N)), kb.idx(k)));
+      Value gzh = kb.mul(gz[k], t.h[k]);
+      dot = kb.fma(gzh, t.alpha[k], dot);
+      segment[segmentOf(k, n)] = kb.add(segment[segmentOf(k, n)], gzh);
+      kb.store(gz[k], l.arg("contrib"), kb.add(row, kb.idx(3 + k)));
+    }
+    for (int64_t s = 0; s < 3; ++s)
+      kb.store(kb.mul(segment[s], t.r), l.arg("contrib"), kb.add(row, kb.idx(s)));
+    Value r3 = kb.mul(kb.mul(t.r, t.r), t.r);
+    kb.store(kb.mul(kb.mul(kb.f32(-0.5), r3), dot), l.arg("gms"), m);
+  });
+  emitColumnSum(ctx, "contrib", 3 + N, {{"galpha", 3}, {"gbeta", N}});
+  return success();
+}
+
+LogicalResult mlir::mhc::buildScale(KernelContext &ctx) {
+  return ctx.spec.dir == ::mhc::Direction::Forward ? buildForward(ctx)
+                                                   : buildBackward(ctx);
+}

@@ -1,0 +1,350 @@
+//===- SinkhornKernels.cpp - doubly stochastic projection and gradient ----===//
+//
+// One thread per token; the n x n matrix lives in registers. The backward is
+// reverse mode through the T iterations: the forward is recomputed in the
+// kernel and the per-iteration vectors it needs (log mode: the potentials
+// f^t, g^t; softmax_eps mode: the row and column sums) are kept in shared
+// memory, thread-minor so the accesses are conflict-free. softmax_eps steps
+// are undone by multiplying back by (sum + eps).
+//
+//===----------------------------------------------------------------------===//
+
+#include "Families.h"
+
+using namespace mlir;
+using namespace mlir::mhc;
+using ::mhc::BufferRole;
+using ::mhc::DType;
+using ::mhc::SinkhornMode;
+
+namespace {
+
+/// -logsumexp of `v`, max-shifted.
+Value negLogSumExp(KernelBuilder &kb, ArrayRef<Value> v) {
+  Value mx = v[0];
+  for (size_t k = 1; k < v.size(); ++k)
+    mx = kb.max(mx, v[k]);
+  Value sum = kb.exp(kb.sub(v[0], mx));
+  for (size_t k = 1; k < v.size(); ++k)
+    sum = kb.add(sum, kb.exp(kb.sub(v[k], mx)));
+  return kb.neg(kb.add(mx, kb.log(sum)));
+}
+
+struct Sinkhorn {
+  KernelBuilder &kb;
+  int64_t n;
+  float eps;
+
+  Value at(ArrayRef<Value> P, int64_t i, int64_t j) { return P[i * n + j]; }
+
+  /// f_i = -LSE_j(L_ij + g_j).
+  SmallVector<Value> rowPotential(ArrayRef<Value> L, ArrayRef<Value> g) {
+    SmallVector<Value> f;
+    for (int64_t i = 0; i < n; ++i) {
+      SmallVector<Value> v;
+      for (int64_t j = 0; j < n; ++j)
+        v.push_back(kb.add(L[i * n + j], g[j]));
+      f.push_back(negLogSumExp(kb, v));
+    }
+    return f;
+  }
+  /// g_j = -LSE_i(L_ij + f_i).
+  SmallVector<Value> colPotential(ArrayRef<Value> L, ArrayRef<Value> f) {
+    SmallVector<Value> g;
+    for (int64_t j = 0; j < n; ++j) {
+      SmallVector<Value> v;
+      for (int64_t i = 0; i < n; ++i)
+        v.push_back(kb.add(L[i * n + j], f[i]));
+      g.push_back(negLogSumExp(kb, v));
+    }
+    return g;
+  }
+  /// exp(L_ij + f_i + g_j).
+  SmallVector<Value> plan(ArrayRef<Value> L, ArrayRef<Value> f,
+                          ArrayRef<Value> g) {
+    SmallVector<Value> P;
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t j = 0; j < n; ++j)
+        P.push_back(kb.exp(kb.add(kb.add(L[i * n + j], f[i]), g[j])));
+    return P;
+  }
+
+  SmallVector<Value> sums(ArrayRef<Value> P, bool rows) {
+    SmallVector<Value> s;
+    for (int64_t a = 0; a < n; ++a) {
+      Value acc = rows ? P[a * n] : P[a];
+      for (int64_t b = 1; b < n; ++b)
+        acc = kb.add(acc, rows ? P[a * n + b] : P[b * n + a]);
+      s.push_back(acc);
+    }
+    return s;
+  }
+  /// P / (sum + eps) along rows or columns, given the sums.
+  SmallVector<Value> normalize(ArrayRef<Value> P, ArrayRef<Value> s,
+                               bool rows) {
+    SmallVector<Value> out;
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t j = 0; j < n; ++j)
+        out.push_back(kb.div(P[i * n + j], kb.add(s[rows ? i : j], kb.f32(eps))));
+    return out;
+  }
+  /// softmax_j(L) + eps.
+  SmallVector<Value> softmaxPlusEps(ArrayRef<Value> L) {
+    SmallVector<Value> S = softmax(L);
+    for (Value &v : S)
+      v = kb.add(v, kb.f32(eps));
+    return S;
+  }
+  SmallVector<Value> softmax(ArrayRef<Value> L) {
+    SmallVector<Value> out;
+    for (int64_t i = 0; i < n; ++i) {
+      Value mx = L[i * n];
+      for (int64_t j = 1; j < n; ++j)
+        mx = kb.max(mx, L[i * n + j]);
+      SmallVector<Value> e;
+      for (int64_t j = 0; j < n; ++j)
+        e.push_back(kb.exp(kb.sub(L[i * n + j], mx)));
+      Value sum = e[0];
+      for (int64_t j = 1; j < n; ++j)
+        sum = kb.add(sum, e[j]);
+      for (int64_t j = 0; j < n; ++j)
+        out.push_back(kb.div(e[j], sum));
+    }
+    return out;
+  }
+};
+
+/// Floats of backward history per token.
+int64_t historyFloats(const ::mhc::KernelSpec &s) {
+  return s.mode == SinkhornMode::Log ? 2 * s.n * s.iters
+                                     : (2 * s.iters - 1) * s.n;
+}
+
+SmallVector<Value> loadMatrix(KernelBuilder &kb, Value buf, Value m,
+                              int64_t n) {
+  SmallVector<Value> out;
+  for (int64_t k = 0; k < n * n; ++k)
+    out.push_back(kb.load(buf, kb.add(kb.mul(m, kb.idx(n * n)), kb.idx(k))));
+  return out;
+}
+
+void storeMatrix(KernelBuilder &kb, ArrayRef<Value> P, Value buf, Value m,
+                 int64_t n) {
+  for (int64_t k = 0; k < n * n; ++k)
+    kb.store(P[k], buf, kb.add(kb.mul(m, kb.idx(n * n)), kb.idx(k)));
+}
+
+SmallVector<Value> concat(ArrayRef<Value> a, ArrayRef<Value> b) {
+  SmallVector<Value> out(a.begin(), a.end());
+  out.append(b.begin(), b.end());
+  return out;
+}
+
+} // namespace
+
+static LogicalResult buildForward(KernelContext &ctx) {
+  int64_t n = ctx.n(), T = ctx.spec.iters;
+  ctx.buffer("logits", DType::F32, BufferRole::Input, {n * n, 0});
+  ctx.buffer("P", DType::F32, BufferRole::Output, {n * n, 0});
+  const int threads = 128;
+  LaunchBuilder &l = ctx.launch("main");
+  l.param("logits").param("P").param("M").block(threads).grid({threads, 0});
+  KernelBuilder kb = ctx.begin(l);
+  Sinkhorn sk{kb, n, ctx.spec.eps};
+  Value m = kb.add(kb.mul(kb.blockId(), kb.idx(threads)), kb.threadId());
+  kb.when(kb.lt(m, l.tokens()), [&] {
+    SmallVector<Value> L = loadMatrix(kb, l.arg("logits"), m, n);
+    SmallVector<Value> P;
+    if (ctx.spec.mode == SinkhornMode::Log) {
+      SmallVector<Value> zero(n, kb.f32(0.0));
+      SmallVector<Value> fg = kb.loop(
+          kb.idx(0), kb.idx(T), kb.idx(1), concat(zero, zero),
+          [&](Value, ValueRange it) {
+            SmallVector<Value> g(it.begin() + n, it.end());
+            SmallVector<Value> f = sk.rowPotential(L, g);
+            return concat(f, sk.colPotential(L, f));
+          });
+      P = sk.plan(L, ArrayRef<Value>(fg).take_front(n),
+                  ArrayRef<Value>(fg).drop_front(n));
+    } else {
+      P = sk.softmaxPlusEps(L);
+      P = sk.normalize(P, sk.sums(P, false), false);
+      P = kb.loop(kb.idx(1), kb.idx(T), kb.idx(1), P,
+                  [&](Value, ValueRange it) {
+                    SmallVector<Value> Q(it.begin(), it.end());
+                    Q = sk.normalize(Q, sk.sums(Q, true), true);
+                    return sk.normalize(Q, sk.sums(Q, false), false);
+                  });
+    }
+    storeMatrix(kb, P, l.arg("P"), m, n);
+  });
+  return success();
+}
+
+static LogicalResult buildBackward(KernelContext &ctx) {
+  int64_t n = ctx.n(), T = ctx.spec.iters;
+  int64_t hist = historyFloats(ctx.spec);
+  ctx.buffer("gP", DType::F32, BufferRole::Input, {n * n, 0});
+  ctx.buffer("logits", DType::F32, BufferRole::Input, {n * n, 0});
+  ctx.buffer("glogits", DType::F32, BufferRole::Output, {n * n, 0});
+  // As many threads as the history leaves room for in 48 KiB (checked by
+  // unsupportedReason), at most 128.
+  int64_t fit = (48 * 1024) / (hist * 4);
+  const int threads = static_cast<int>(std::min<int64_t>(128, (fit / 32) * 32));
+  LaunchBuilder &l = ctx.launch("main");
+  l.param("gP").param("logits").param("glogits").param("M").block(threads)
+      .grid({threads, 0}).sharedF32(threads * hist);
+  KernelBuilder kb = ctx.begin(l);
+  Sinkhorn sk{kb, n, ctx.spec.eps};
+  Value tid = kb.threadId();
+  Value smem = l.shared();
+  // history[k] of this thread: smem[k * threads + tid].
+  auto slot = [&](Value k) { return kb.add(kb.mul(k, kb.idx(threads)), tid); };
+  auto save = [&](Value base, ArrayRef<Value> v) {
+    for (size_t k = 0; k < v.size(); ++k)
+      kb.store(v[k], smem, slot(kb.add(base, kb.idx(k))));
+  };
+  auto restore = [&](Value base, int64_t count) {
+    SmallVector<Value> v;
+    for (int64_t k = 0; k < count; ++k)
+      v.push_back(kb.load(smem, slot(kb.add(base, kb.idx(k)))));
+    return v;
+  };
+  Value m = kb.add(kb.mul(kb.blockId(), kb.idx(threads)), tid);
+  kb.when(kb.lt(m, l.tokens()), [&] {
+    SmallVector<Value> L = loadMatrix(kb, l.arg("logits"), m, n);
+    SmallVector<Value> gP = loadMatrix(kb, l.arg("gP"), m, n);
+    SmallVector<Value> gL;
+    if (ctx.spec.mode == SinkhornMode::Log) {
+      // Forward, saving f^t, g^t at history[(t-1)*2n ...].
+      SmallVector<Value> zero(n, kb.f32(0.0));
+      SmallVector<Value> fg = kb.loop(
+          kb.idx(0), kb.idx(T), kb.idx(1), concat(zero, zero),
+          [&](Value t, ValueRange it) {
+            SmallVector<Value> g(it.begin() + n, it.end());
+            SmallVector<Value> f = sk.rowPotential(L, g);
+            SmallVector<Value> next = concat(f, sk.colPotential(L, f));
+            save(kb.mul(t, kb.idx(2 * n)), next);
+            return next;
+          });
+      ArrayRef<Value> fT = ArrayRef<Value>(fg).take_front(n);
+      ArrayRef<Value> gT = ArrayRef<Value>(fg).drop_front(n);
+      SmallVector<Value> P = sk.plan(L, fT, gT);
+      // Through P = exp(f + L + g).
+      SmallVector<Value> gL0, gf(n, kb.f32(0.0)), gg(n, kb.f32(0.0));
+      for (int64_t i = 0; i < n; ++i)
+        for (int64_t j = 0; j < n; ++j) {
+          Value d = kb.mul(gP[i * n + j], P[i * n + j]);
+          gL0.push_back(d);
+          gf[i] = kb.add(gf[i], d);
+          gg[j] = kb.add(gg[j], d);
+        }
+      // Iterations T..1, as t' = T-1..0 with f^t at history[t'*2n].
+      SmallVector<Value> init = concat(concat(gL0, gg), gf);
+      SmallVector<Value> out = kb.loop(
+          kb.idx(0), kb.idx(T), kb.idx(1), init, [&](Value r, ValueRange it) {
+            Value t = kb.sub(kb.idx(T - 1), r);
+            SmallVector<Value> G(it.begin(), it.begin() + n * n);
+            SmallVector<Value> ggt(it.begin() + n * n, it.begin() + n * n + n);
+            SmallVector<Value> gft(it.begin() + n * n + n, it.end());
+            SmallVector<Value> cur = restore(kb.mul(t, kb.idx(2 * n)), 2 * n);
+            ArrayRef<Value> f(cur.data(), n), g(cur.data() + n, n);
+            // g^{t-1}: zero for the first iteration.
+            Value first = kb.eq(t, kb.idx(0));
+            Value prevBase = kb.mul(kb.select(first, kb.idx(0), kb.sub(t, kb.idx(1))), kb.idx(2 * n));
+            SmallVector<Value> prev = restore(prevBase, 2 * n);
+            SmallVector<Value> gPrev;
+            for (int64_t j = 0; j < n; ++j)
+              gPrev.push_back(kb.select(first, kb.f32(0.0), prev[n + j]));
+            // g^t_j = -LSE_i(L_ij + f^t_i): A = exp(L + f^t + g^t).
+            SmallVector<Value> A = sk.plan(L, f, g);
+            for (int64_t i = 0; i < n; ++i)
+              for (int64_t j = 0; j < n; ++j) {
+                Value d = kb.mul(ggt[j], A[i * n + j]);
+                G[i * n + j] = kb.sub(G[i * n + j], d);
+                gft[i] = kb.sub(gft[i], d);
+              }
+            // f^t_i = -LSE_j(L_ij + g^{t-1}_j): B = exp(L + g^{t-1} + f^t).
+            SmallVector<Value> B = sk.plan(L, f, gPrev);
+            SmallVector<Value> ggPrev(n, kb.f32(0.0));
+            for (int64_t i = 0; i < n; ++i)
+              for (int64_t j = 0; j < n; ++j) {
+                Value d = kb.mul(gft[i], B[i * n + j]);
+                G[i * n + j] = kb.sub(G[i * n + j], d);
+                ggPrev[j] = kb.sub(ggPrev[j], d);
+              }
+            SmallVector<Value> zeroF(n, kb.f32(0.0));
+            return concat(concat(G, ggPrev), zeroF);
+          });
+      gL.assign(out.begin(), out.begin() + n * n);
+    } else {
+      // Forward, saving each normalisation's sums: step 0 is the first
+      // column step, then rows/columns alternate.
+      SmallVector<Value> S = sk.softmax(L);
+      SmallVector<Value> P = S;
+      for (Value &v : P)
+        v = kb.add(v, kb.f32(ctx.spec.eps));
+      SmallVector<Value> c = sk.sums(P, false);
+      save(kb.idx(0), c);
+      P = sk.normalize(P, c, false);
+      P = kb.loop(kb.idx(1), kb.idx(T), kb.idx(1), P,
+                  [&](Value t, ValueRange it) {
+                    SmallVector<Value> Q(it.begin(), it.end());
+                    Value base = kb.mul(kb.sub(kb.mul(t, kb.idx(2)), kb.idx(1)), kb.idx(n));
+                    SmallVector<Value> r = sk.sums(Q, true);
+                    save(base, r);
+                    Q = sk.normalize(Q, r, true);
+                    SmallVector<Value> c2 = sk.sums(Q, false);
+                    save(kb.add(base, kb.idx(n)), c2);
+                    return sk.normalize(Q, c2, false);
+                  });
+      // Back through y = x / (s + eps): gx = (gy - sum(gy*y)) / (s + eps)
+      // along the normalised axis, then x = y * (s + eps).
+      auto back = [&](SmallVector<Value> &Y, SmallVector<Value> &Gy,
+                      ArrayRef<Value> s, bool rows) {
+        SmallVector<Value> dot(n, kb.f32(0.0));
+        for (int64_t i = 0; i < n; ++i)
+          for (int64_t j = 0; j < n; ++j) {
+            int64_t a = rows ? i : j;
+            dot[a] = kb.fma(Gy[i * n + j], Y[i * n + j], dot[a]);
+          }
+        for (int64_t i = 0; i < n; ++i)
+          for (int64_t j = 0; j < n; ++j) {
+            int64_t a = rows ? i : j;
+            Value den = kb.add(s[a], kb.f32(ctx.spec.eps));
+            Gy[i * n + j] = kb.div(kb.sub(Gy[i * n + j], dot[a]), den);
+            Y[i * n + j] = kb.mul(Y[i * n + j], den);
+          }
+      };
+      SmallVector<Value> init = concat(P, gP);
+      SmallVector<Value> out = kb.loop(
+          kb.idx(1), kb.idx(T), kb.idx(1), init, [&](Value r, ValueRange it) {
+            Value t = kb.sub(kb.idx(T), r); // T-1 .. 1
+            SmallVector<Value> Y(it.begin(), it.begin() + n * n);
+            SmallVector<Value> Gy(it.begin() + n * n, it.end());
+            Value base = kb.mul(kb.sub(kb.mul(t, kb.idx(2)), kb.idx(1)), kb.idx(n));
+            back(Y, Gy, restore(kb.add(base, kb.idx(n)), n), false);
+            back(Y, Gy, restore(base, n), true);
+            return concat(Y, Gy);
+          });
+      SmallVector<Value> Y(out.begin(), out.begin() + n * n);
+      SmallVector<Value> Gy(out.begin() + n * n, out.end());
+      back(Y, Gy, restore(kb.idx(0), n), false);
+      // Through P0 = softmax_j(L) + eps, with the recomputed softmax.
+      for (int64_t i = 0; i < n; ++i) {
+        Value dot = kb.f32(0.0);
+        for (int64_t j = 0; j < n; ++j)
+          dot = kb.fma(Gy[i * n + j], S[i * n + j], dot);
+        for (int64_t j = 0; j < n; ++j)
+          gL.push_back(kb.mul(kb.sub(Gy[i * n + j], dot), S[i * n + j]));
+      }
+    }
+    storeMatrix(kb, gL, l.arg("glogits"), m, n);
+  });
+  return success();
+}
+
+LogicalResult mlir::mhc::buildSinkhorn(KernelContext &ctx) {
+  return ctx.spec.dir == ::mhc::Direction::Forward ? buildForward(ctx)
+                                                   : buildBackward(ctx);
+}

@@ -1,0 +1,61 @@
+//===- Codegen.h - mhc kernels to gpu.func, PTX and cubin --------*- C++ -*-===//
+
+#ifndef MHC_CODEGEN_CODEGEN_H
+#define MHC_CODEGEN_CODEGEN_H
+
+#include "mhc/Support/KernelSpec.h"
+#include "mhc/Support/Manifest.h"
+
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/IR/BuiltinOps.h"
+
+#include <string>
+
+namespace mlir {
+class DialectRegistry;
+class OpPassManager;
+namespace mhc {
+
+/// Registers every dialect, interface and translation codegen and
+/// serialisation need (gpu, nvvm, llvm, scf, vector, ...).
+void registerCodegenDialects(DialectRegistry &registry);
+
+/// Appends to `top` a gpu.module named spec.kernelName() with an
+/// #nvvm.target for spec.arch holding every launch of the op, and describes
+/// them in `manifest` (all but ptxas resources). Fails, with a diagnostic at
+/// `top`'s location, if the spec is unsupported.
+FailureOr<gpu::GPUModuleOp> buildKernelModule(ModuleOp top,
+                                              const ::mhc::KernelSpec &spec,
+                                              ::mhc::Manifest &manifest);
+
+/// Adds the passes from gpu.func kernels to NVVM (LLVM dialect) inside every
+/// gpu.module of a builtin.module.
+void addNVVMLoweringPasses(OpPassManager &pm);
+
+/// Lowers every gpu.module of `top` to NVVM and serialises each to PTX
+/// (gpu-module-to-binary, format=isa). `toolkit` is the CUDA toolkit path
+/// (libdevice); returns the PTX per gpu.module name.
+FailureOr<std::map<std::string, std::string>>
+lowerToPTX(ModuleOp top, const std::string &toolkit);
+
+/// The CUDA toolkit to use: $MHC_CUDA_HOME, $CUDA_HOME, else /usr/local/cuda.
+std::string defaultToolkitPath();
+
+/// Runs ptxas on `ptx` for `arch`, writing `cubinPath`; fills each launch's
+/// resources from ptxas' -v report and `ptxasVersion`. On failure returns
+/// false and puts ptxas' output in `log`.
+bool assembleCubin(const std::string &toolkit, const std::string &ptx,
+                   const std::string &arch, const std::string &cubinPath,
+                   ::mhc::Manifest &manifest, std::string &log);
+
+/// Compiles one spec to `dir`/<kernelName>.{ptx,cubin,json}. With
+/// `cubin` false only PTX and the manifest are written.
+LogicalResult compileSpecToBundle(MLIRContext *ctx,
+                                  const ::mhc::KernelSpec &spec,
+                                  const std::string &dir, bool cubin,
+                                  std::string &error);
+
+} // namespace mhc
+} // namespace mlir
+
+#endif // MHC_CODEGEN_CODEGEN_H

@@ -1,0 +1,143 @@
+//===- KernelBuilder.h - terse construction of gpu.func kernels -*- C++ -*-===//
+//
+// The kernel builders of codegen/ write straight-line SIMT code in upstream
+// dialects (arith, math, memref, vector, scf, gpu). KernelBuilder wraps an
+// OpBuilder so that code reads like the math: index and float arithmetic
+// dispatch on the operand type, loops and branches take lambdas, and the
+// compile-time parts of a spec (n, C, vector width) become C++ loops that
+// unroll into the IR.
+//
+// LaunchBuilder declares one kernel launch: its buffers and the token count M
+// become the gpu.func's parameters (and the manifest's parameter list), in
+// the order they are declared.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MHC_CODEGEN_KERNELBUILDER_H
+#define MHC_CODEGEN_KERNELBUILDER_H
+
+#include "mhc/Support/Manifest.h"
+
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/IR/Builders.h"
+
+#include <functional>
+#include <map>
+
+namespace mlir::mhc {
+
+class KernelBuilder {
+public:
+  KernelBuilder(OpBuilder &b, Location loc) : b(b), loc(loc) {}
+
+  OpBuilder &b;
+  Location loc;
+
+  // Constants.
+  Value idx(int64_t v);
+  Value i32(int64_t v);
+  Value f32(double v);
+  Value boolean(bool v);
+
+  // Arithmetic on index/integers (unsigned division) or floats.
+  Value add(Value a, Value c);
+  Value sub(Value a, Value c);
+  Value mul(Value a, Value c);
+  Value div(Value a, Value c);
+  Value rem(Value a, Value c);
+  Value min(Value a, Value c);
+  Value max(Value a, Value c);
+  Value neg(Value a);
+  Value fma(Value a, Value c, Value d); // a*c + d, fused
+  Value lt(Value a, Value c);           // index: unsigned <, float: ordered <
+  Value eq(Value a, Value c);
+  Value select(Value cond, Value t, Value f);
+  Value andi(Value a, Value c);
+
+  // Math (libdevice-accurate).
+  Value exp(Value a);
+  Value log(Value a);
+  Value sqrt(Value a);
+  Value sigmoid(Value a); // 1 / (1 + exp(-a))
+
+  // Conversions.
+  Value toF32(Value a);                 // scalar or vector
+  Value toType(Value a, Type elemType); // f32 -> element type (round to nearest even)
+  Value indexToI64(Value a);
+  Value i64ToIndex(Value a);
+
+  // Memory: 1-D memrefs, element offsets.
+  Value load(Value mem, Value offset);
+  void store(Value v, Value mem, Value offset);
+  /// Loads `width` consecutive elements; the access is `width * bytes`
+  /// aligned, which the kernel's indexing guarantees.
+  Value vload(Value mem, Value offset, int64_t width);
+  void vstore(Value vec, Value mem, Value offset);
+  /// Loads `width` elements as f32 values.
+  SmallVector<Value> loadF32(Value mem, Value offset, int64_t width);
+  /// Stores f32 values converted to the memref's element type.
+  void storeFrom(ArrayRef<Value> values, Value mem, Value offset);
+  Value extract(Value vec, int64_t i);
+  Value vector(ArrayRef<Value> elems);
+
+  // Control flow.
+  void loop(Value lb, Value ub, Value step, function_ref<void(Value)> body);
+  SmallVector<Value>
+  loop(Value lb, Value ub, Value step, ValueRange init,
+       function_ref<SmallVector<Value>(Value, ValueRange)> body);
+  void when(Value cond, function_ref<void()> body);
+
+  // GPU.
+  Value threadId();
+  Value blockId();
+  Value gridDim();
+  void barrier();
+  /// Butterfly sum over the 32 lanes of a warp; every lane gets the total.
+  /// The order of additions is fixed, so the result is deterministic.
+  Value warpSum(Value v);
+};
+
+/// One kernel launch under construction.
+class LaunchBuilder {
+public:
+  LaunchBuilder(std::string entry, const ::mhc::Manifest &manifest)
+      : entry(std::move(entry)), manifest(manifest) {}
+
+  /// Declares parameters, in order: a buffer of the manifest, or "M".
+  LaunchBuilder &param(const std::string &name);
+  LaunchBuilder &block(int threads);
+  LaunchBuilder &grid(::mhc::GridRule rule);
+  /// A workgroup (shared memory) buffer of `elems` f32 values.
+  LaunchBuilder &sharedF32(int64_t elems);
+
+  /// Creates the gpu.func at the end of `module`, positions `b` in its body
+  /// and returns it. Call once, before arg()/shared().
+  gpu::GPUFuncOp create(OpBuilder &b, gpu::GPUModuleOp module);
+
+  Value arg(const std::string &name) const;
+  /// M and S as index values.
+  Value tokens() const { return tokensIndex; }
+  Value splits() const { return splitIndex; }
+  Value shared(unsigned i = 0) const;
+
+  ::mhc::LaunchDesc describe() const;
+  int threads() const { return blockThreads; }
+
+private:
+  std::string entry;
+  const ::mhc::Manifest &manifest;
+  std::vector<std::string> params;
+  int blockThreads = 256;
+  ::mhc::GridRule gridRule{1, 0};
+  SmallVector<int64_t> sharedElems;
+  gpu::GPUFuncOp func;
+  std::map<std::string, Value> args;
+  Value tokensIndex, splitIndex;
+};
+
+/// The MLIR element type of a kernel dtype.
+Type elementType(MLIRContext *ctx, ::mhc::DType dtype);
+
+} // namespace mlir::mhc
+
+#endif // MHC_CODEGEN_KERNELBUILDER_H

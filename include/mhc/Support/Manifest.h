@@ -1,0 +1,117 @@
+//===- Manifest.h - how to launch a compiled mhc op -------------*- C++ -*-===//
+//
+// One mhc op compiles to one or more kernel launches (e.g. a per-token kernel
+// and the fixed-order reduction of its cross-token partial sums). The manifest
+// says, without MLIR, which buffers the op touches (inputs, outputs,
+// workspaces, with sizes as a function of M), and for each launch its entry
+// point, parameter order, block, grid rule and shared memory. It is written as
+// JSON next to the PTX and cubin.
+//
+// Kernel ABI: every buffer parameter is a 1-D memref descriptor, i.e. five
+// PTX parameters (allocated ptr, aligned ptr, i64 offset = 0, i64 size,
+// i64 stride = 1); every scalar parameter is an i64. Buffers are dense,
+// row-major, and their base must be 16-byte aligned.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MHC_SUPPORT_MANIFEST_H
+#define MHC_SUPPORT_MANIFEST_H
+
+#include "mhc/Support/KernelSpec.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace mhc {
+
+/// elems = perToken * M + fixed + perTokenSplit * M * S.
+struct Extent {
+  int64_t perToken = 0;
+  int64_t fixed = 0;
+  int64_t perTokenSplit = 0;
+  int64_t at(int64_t m, int64_t s = 1) const {
+    return perToken * m + fixed + perTokenSplit * m * s;
+  }
+};
+
+/// The split count S of a split-K op, a function of M alone (so results are
+/// deterministic for a given M): S = clamp(ceil(targetBlocks / tokenBlocks),
+/// 1, maxSplit) with tokenBlocks = ceil(M / tokensPerBlock). Ops without a
+/// split have maxSplit = 1.
+struct SplitRule {
+  int64_t tokensPerBlock = 1;
+  int64_t targetBlocks = 0;
+  int64_t maxSplit = 1;
+  int64_t splitFor(int64_t m) const {
+    int64_t blocks = (m + tokensPerBlock - 1) / tokensPerBlock;
+    if (blocks <= 0 || maxSplit <= 1)
+      return 1;
+    int64_t s = (targetBlocks + blocks - 1) / blocks;
+    return s < 1 ? 1 : (s > maxSplit ? maxSplit : s);
+  }
+};
+
+enum class BufferRole { Input, Output, Workspace };
+const char *toString(BufferRole);
+
+struct BufferDesc {
+  std::string name;
+  DType dtype = DType::F32;
+  BufferRole role = BufferRole::Input;
+  Extent elems;
+};
+
+/// grid.x = (tokensPerBlock > 0 ? ceil(M / tokensPerBlock) : fixedBlocks),
+/// times S when timesSplit.
+struct GridRule {
+  int64_t tokensPerBlock = 0;
+  int64_t fixedBlocks = 0;
+  bool timesSplit = false;
+  int64_t blocksFor(int64_t m, int64_t s = 1) const {
+    int64_t b = tokensPerBlock > 0 ? (m + tokensPerBlock - 1) / tokensPerBlock
+                                   : fixedBlocks;
+    return timesSplit ? b * s : b;
+  }
+};
+
+/// What ptxas reported for an entry (filled when a cubin is built).
+struct Resources {
+  int registers = -1;
+  int spillStores = -1;
+  int spillLoads = -1;
+  int stackBytes = -1;
+  int sharedBytes = -1;
+};
+
+struct LaunchDesc {
+  std::string entry;
+  /// Buffer names, "M" and "S", in parameter order.
+  std::vector<std::string> params;
+  int block = 256;
+  GridRule grid;
+  int64_t dynamicSharedBytes = 0;
+  Resources resources;
+};
+
+struct Manifest {
+  static constexpr int kFormat = 1;
+  std::string spec;  // KernelSpec::canonical()
+  std::string hash;  // 16 hex digits of KernelSpec::hash()
+  std::string arch;
+  std::string compiler;  // "mhc <version>, MLIR <version>"
+  std::string ptxas;     // "ptxas <version>" or "" when only PTX was made
+  SplitRule split;
+  std::vector<BufferDesc> buffers;
+  std::vector<LaunchDesc> launches;
+
+  const BufferDesc *buffer(const std::string &name) const;
+  /// Number of PTX parameters of `launch` under the kernel ABI.
+  static int ptxParamCount(const LaunchDesc &launch);
+
+  std::string toJson() const;
+};
+
+} // namespace mhc
+
+#endif // MHC_SUPPORT_MANIFEST_H
