@@ -105,12 +105,11 @@ static LogicalResult buildBackward(KernelContext &ctx) {
         storeStreams(kb, ctx, l.arg("gx"), m, c0, gx);
         return next;
       });
-  SmallVector<Value> total = blockSum(kb, threads, l.shared(), partial);
+  Value total = blockSum(kb, threads, l.shared(), partial);
   Value tid = kb.threadId();
-  for (int64_t i = 0; i < n; ++i)
-    kb.when(kb.eq(tid, kb.idx(i)), [&] {
-      kb.store(total[i], l.arg("gpre"), kb.add(kb.mul(m, kb.idx(n)), kb.idx(i)));
-    });
+  kb.when(kb.lt(tid, kb.idx(n)), [&] {
+    kb.store(total, l.arg("gpre"), kb.add(kb.mul(m, kb.idx(n)), tid));
+  });
   return success();
 }
 

@@ -88,8 +88,8 @@ static LogicalResult buildBackward(KernelContext &ctx) {
   int64_t n = ctx.n(), C = ctx.C(), w = ctx.actWidth();
   // Per element of a chunk a thread holds gout, x and gx of every stream;
   // P and the gpost/gP partials are held throughout. Narrow the chunk until
-  // that fits in registers (n = 8 needs 2-wide chunks).
-  while (w > 1 && 3 * n * w + 2 * n * n + n > 200)
+  // that fits in registers (n = 8 needs 1-wide chunks).
+  while (w > 1 && 3 * n * w + 2 * n * n + n > 170)
     w /= 2;
   int64_t chunks = C / w;
   DType act = ctx.spec.act;
@@ -170,15 +170,14 @@ static LogicalResult buildBackward(KernelContext &ctx) {
         storeStreams(kb, ctx, l.arg("gx"), m, c0, gx);
         return next;
       });
-  SmallVector<Value> total = blockSum(kb, threads, l.shared(), part);
-  for (int64_t v = 0; v < reduced; ++v)
-    kb.when(kb.eq(tid, kb.idx(v)), [&] {
-      if (v < n)
-        kb.store(total[v], l.arg("gpost"), kb.add(kb.mul(m, kb.idx(n)), kb.idx(v)));
-      else
-        kb.store(total[v], l.arg("gP"),
-                 kb.add(kb.mul(m, kb.idx(n * n)), kb.idx(v - n)));
-    });
+  Value total = blockSum(kb, threads, l.shared(), part);
+  kb.when(kb.lt(tid, kb.idx(n)), [&] {
+    kb.store(total, l.arg("gpost"), kb.add(kb.mul(m, kb.idx(n)), tid));
+  });
+  kb.when(kb.andi(kb.lt(kb.idx(n - 1), tid), kb.lt(tid, kb.idx(reduced))), [&] {
+    kb.store(total, l.arg("gP"),
+             kb.add(kb.mul(m, kb.idx(n * n)), kb.sub(tid, kb.idx(n))));
+  });
   if (hasBias)
     emitColumnSum(ctx, "gf32", C, {{"gbias", C}});
   return success();

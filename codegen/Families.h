@@ -55,11 +55,12 @@ SmallVector<SmallVector<Value>> loadStreams(KernelBuilder &kb,
 void storeStreams(KernelBuilder &kb, const KernelContext &ctx, Value out,
                   Value m, Value c0, ArrayRef<SmallVector<Value>> values);
 
-/// Sums `values` over the threads of the block, in a fixed order; every
-/// thread gets the totals. `scratch` needs (threads / 32) * values.size()
-/// floats; the call ends with a barrier, so scratch can be reused after it.
-SmallVector<Value> blockSum(KernelBuilder &kb, int threads, Value scratch,
-                            ArrayRef<Value> values);
+/// Sums each of `values` over the threads of the block, in a fixed order;
+/// thread v (v < values.size()) gets the total of values[v]. `scratch` needs
+/// (threads / 32) * values.size() floats, and values.size() <= threads; the
+/// call ends with a barrier, so scratch can be reused after it.
+Value blockSum(KernelBuilder &kb, int threads, Value scratch,
+               ArrayRef<Value> values);
 
 /// Two launches that sum the rows of `src` ([M, width] f32 or activation
 /// dtype) over tokens, deterministically: per-block partials into a

@@ -98,31 +98,27 @@ void mlir::mhc::storeStreams(KernelBuilder &kb, const KernelContext &ctx,
   }
 }
 
-SmallVector<Value> mlir::mhc::blockSum(KernelBuilder &kb, int threads,
-                                       Value scratch, ArrayRef<Value> values) {
+Value mlir::mhc::blockSum(KernelBuilder &kb, int threads, Value scratch,
+                         ArrayRef<Value> values) {
   int64_t warps = threads / 32;
   int64_t count = values.size();
   Value tid = kb.threadId();
   Value lane = kb.rem(tid, kb.idx(32));
   Value warp = kb.div(tid, kb.idx(32));
-  SmallVector<Value> warpTotals;
-  for (Value v : values)
-    warpTotals.push_back(kb.warpSum(v));
-  kb.when(kb.eq(lane, kb.idx(0)), [&] {
-    for (int64_t v = 0; v < count; ++v)
-      kb.store(warpTotals[v], scratch,
-               kb.add(kb.mul(warp, kb.idx(count)), kb.idx(v)));
-  });
+  // Warp totals go to scratch one value at a time (few live registers);
+  // every lane stores the same total, so no branch is needed.
+  (void)lane;
+  for (int64_t v = 0; v < count; ++v)
+    kb.store(kb.warpSum(values[v]), scratch,
+             kb.add(kb.mul(warp, kb.idx(count)), kb.idx(v)));
   kb.barrier();
-  SmallVector<Value> totals;
-  for (int64_t v = 0; v < count; ++v) {
-    Value sum = kb.load(scratch, kb.idx(v));
-    for (int64_t w = 1; w < warps; ++w)
-      sum = kb.add(sum, kb.load(scratch, kb.idx(w * count + v)));
-    totals.push_back(sum);
-  }
+  // Thread v adds value v's warp totals in warp order.
+  Value v = kb.min(tid, kb.idx(count - 1));
+  Value sum = kb.load(scratch, v);
+  for (int64_t w = 1; w < warps; ++w)
+    sum = kb.add(sum, kb.load(scratch, kb.add(kb.idx(w * count), v)));
   kb.barrier();
-  return totals;
+  return sum;
 }
 
 void mlir::mhc::emitColumnSum(

@@ -313,8 +313,14 @@ static LogicalResult buildBackward(KernelContext &ctx) {
     Value twoOverK = kb.f32(2.0 / static_cast<double>(K));
 
     SmallVector<Value> init(N * cw + (hasW ? cw : 0), kb.f32(0.0));
+    // Two-level sums over the tokens (runs of 32, then the runs), so the
+    // rounding error grows like sqrt(32) + sqrt(M / 32), not sqrt(M).
+    const int64_t run = 32;
     SmallVector<Value> acc = kb.loop(
-        mBegin, mEnd, kb.idx(1), init, [&](Value m, ValueRange it) {
+        mBegin, mEnd, kb.idx(run), init, [&](Value m0, ValueRange outer) {
+    SmallVector<Value> sums = kb.loop(
+        m0, kb.min(kb.add(m0, kb.idx(run)), mEnd), kb.idx(1), init,
+        [&](Value m, ValueRange it) {
           SmallVector<Value> next(it.begin(), it.end());
           SmallVector<Value> gh;
           for (int64_t r = 0; r < N; ++r)
@@ -335,6 +341,11 @@ static LogicalResult buildBackward(KernelContext &ctx) {
           }
           kb.when(active, [&] { kb.storeFrom(gx, l.arg("gx"), off); });
           return next;
+        });
+    SmallVector<Value> total;
+    for (auto [a, b] : llvm::zip(outer, sums))
+      total.push_back(kb.add(a, b));
+    return total;
         });
     kb.when(active, [&] {
       Value base = kb.mul(share, kb.idx(width));

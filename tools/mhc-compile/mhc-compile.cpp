@@ -17,6 +17,7 @@
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Pass/PassRegistry.h"
+#include "mlir/Transforms/Passes.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/raw_ostream.h"
@@ -53,12 +54,14 @@ int main(int argc, char **argv) {
     ::mhc::Manifest manifest;
     if (failed(mlir::mhc::buildKernelModule(*top, *spec, manifest)))
       return 1;
-    if (printNVVM) {
-      PassManager pm(&ctx);
+    // The kernels as a reader wants them: folded and deduplicated.
+    PassManager pm(&ctx);
+    pm.nest<gpu::GPUModuleOp>().addPass(createCanonicalizerPass());
+    pm.nest<gpu::GPUModuleOp>().addPass(createCSEPass());
+    if (printNVVM)
       mlir::mhc::addNVVMLoweringPasses(pm);
-      if (failed(pm.run(*top)))
-        return 1;
-    }
+    if (failed(pm.run(*top)))
+      return 1;
     top->print(llvm::outs());
     return 0;
   }

@@ -1,0 +1,82 @@
+"""Canonical kernel specs for the GPU checks (KernelSpec::canonical's rules).
+
+  python3 test/gpu/specs.py smoke|full [--arch sm_90a]
+"""
+
+import argparse
+import itertools
+
+import numpy as np
+
+
+def f(v):
+    return "%.9g" % np.float32(v)
+
+
+def spec(op, d, n, arch, act="bf16", param="f32", layout="nc", C=2048, tf32=False,
+         weight=False, bias=False, norm_eps=1e-6, pre_eps=1e-6, post_mult=2.0,
+         mode="log", iters=20, eps=1e-6):
+    s = [f"{op}.{d}", f"n={n}"]
+    if op in ("project", "aggregate", "expand_combine"):
+        s.append(f"act={act}")
+    if op in ("project", "scale") or (op == "expand_combine" and bias):
+        s.append(f"param={param}")
+    if op in ("project", "aggregate", "expand_combine"):
+        s += [f"layout={layout}", f"C={C}"]
+    if op == "project":
+        s += [f"tf32={int(tf32)}", f"weight={int(weight)}"]
+    elif op == "scale":
+        s += [f"norm_eps={f(norm_eps)}", f"pre_eps={f(pre_eps)}", f"post_mult={f(post_mult)}"]
+    elif op == "sinkhorn":
+        s += [f"mode={mode}", f"iters={iters}"]
+        if mode == "softmax_eps":
+            s.append(f"eps={f(eps)}")
+    elif op == "expand_combine":
+        s.append(f"bias={int(bias)}")
+    s.append(f"arch={arch}")
+    return ";".join(s)
+
+
+def smoke(arch):
+    out = []
+    for d in ("fwd", "bwd"):
+        for n, act, layout, C in [(4, "bf16", "nc", 2048), (4, "bf16", "cn", 1000),
+                                  (3, "f32", "nc", 64), (8, "f16", "cn", 4096)]:
+            out.append(spec("aggregate", d, n, arch, act=act, layout=layout, C=C))
+            out.append(spec("expand_combine", d, n, arch, act=act, layout=layout, C=C))
+            out.append(spec("project", d, n, arch, act=act, layout=layout, C=C))
+        out.append(spec("expand_combine", d, 4, arch, bias=True, C=2048))
+        out.append(spec("project", d, 4, arch, weight=True, C=2048))
+        out.append(spec("project", d, 4, arch, tf32=True, C=7168))
+        out.append(spec("project", d, 2, arch, act="f32", C=4096))
+        for n in (2, 4, 8):
+            out.append(spec("scale", d, n, arch))
+            out.append(spec("sinkhorn", d, n, arch, mode="log"))
+            out.append(spec("sinkhorn", d, n, arch, mode="softmax_eps"))
+        out.append(spec("scale", d, 4, arch, param="bf16", norm_eps=1.1920929e-07, pre_eps=0.0))
+        out.append(spec("sinkhorn", d, 4, arch, mode="softmax_eps", iters=10))
+    return out
+
+
+def full(arch):
+    out = []
+    ns = (2, 3, 4, 6, 8)
+    for d, n, act, layout, C in itertools.product(("fwd", "bwd"), ns, ("bf16", "f16", "f32"),
+                                                  ("nc", "cn"), (64, 1000, 4096, 7168)):
+        out.append(spec("aggregate", d, n, arch, act=act, layout=layout, C=C))
+        out.append(spec("expand_combine", d, n, arch, act=act, layout=layout, C=C))
+        out.append(spec("project", d, n, arch, act=act, layout=layout, C=C))
+    for d, n in itertools.product(("fwd", "bwd"), ns):
+        out.append(spec("scale", d, n, arch))
+        for mode in ("log", "softmax_eps"):
+            out.append(spec("sinkhorn", d, n, arch, mode=mode))
+    return out
+
+
+if __name__ == "__main__":
+    ap = argparse.ArgumentParser()
+    ap.add_argument("which", choices=["smoke", "full"])
+    ap.add_argument("--arch", default="sm_90a")
+    a = ap.parse_args()
+    for s in dict.fromkeys(smoke(a.arch) if a.which == "smoke" else full(a.arch)):
+        print(s)
