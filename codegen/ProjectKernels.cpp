@@ -10,8 +10,9 @@
 // elements per row (16- or 32-byte loads) and the matching phi columns: lane
 // (g, t) holds logical k = t and t + 4 of k-step q at physical k = t*2s + 2q
 // and t*2s + 2q + 1, for A and B alike. bf16/f16 x is exact in tf32; without
-// the op's tf32 flag, phi (and f32 x) are split into a tf32 high part and the
-// exact remainder and multiplied in two or three mma's, which gives fp32
+// the op's tf32 flag, phi (and f32 x) are split into a round-to-nearest tf32
+// high part and the rest and multiplied in two or three mma's, and each
+// chunk's mma sum is added into an fp32 total with ordinary adds: fp32
 // accuracy. Split-K over S ranges of chunks (S a function of M) writes
 // fixed-order partials [S, M, N + 1] that a second launch sums in order.
 //
@@ -51,13 +52,21 @@ SmallVector<Value> loadRun(KernelBuilder &kb, Value mem, Value offset,
   return out;
 }
 
-/// The tf32 part of v (low 13 mantissa bits cleared) and the exact rest.
-std::pair<Value, Value> splitTf32(KernelBuilder &kb, Value v) {
+/// v rounded to tf32 (10 mantissa bits), to nearest: unbiased, unlike the
+/// truncation the tensor core applies to its operands.
+Value roundTf32(KernelBuilder &kb, Value v) {
   Value bits = arith::BitcastOp::create(kb.b, kb.loc, kb.b.getI32Type(), v);
+  Value rounded = arith::AddIOp::create(kb.b, kb.loc, bits, kb.i32(0x1000));
   Value mask = kb.i32(static_cast<int32_t>(0xFFFFE000u));
-  Value hi = arith::BitcastOp::create(kb.b, kb.loc, kb.b.getF32Type(),
-                                      kb.andi(bits, mask));
-  return {hi, kb.sub(v, hi)};
+  return arith::BitcastOp::create(kb.b, kb.loc, kb.b.getF32Type(),
+                                  kb.andi(rounded, mask));
+}
+
+/// v = hi + lo with hi the nearest tf32 value and lo the (rounded) rest:
+/// hi * b + lo * b carries ~21 bits of v.
+std::pair<Value, Value> splitTf32(KernelBuilder &kb, Value v) {
+  Value hi = roundTf32(kb, v);
+  return {hi, roundTf32(kb, kb.sub(v, hi))};
 }
 
 Value fragment(KernelBuilder &kb, ArrayRef<Value> elems) {
@@ -82,11 +91,22 @@ static LogicalResult buildForward(KernelContext &ctx) {
   int64_t s = 8;
   while (K % (8 * s) != 0)
     s /= 2;
-  int64_t chunkK = 8 * s, chunks = K / chunkK;
   int64_t nTiles = (N + 7) / 8;
-  const int warps = 4, mTiles = 2, threads = 32 * warps;
-  int64_t tokensPerBlock = warps * mTiles * 16;
   bool precise = !spec.tf32;
+  // Registers per lane: accumulators (twice in precise mode), the B values
+  // of a chunk and the x values. Large n (many n-tiles) takes one m-tile per
+  // warp and narrower chunks.
+  int64_t mTiles = 2;
+  auto regs = [&](int64_t mt, int64_t ss) {
+    return mt * nTiles * 4 * (precise ? 2 : 1) + nTiles * 2 * ss + mt * 4 * ss;
+  };
+  if (regs(mTiles, 1) > 160)
+    mTiles = 1;
+  while (s > 1 && regs(mTiles, s) > 160)
+    s /= 2;
+  int64_t chunkK = 8 * s, chunks = K / chunkK;
+  const int warps = 4, threads = 32 * warps;
+  int64_t tokensPerBlock = warps * mTiles * 16;
   bool splitX = precise && spec.act == DType::F32;
 
   ctx.manifest.split = {tokensPerBlock, ctx.persistentBlocks(),
@@ -163,6 +183,15 @@ static LogicalResult buildForward(KernelContext &ctx) {
               bv[nt][e] = kb.select(phiValid[nt], bv[nt][e], zero);
             }
           }
+          // In precise mode the tensor core accumulates one chunk only; the
+          // chunk sums are added into the totals with IEEE fp32 adds, so its
+          // truncating accumulation never runs over more than 8s columns.
+          SmallVector<Value> total;
+          if (precise)
+            for (int64_t i = 0; i < mTiles * nTiles; ++i) {
+              total.push_back(next[i]);
+              next[i] = zeroAcc;
+            }
           for (int64_t mt = 0; mt < mTiles; ++mt) {
             std::array<SmallVector<Value>, 2> xv;
             for (int h = 0; h < 2; ++h) {
@@ -202,6 +231,9 @@ static LogicalResult buildForward(KernelContext &ctx) {
               }
             }
           }
+          if (precise)
+            for (int64_t i = 0; i < mTiles * nTiles; ++i)
+              next[i] = kb.add(total[i], next[i]);
           return next;
         });
 
@@ -265,9 +297,15 @@ static LogicalResult buildBackward(KernelContext &ctx) {
   const ::mhc::KernelSpec &spec = ctx.spec;
   int64_t N = ctx.N(), K = ctx.K();
   bool hasW = spec.hasWeight;
-  const int threads = 256;
   // Columns per thread: as many as keep phi and gphi's columns in registers.
+  // Past that (n >= 6), phi's columns wait in shared memory instead.
   int64_t cw = std::gcd(K, std::max<int64_t>(1, std::min<int64_t>(4, 64 / N)));
+  bool phiShared = N * cw > 48;
+  const int threads = phiShared ? 128 : 256;
+  // gphi's rows are split into groups of at most 24 so that their two-level
+  // sums fit in registers; each group's blocks re-read x (only for n >= 6).
+  int64_t groups = phiShared ? (N + 23) / 24 : 1;
+  int64_t rowsPer = (N + groups - 1) / groups;
   int64_t slices = (K + threads * cw - 1) / (threads * cw);
   int64_t shares = std::max<int64_t>(1, ctx.persistentBlocks() / slices);
   int64_t width = N * K + (hasW ? K : 0); // gphi, then gw
@@ -290,11 +328,17 @@ static LogicalResult buildBackward(KernelContext &ctx) {
     if (hasW)
       l.param("weight");
     l.param("gx").param("partials").param("M").block(threads)
-        .grid({0, slices * shares});
+        .grid({0, slices * shares * groups});
+    if (phiShared)
+      l.sharedF32(N * threads * cw);
     KernelBuilder kb = ctx.begin(l);
     Value M = l.tokens();
     Value bid = kb.blockId();
-    Value slice = kb.rem(bid, kb.idx(slices)), share = kb.div(bid, kb.idx(slices));
+    Value slice = kb.rem(bid, kb.idx(slices));
+    Value share = kb.rem(kb.div(bid, kb.idx(slices)), kb.idx(shares));
+    Value group = kb.div(bid, kb.idx(slices * shares));
+    Value rowBase = kb.mul(group, kb.idx(rowsPer));
+    Value firstGroup = kb.eq(group, kb.idx(0));
     Value k0raw = kb.mul(kb.add(kb.mul(slice, kb.idx(threads)), kb.threadId()),
                          kb.idx(cw));
     Value active = kb.lt(k0raw, kb.idx(K));
@@ -304,15 +348,39 @@ static LogicalResult buildBackward(KernelContext &ctx) {
     Value mBegin = kb.min(kb.mul(share, per), M);
     Value mEnd = kb.min(kb.add(mBegin, per), M);
 
+    // phiAt(r, e) = phi[r, k0 + e]: from registers, or from the block's
+    // slice of phi in shared memory, [N][threads * cw], loaded cooperatively
+    // (coalesced) before a barrier.
     SmallVector<SmallVector<Value>> phi(N);
-    for (int64_t r = 0; r < N; ++r)
-      phi[r] = loadRun(kb, l.arg("phi"), kb.add(kb.idx(r * K), k0), cw);
+    Value tid = kb.threadId();
+    int64_t sliceCols = threads * cw;
+    if (!phiShared) {
+      for (int64_t r = 0; r < N; ++r)
+        phi[r] = loadRun(kb, l.arg("phi"), kb.add(kb.idx(r * K), k0), cw);
+    } else {
+      Value sliceBase = kb.mul(slice, kb.idx(sliceCols));
+      kb.loop(tid, kb.idx(N * sliceCols), kb.idx(threads), [&](Value i) {
+        Value r = kb.div(i, kb.idx(sliceCols));
+        Value col = kb.add(sliceBase, kb.rem(i, kb.idx(sliceCols)));
+        Value ok = kb.lt(col, kb.idx(K));
+        Value v = kb.load(l.arg("phi"),
+                          kb.add(kb.mul(r, kb.idx(K)), kb.select(ok, col, kb.idx(0))));
+        kb.store(kb.toF32(v), l.shared(), i);
+      });
+      kb.barrier();
+    }
+    Value myCol = kb.mul(tid, kb.idx(cw));
+    auto phiAt = [&](int64_t r, int64_t e) -> Value {
+      if (!phiShared)
+        return phi[r][e];
+      return kb.load(l.shared(), kb.add(kb.idx(r * sliceCols + e), myCol));
+    };
     SmallVector<Value> w(cw, kb.f32(1.0));
     if (hasW)
       w = loadRun(kb, l.arg("weight"), k0, cw);
     Value twoOverK = kb.f32(2.0 / static_cast<double>(K));
 
-    SmallVector<Value> init(N * cw + (hasW ? cw : 0), kb.f32(0.0));
+    SmallVector<Value> init(rowsPer * cw + (hasW ? cw : 0), kb.f32(0.0));
     // Two-level sums over the tokens (runs of 32, then the runs), so the
     // rounding error grows like sqrt(32) + sqrt(M / 32), not sqrt(M).
     const int64_t run = 32;
@@ -322,24 +390,36 @@ static LogicalResult buildBackward(KernelContext &ctx) {
         m0, kb.min(kb.add(m0, kb.idx(run)), mEnd), kb.idx(1), init,
         [&](Value m, ValueRange it) {
           SmallVector<Value> next(it.begin(), it.end());
-          SmallVector<Value> gh;
-          for (int64_t r = 0; r < N; ++r)
-            gh.push_back(kb.load(l.arg("gh"), kb.add(kb.mul(m, kb.idx(N)), kb.idx(r))));
           Value gms = kb.mul(kb.load(l.arg("gms"), m), twoOverK);
           Value off = kb.add(kb.mul(m, kb.idx(K)), k0);
           SmallVector<Value> x = loadRun(kb, l.arg("x"), off, cw);
+          Value ghRow = kb.mul(m, kb.idx(N));
+          SmallVector<Value> d(cw, kb.f32(0.0));
+          for (int64_t r = 0; r < N; ++r) {
+            Value gh = kb.load(l.arg("gh"), kb.add(ghRow, kb.idx(r)));
+            for (int64_t e = 0; e < cw; ++e) {
+              d[e] = kb.fma(gh, phiAt(r, e), d[e]);
+              if (groups == 1)
+                next[r * cw + e] = kb.fma(gh, x[e], next[r * cw + e]);
+            }
+          }
+          // This group's rows of gphi (rows past N contribute zero).
+          for (int64_t lr = 0; groups > 1 && lr < rowsPer; ++lr) {
+            Value r = kb.add(rowBase, kb.idx(lr));
+            Value ok = kb.lt(r, kb.idx(N));
+            Value gh = kb.load(l.arg("gh"), kb.add(ghRow, kb.select(ok, r, kb.idx(0))));
+            gh = kb.select(ok, gh, kb.f32(0.0));
+            for (int64_t e = 0; e < cw; ++e)
+              next[lr * cw + e] = kb.fma(gh, x[e], next[lr * cw + e]);
+          }
           SmallVector<Value> gx;
           for (int64_t e = 0; e < cw; ++e) {
-            Value d = kb.mul(gh[0], phi[0][e]);
-            for (int64_t r = 1; r < N; ++r)
-              d = kb.fma(gh[r], phi[r][e], d);
-            gx.push_back(kb.fma(d, w[e], kb.mul(gms, x[e])));
-            for (int64_t r = 0; r < N; ++r)
-              next[r * cw + e] = kb.fma(gh[r], x[e], next[r * cw + e]);
+            gx.push_back(kb.fma(d[e], w[e], kb.mul(gms, x[e])));
             if (hasW)
-              next[N * cw + e] = kb.fma(d, x[e], next[N * cw + e]);
+              next[rowsPer * cw + e] = kb.fma(d[e], x[e], next[rowsPer * cw + e]);
           }
-          kb.when(active, [&] { kb.storeFrom(gx, l.arg("gx"), off); });
+          kb.when(kb.andi(active, firstGroup),
+                  [&] { kb.storeFrom(gx, l.arg("gx"), off); });
           return next;
         });
     SmallVector<Value> total;
@@ -349,14 +429,20 @@ static LogicalResult buildBackward(KernelContext &ctx) {
         });
     kb.when(active, [&] {
       Value base = kb.mul(share, kb.idx(width));
-      for (int64_t r = 0; r < N; ++r)
-        for (int64_t e = 0; e < cw; ++e)
-          kb.store(kb.mul(acc[r * cw + e], w[e]), l.arg("partials"),
-                   kb.add(base, kb.add(kb.idx(r * K + e), k0)));
+      for (int64_t lr = 0; lr < rowsPer; ++lr) {
+        Value r = kb.add(rowBase, kb.idx(lr));
+        kb.when(kb.lt(r, kb.idx(N)), [&] {
+          for (int64_t e = 0; e < cw; ++e)
+            kb.store(kb.mul(acc[lr * cw + e], w[e]), l.arg("partials"),
+                     kb.add(base, kb.add(kb.mul(r, kb.idx(K)), kb.add(kb.idx(e), k0))));
+        });
+      }
       if (hasW)
-        for (int64_t e = 0; e < cw; ++e)
-          kb.store(acc[N * cw + e], l.arg("partials"),
-                   kb.add(base, kb.add(kb.idx(N * K + e), k0)));
+        kb.when(firstGroup, [&] {
+          for (int64_t e = 0; e < cw; ++e)
+            kb.store(acc[rowsPer * cw + e], l.arg("partials"),
+                     kb.add(base, kb.add(kb.idx(N * K + e), k0)));
+        });
     });
   }
   SmallVector<std::pair<std::string, int64_t>> dsts = {{"gphi", N * K}};

@@ -53,8 +53,25 @@ def smoke(arch):
             out.append(spec("scale", d, n, arch))
             out.append(spec("sinkhorn", d, n, arch, mode="log"))
             out.append(spec("sinkhorn", d, n, arch, mode="softmax_eps"))
+        out.append(spec("project", d, 6, arch, act="f32", layout="cn", C=1000, weight=True))
+        out.append(spec("project", d, 8, arch, act="bf16", C=7168, weight=True))
+        out.append(spec("expand_combine", d, 6, arch, act="f32", layout="cn", C=1000, bias=True))
         out.append(spec("scale", d, 4, arch, param="bf16", norm_eps=1.1920929e-07, pre_eps=0.0))
         out.append(spec("sinkhorn", d, 4, arch, mode="softmax_eps", iters=10))
+    return out
+
+
+def large_m(arch):
+    """Small C so that M > 65535 tokens fit the float64 reference."""
+    out = []
+    for d in ("fwd", "bwd"):
+        for op in ("aggregate", "expand_combine", "project"):
+            out.append(spec(op, d, 4, arch, C=64))
+        out.append(spec("expand_combine", d, 4, arch, C=64, bias=True, layout="cn"))
+        out.append(spec("project", d, 4, arch, C=64, weight=True, act="f32"))
+        out.append(spec("scale", d, 4, arch))
+        out.append(spec("sinkhorn", d, 4, arch, mode="log"))
+        out.append(spec("sinkhorn", d, 4, arch, mode="softmax_eps"))
     return out
 
 
@@ -75,8 +92,8 @@ def full(arch):
 
 if __name__ == "__main__":
     ap = argparse.ArgumentParser()
-    ap.add_argument("which", choices=["smoke", "full"])
+    ap.add_argument("which", choices=["smoke", "large_m", "full"])
     ap.add_argument("--arch", default="sm_90a")
     a = ap.parse_args()
-    for s in dict.fromkeys(smoke(a.arch) if a.which == "smoke" else full(a.arch)):
+    for s in dict.fromkeys({"smoke": smoke, "large_m": large_m, "full": full}[a.which](a.arch)):
         print(s)
