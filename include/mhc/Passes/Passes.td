@@ -72,4 +72,45 @@ def ReportKernels : Pass<"mhc-report-kernels"> {
   ];
 }
 
+def GenerateKernels : Pass<"mhc-generate-kernels", "::mlir::ModuleOp"> {
+  let summary = "build the gpu.func kernels of every specialised mhc op";
+  let description = [{
+    For each distinct `mhc.spec` on an op that is not marked `mhc.fallback`,
+    appends a `gpu.module` named after the kernel (`mhc_<op>_<dir>_n<n>_<hash>`,
+    with an `#nvvm.target` for the spec's arch) holding every launch of that
+    op: gpu.func kernels in gpu/scf/vector/arith/math/memref/nvgpu, specialised
+    for n, dtypes, layout, C and the variant. The op gets
+    `mhc.kernel = @<module>`; the gpu.module carries its launch manifest as
+    `mhc.manifest` (JSON). The module becomes a `gpu.container_module`.
+    Run after `mhc-specialize`.
+  }];
+  let dependentDialects = [
+    "::mlir::gpu::GPUDialect", "::mlir::NVVM::NVVMDialect",
+    "::mlir::arith::ArithDialect", "::mlir::math::MathDialect",
+    "::mlir::memref::MemRefDialect", "::mlir::scf::SCFDialect",
+    "::mlir::vector::VectorDialect", "::mlir::nvgpu::NVGPUDialect"
+  ];
+}
+
+def WriteBundle : Pass<"mhc-write-bundle", "::mlir::ModuleOp"> {
+  let summary = "lower every generated kernel module to PTX and cubin and "
+                "write the kernel bundle";
+  let description = [{
+    For each gpu.module made by `mhc-generate-kernels`, lowers a copy to
+    NVVM, serialises it to PTX (MLIR's NVVM target) and, with `cubin`,
+    assembles it with the CUDA toolkit's ptxas, then writes
+    `<dir>/<kernel>.ptx`, `.cubin` and `.json` (the manifest, with ptxas'
+    register/spill report) and `<dir>/index.json` listing the kernels. The IR
+    is left unchanged, so later passes (or `--mhc-lower-to-nvvm`) can still
+    print each stage. The toolkit is `$MHC_CUDA_HOME`, `$CUDA_HOME` or
+    `/usr/local/cuda`.
+  }];
+  let options = [
+    Option<"dir", "dir", "std::string", /*default=*/"\"mhc-bundle\"",
+           "directory to write the bundle to">,
+    Option<"cubin", "cubin", "bool", /*default=*/"true",
+           "also assemble cubins with ptxas (else PTX only)">,
+  ];
+}
+
 #endif // MHC_PASSES_TD
