@@ -1,22 +1,46 @@
 #!/usr/bin/env bash
 # The main job on the shipped example: lower examples/transformer_n4.mlir (two
-# transformer blocks, four mHC layers) as far as the pipeline goes, print the
-# IR after each stage and the kernels it needs.
+# transformer blocks, four mHC layers) through the whole pipeline to a kernel
+# bundle (PTX, cubin, manifest per kernel), printing each stage and the kernels.
+#   scripts/example.sh [model.mlir] [bundle-dir]     (MHC_ARCH=sm_90a by default)
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 build="$root/build"
 "$root/scripts/setup.sh" "$build" >/dev/null
 opt="$build/bin/mhc-opt"
 model="${1:-$root/examples/transformer_n4.mlir}"
+bundle="${2:-$build/example-bundle}"
 arch="${MHC_ARCH:-sm_90a}"
+front=(--mhc-expand-layers --canonicalize --cse --mhc-specialize=arch="$arch")
 
-echo "== $model: the model graph (mhc.layer per residual path)"
-"$opt" "$model" | grep -c "mhc.layer" | sed 's/^/   mhc.layer ops: /'
+echo "== $model: $("$opt" "$model" | grep -c "mhc.layer") mhc.layer ops"
 echo
 echo "== after --mhc-expand-layers --canonicalize --cse (first layer)"
 "$opt" "$model" --mhc-expand-layers --canonicalize --cse |
   awk '/mhc.project/{p=1} p{print} /mhc.expand_combine/{if(p) exit}'
 echo
-echo "== after --mhc-specialize=arch=$arch: kernel report"
-"$opt" "$model" --mhc-expand-layers --canonicalize --cse \
-  --mhc-specialize=arch="$arch" --mhc-report-kernels -o /dev/null
+echo "== after --mhc-specialize=arch=$arch --mhc-generate-kernels: kernels as gpu.func"
+"$opt" "$model" "${front[@]}" --mhc-generate-kernels | grep -E "^\s+gpu.func" | sed 's/(.*//'
+echo
+echo "== after --mhc-lower-to-nvvm: NVVM entry points"
+"$opt" "$model" "${front[@]}" --mhc-generate-kernels --mhc-lower-to-nvvm |
+  grep -E "llvm.func @mhc_.*nvvm.kernel" | sed 's/(.*//'
+echo
+echo "== --mhc-write-bundle=dir=$bundle: PTX, cubin (ptxas) and manifests"
+rm -rf "$bundle"
+"$opt" "$model" "${front[@]}" --mhc-generate-kernels --mhc-write-bundle=dir="$bundle" \
+  --mhc-report-kernels -o /dev/null
+echo
+python3 - "$bundle" <<'PY'
+import glob, json, os, sys
+print(f"{'entry':58s} {'regs':>4s} {'spill':>5s} {'smem':>6s} grid")
+for path in sorted(glob.glob(os.path.join(sys.argv[1], "mhc_*.json"))):
+    m = json.load(open(path))
+    for l in m["launches"]:
+        r, g = l["resources"], l["grid"]
+        grid = f"ceil(M/{g['tokens_per_block']})" if g["tokens_per_block"] else str(g["fixed_blocks"])
+        if g["times_split"]:
+            grid += " x S"
+        print(f"{l['entry']:58s} {r['registers']:4d} {r['spill_stores']:5d} {r['shared_bytes']:6d} {grid}")
+print(f"bundle: {sys.argv[1]} ({len(glob.glob(os.path.join(sys.argv[1], '*.cubin')))} cubins, {m['ptxas']})")
+PY

@@ -124,6 +124,25 @@ static void supportRules() {
   EXPECT(unsupportedReason(s).empty());
   s.arch = "sm_75";
   EXPECT(unsupportedReason(s).find("not a codegen target") != std::string::npos);
+
+  KernelSpec p; // the projection's MMA chunks need K % 8 == 0
+  p.op = OpKind::Project;
+  p.n = 3;
+  p.channels = 1001;
+  EXPECT(unsupportedReason(p).find("multiple of 8") != std::string::npos);
+  p.channels = 1000;
+  EXPECT(unsupportedReason(p).empty());
+
+  KernelSpec k; // sinkhorn backward history: 2*n*T floats, <= 384
+  k.op = OpKind::Sinkhorn;
+  k.dir = Direction::Backward;
+  k.n = 8;
+  k.iters = 24;
+  EXPECT(unsupportedReason(k).empty());
+  k.iters = 25;
+  EXPECT(unsupportedReason(k).find("history") != std::string::npos);
+  k.dir = Direction::Forward; // the forward keeps no history
+  EXPECT(unsupportedReason(k).empty());
 }
 
 int main() {

@@ -1,0 +1,33 @@
+// Kernels of mhc.aggregate: 16-byte vector accesses, the spec's constants,
+// no atomics. (The inputs are kernel specs; this file has no IR of its own.)
+// RUN: mhc-compile --spec 'aggregate.fwd;n=4;act=bf16;layout=nc;C=2048;arch=sm_90a' --print-ir | FileCheck %s --check-prefix=FWD
+// RUN: mhc-compile --spec 'aggregate.fwd;n=4;act=f32;layout=cn;C=1000;arch=sm_80' --print-ir | FileCheck %s --check-prefix=CN
+// RUN: mhc-compile --spec 'aggregate.bwd;n=4;act=bf16;layout=nc;C=2048;arch=sm_90a' --print-ir | FileCheck %s --check-prefix=BWD
+// RUN: rm -rf %t && mhc-compile --spec 'aggregate.fwd;n=4;act=bf16;layout=nc;C=2048;arch=sm_90a' -o %t && FileCheck %s --check-prefix=PTX < %t/mhc_aggregate_fwd_n4_123f3d65709c76af.ptx
+
+// FWD: gpu.module @mhc_aggregate_fwd_n4_123f3d65709c76af [#nvvm.target<O = 3, chip = "sm_90a", features = "+ptx80">]
+// FWD: gpu.func @mhc_aggregate_fwd_n4_123f3d65709c76af_main(%{{.*}}: memref<?xbf16>, %{{.*}}: memref<?xf32>, %{{.*}}: memref<?xbf16>, %{{.*}}: i64) kernel attributes {known_block_size = array<i32: 256, 1, 1>}
+// FWD-DAG: arith.constant 8192 : index
+// FWD-DAG: arith.constant 2048 : index
+// FWD-COUNT-4: vector.load %{{.*}} {alignment = 16 : i64} : memref<?xbf16>, vector<8xbf16>
+// FWD: vector.store %{{.*}} {alignment = 16 : i64} : memref<?xbf16>, vector<8xbf16>
+// FWD-NOT: atomic
+
+// Layout cn: the chunk's n*w values are contiguous, read as n 16-byte loads.
+// CN: gpu.module @mhc_aggregate_fwd_n4_{{.*}} [#nvvm.target<O = 3, chip = "sm_80", features = "+ptx70">]
+// CN-DAG: arith.constant 1000 : index
+// CN-COUNT-4: vector.load %{{.*}} {alignment = 16 : i64} : memref<?xf32>, vector<4xf32>
+// CN: vector.store %{{.*}} {alignment = 16 : i64} : memref<?xf32>, vector<4xf32>
+
+// BWD: gpu.func @mhc_aggregate_bwd_n4_{{.*}}_main(%{{.*}}: memref<?xbf16>, %{{.*}}: memref<?xbf16>, %{{.*}}: memref<?xf32>, %{{.*}}: memref<?xbf16>, %{{.*}}: memref<?xf32>, %{{.*}}: i64) workgroup(%{{.*}} : memref<32xf32, #gpu.address_space<workgroup>>)
+// BWD: vector.load %{{.*}} {alignment = 16 : i64} : memref<?xbf16>, vector<8xbf16>
+// BWD: vector.store %{{.*}} {alignment = 16 : i64} : memref<?xbf16>, vector<8xbf16>
+// BWD: gpu.shuffle  xor
+// BWD: gpu.barrier
+// BWD-NOT: atomic
+
+// PTX: .target sm_90a
+// PTX: .entry mhc_aggregate_fwd_n4_123f3d65709c76af_main(
+// PTX: ld.global.v4.b32
+// PTX: st.global.v4.b32
+// PTX-NOT: atom.

@@ -1,0 +1,30 @@
+// Kernels of mhc.expand_combine: 16-byte accesses; the backward reduces gpost
+// and gP per token in the block and, with a bias, sums gbias over tokens by
+// per-block partials added in a fixed order. No atomics anywhere.
+// RUN: mhc-compile --spec 'expand_combine.fwd;n=4;act=bf16;layout=nc;C=7168;bias=0;arch=sm_90a' --print-ir | FileCheck %s --check-prefix=FWD
+// RUN: mhc-compile --spec 'expand_combine.bwd;n=4;act=bf16;param=f32;layout=cn;C=2048;bias=1;arch=sm_90a' --print-ir | FileCheck %s --check-prefix=BWD
+// RUN: rm -rf %t && mhc-compile --spec 'expand_combine.bwd;n=4;act=bf16;param=f32;layout=cn;C=2048;bias=1;arch=sm_90a' -o %t && FileCheck %s --check-prefix=JSON < %t/mhc_expand_combine_bwd_n4_d19c414558f73456.json
+
+// FWD: gpu.func @mhc_expand_combine_fwd_n4_{{.*}}_main(%{{.*}}: memref<?xbf16>, %{{.*}}: memref<?xf32>, %{{.*}}: memref<?xbf16>, %{{.*}}: memref<?xf32>, %{{.*}}: memref<?xbf16>, %{{.*}}: i64)
+// FWD-DAG: arith.constant 28672 : index
+// FWD-DAG: arith.constant 7168 : index
+// FWD: vector.load %{{.*}} {alignment = 16 : i64} : memref<?xbf16>, vector<8xbf16>
+// FWD-COUNT-4: vector.store %{{.*}} {alignment = 16 : i64} : memref<?xbf16>, vector<8xbf16>
+// FWD-NOT: atomic
+
+// BWD: gpu.func @mhc_expand_combine_bwd_n4_d19c414558f73456_main(
+// BWD: gpu.barrier
+// BWD: gpu.func @mhc_expand_combine_bwd_n4_d19c414558f73456_gf32_colsum(
+// BWD: scf.for
+// BWD: gpu.func @mhc_expand_combine_bwd_n4_d19c414558f73456_gf32_partials_final(
+// BWD: arith.constant 264 : index
+// BWD-NOT: atomic
+
+// JSON: "spec": "expand_combine.bwd;n=4;act=bf16;param=f32;layout=cn;C=2048;bias=1;arch=sm_90a"
+// JSON: {"name": "gbias", "dtype": "f32", "role": "output", "elems": {"per_token": 0, "fixed": 2048, "per_token_split": 0}}
+// JSON: {"name": "gf32", "dtype": "f32", "role": "workspace", "elems": {"per_token": 2048, "fixed": 0, "per_token_split": 0}}
+// JSON: {"name": "gf32_partials", "dtype": "f32", "role": "workspace", "elems": {"per_token": 0, "fixed": 540672, "per_token_split": 0}}
+// JSON: "entry": "mhc_expand_combine_bwd_n4_d19c414558f73456_main", "params": ["gout", "f", "post", "x", "P", "bias", "gf", "gpost", "gx", "gP", "gf32", "M"], "ptx_params": 56, "block": [256, 1, 1], "grid": {"tokens_per_block": 1, "fixed_blocks": 0, "times_split": false}
+// JSON-SAME: "spill_stores": 0, "spill_loads": 0, "stack_bytes": 0
+// JSON: "entry": "mhc_expand_combine_bwd_n4_d19c414558f73456_gf32_colsum", "params": ["gf32", "gf32_partials", "M"], "ptx_params": 11, "block": [256, 1, 1], "grid": {"tokens_per_block": 0, "fixed_blocks": 264, "times_split": false}
+// JSON: "entry": "mhc_expand_combine_bwd_n4_d19c414558f73456_gf32_partials_final", "params": ["gf32_partials", "gbias"]

@@ -1,0 +1,121 @@
+"""Compiles a matrix of kernel specs to cubin with ptxas and checks them.
+
+For every (op, direction) x n x activation dtype x layout x arch, plus the
+variants (weight, bias, tf32, both Sinkhorn modes), mhc-compile must produce
+PTX, a cubin and a manifest whose launch parameter lists match the PTX entry
+points exactly. The main n = 4 bf16 sm_90a kernels must not spill or use a
+local-memory stack.
+
+  python3 spec_matrix.py --compiler build/bin/mhc-compile --out DIR
+"""
+
+import argparse
+import concurrent.futures as cf
+import itertools
+import json
+import os
+import re
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "gpu"))
+from specs import spec  # noqa: E402
+
+ARCHS = ("sm_80", "sm_90a", "sm_100a")
+
+
+def matrix():
+    out = []
+    for arch, d in itertools.product(ARCHS, ("fwd", "bwd")):
+        for n, act, layout in itertools.product((2, 3, 4, 6, 8), ("bf16", "f16", "f32"), ("nc", "cn")):
+            C = 1000 if (n + len(act)) % 2 else 2048
+            for op in ("aggregate", "expand_combine", "project"):
+                out.append(spec(op, d, n, arch, act=act, layout=layout, C=C))
+        for n in (2, 3, 4, 6, 8):
+            out.append(spec("scale", d, n, arch))
+            out.append(spec("sinkhorn", d, n, arch, mode="log"))
+            out.append(spec("sinkhorn", d, n, arch, mode="softmax_eps"))
+        out.append(spec("project", d, 4, arch, weight=True, C=7168))
+        out.append(spec("project", d, 4, arch, tf32=True, C=7168))
+        out.append(spec("project", d, 4, arch, param="bf16", weight=True, C=4096))
+        out.append(spec("expand_combine", d, 4, arch, bias=True, C=7168))
+        out.append(spec("scale", d, 4, arch, param="bf16", norm_eps=1.1920929e-07, pre_eps=0.0))
+    return list(dict.fromkeys(out))
+
+
+def main_kernel(s):
+    return ";n=4;" in s and ("act=bf16" in s or s.startswith(("scale", "sinkhorn"))) \
+        and "arch=sm_90a" in s and "param=bf16" not in s
+
+
+def entry_params(ptx):
+    """entry name -> list of PTX parameter types."""
+    out = {}
+    for m in re.finditer(r"\.entry\s+(\w+)\(([^)]*)\)", ptx):
+        params = [p.strip() for p in m.group(2).split(",") if p.strip()]
+        out[m.group(1)] = [" ".join(p.split()[1:-1]) for p in params]
+    return out
+
+
+def check(compiler, out_dir, s):
+    r = subprocess.run([compiler, "--spec", s, "-o", out_dir], capture_output=True, text=True)
+    if r.returncode != 0:
+        return [f"{s}: mhc-compile failed: {r.stderr.strip()[-400:]}"]
+    base = r.stdout.strip()
+    errors = []
+    for ext in (".ptx", ".cubin", ".json"):
+        if not os.path.exists(base + ext):
+            errors.append(f"{s}: missing {ext}")
+    if errors:
+        return errors
+    manifest = json.load(open(base + ".json"))
+    if manifest["spec"] != s:
+        errors.append(f"{s}: manifest spec is {manifest['spec']}")
+    entries = entry_params(open(base + ".ptx").read())
+    if set(entries) != {l["entry"] for l in manifest["launches"]}:
+        errors.append(f"{s}: PTX entries {sorted(entries)} != manifest launches")
+    names = {b["name"] for b in manifest["buffers"]}
+    for l in manifest["launches"]:
+        # The ABI: each buffer is (ptr, ptr, offset, size, stride), M and S one u64 each.
+        want = []
+        for p in l["params"]:
+            if p in ("M", "S"):
+                want.append(".u64")
+            elif p in names:
+                want += [".u64 .ptr .align 1"] * 2 + [".u64"] * 3
+            else:
+                errors.append(f"{s}: launch {l['entry']} names unknown buffer {p}")
+        got = entries.get(l["entry"])
+        if got is not None and got != want:
+            errors.append(f"{s}: {l['entry']} PTX params {got} != manifest {want}")
+        if len(want) != l["ptx_params"]:
+            errors.append(f"{s}: {l['entry']} ptx_params {l['ptx_params']} != {len(want)}")
+        res = l["resources"]
+        if res["registers"] < 0:
+            errors.append(f"{s}: no ptxas report for {l['entry']}")
+        if main_kernel(s) and (res["spill_stores"] or res["spill_loads"] or res["stack_bytes"]):
+            errors.append(f"{s}: {l['entry']} spills ({res})")
+    return errors
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--compiler", required=True)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--jobs", type=int, default=os.cpu_count() or 2)
+    a = ap.parse_args()
+    os.makedirs(a.out, exist_ok=True)
+    specs = matrix()
+    errors = []
+    with cf.ThreadPoolExecutor(a.jobs) as pool:
+        for errs in pool.map(lambda s: check(a.compiler, a.out, s), specs):
+            errors += errs
+    for e in errors:
+        print("ERROR", e)
+    mains = sum(main_kernel(s) for s in specs)
+    print(f"spec matrix: {len(specs)} specs ({mains} main n=4 sm_90a), {len(errors)} errors")
+    return 1 if errors else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
