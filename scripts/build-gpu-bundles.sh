@@ -4,7 +4,7 @@
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 "$root/scripts/setup.sh" "$root/build" >/dev/null
-for list in "${@:-smoke large_m}"; do
+for list in "${@:-smoke large_m n1}"; do
   for which in $list; do
     dir="$root/.bundle/$which"
     rm -rf "$dir" && mkdir -p "$dir"

@@ -75,6 +75,18 @@ def large_m(arch):
     return out
 
 
+def n1(arch):
+    """n = 1: a single stream (the degenerate mixer) for every op."""
+    out = []
+    for d in ("fwd", "bwd"):
+        for op in ("aggregate", "expand_combine", "project"):
+            out.append(spec(op, d, 1, arch, C=64))
+        out.append(spec("scale", d, 1, arch))
+        out.append(spec("sinkhorn", d, 1, arch))
+        out.append(spec("sinkhorn", d, 1, arch, mode="softmax_eps"))
+    return out
+
+
 def full(arch):
     out = []
     ns = (2, 3, 4, 6, 8)
@@ -92,8 +104,8 @@ def full(arch):
 
 if __name__ == "__main__":
     ap = argparse.ArgumentParser()
-    ap.add_argument("which", choices=["smoke", "large_m", "full"])
+    ap.add_argument("which", choices=["smoke", "large_m", "n1", "full"])
     ap.add_argument("--arch", default="sm_90a")
     a = ap.parse_args()
-    for s in dict.fromkeys({"smoke": smoke, "large_m": large_m, "full": full}[a.which](a.arch)):
+    for s in dict.fromkeys({"smoke": smoke, "large_m": large_m, "n1": n1, "full": full}[a.which](a.arch)):
         print(s)
