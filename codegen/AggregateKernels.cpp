@@ -28,13 +28,10 @@ static LogicalResult buildForward(KernelContext &ctx) {
   ctx.buffer("y", act, BufferRole::Output, {C, 0});
 
   const int threads = 256;
-  // Tokens per block: one when a token has at least a block of chunks.
-  int64_t rows = chunks >= threads ? 1 : threads / chunks;
+  int64_t rows = tokensPerBlock(chunks, threads);
   LaunchBuilder &l = ctx.launch("main");
   l.param("x").param("pre").param("y").param("M").block(threads).grid({rows, 0});
   KernelBuilder kb = ctx.begin(l);
-  Value M = l.tokens();
-  Value m0 = kb.mul(kb.blockId(), kb.idx(rows));
   auto body = [&](Value m, Value chunk, ArrayRef<Value> pre) {
     Value c0 = kb.mul(chunk, kb.idx(w));
     auto xs = loadStreams(kb, ctx, l.arg("x"), m, c0, w);
@@ -53,19 +50,7 @@ static LogicalResult buildForward(KernelContext &ctx) {
       pre.push_back(kb.load(l.arg("pre"), kb.add(kb.mul(m, kb.idx(n)), kb.idx(i))));
     return pre;
   };
-  if (rows == 1) {
-    kb.when(kb.lt(m0, M), [&] {
-      SmallVector<Value> pre = loadPre(m0);
-      kb.loop(kb.threadId(), kb.idx(chunks), kb.idx(threads),
-              [&](Value chunk) { body(m0, chunk, pre); });
-    });
-  } else {
-    Value item = kb.threadId();
-    Value m = kb.add(m0, kb.div(item, kb.idx(chunks)));
-    kb.when(kb.andi(kb.lt(item, kb.idx(rows * chunks)), kb.lt(m, M)), [&] {
-      body(m, kb.rem(item, kb.idx(chunks)), loadPre(m));
-    });
-  }
+  forEachTokenChunk(kb, l, chunks, threads, loadPre, body);
   return success();
 }
 

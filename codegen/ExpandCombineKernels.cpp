@@ -29,14 +29,13 @@ static LogicalResult buildForward(KernelContext &ctx) {
   ctx.buffer("out", act, BufferRole::Output, {n * C, 0});
 
   const int threads = 256;
-  int64_t rows = chunks >= threads ? 1 : threads / chunks;
+  int64_t rows = tokensPerBlock(chunks, threads);
   LaunchBuilder &l = ctx.launch("main");
   l.param("f").param("post").param("x").param("P");
   if (hasBias)
     l.param("bias");
   l.param("out").param("M").block(threads).grid({rows, 0});
   KernelBuilder kb = ctx.begin(l);
-  Value M = l.tokens();
 
   // post[j] then P[i][j], row-major: n + n*n values.
   auto loadMix = [&](Value m) {
@@ -67,20 +66,7 @@ static LogicalResult buildForward(KernelContext &ctx) {
       }
     storeStreams(kb, ctx, l.arg("out"), m, c0, out);
   };
-  Value m0 = kb.mul(kb.blockId(), kb.idx(rows));
-  if (rows == 1) {
-    kb.when(kb.lt(m0, M), [&] {
-      SmallVector<Value> mix = loadMix(m0);
-      kb.loop(kb.threadId(), kb.idx(chunks), kb.idx(threads),
-              [&](Value chunk) { body(m0, chunk, mix); });
-    });
-  } else {
-    Value item = kb.threadId();
-    Value m = kb.add(m0, kb.div(item, kb.idx(chunks)));
-    kb.when(kb.andi(kb.lt(item, kb.idx(rows * chunks)), kb.lt(m, M)), [&] {
-      body(m, kb.rem(item, kb.idx(chunks)), loadMix(m));
-    });
-  }
+  forEachTokenChunk(kb, l, chunks, threads, loadMix, body);
   return success();
 }
 

@@ -55,6 +55,16 @@ SmallVector<SmallVector<Value>> loadStreams(KernelBuilder &kb,
 void storeStreams(KernelBuilder &kb, const KernelContext &ctx, Value out,
                   Value m, Value c0, ArrayRef<SmallVector<Value>> values);
 
+/// The per-token elementwise launch shape: block b owns tokens
+/// [b*rows, (b+1)*rows) and its threads walk their (token, chunk) items.
+/// `perToken(m)` loads what every chunk of token m needs (once per thread
+/// when rows == 1); `body(m, chunk, perTokenValues)` does one chunk.
+int64_t tokensPerBlock(int64_t chunks, int threads);
+void forEachTokenChunk(
+    KernelBuilder &kb, LaunchBuilder &l, int64_t chunks, int threads,
+    function_ref<SmallVector<Value>(Value)> perToken,
+    function_ref<void(Value, Value, ArrayRef<Value>)> body);
+
 /// Sums each of `values` over the threads of the block, in a fixed order;
 /// thread v (v < values.size()) gets the total of values[v]. `scratch` needs
 /// (threads / 32) * values.size() floats, and values.size() <= threads; the

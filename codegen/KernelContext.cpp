@@ -98,6 +98,33 @@ void mlir::mhc::storeStreams(KernelBuilder &kb, const KernelContext &ctx,
   }
 }
 
+int64_t mlir::mhc::tokensPerBlock(int64_t chunks, int threads) {
+  // One token per block once a token has a block's worth of chunks.
+  return chunks >= threads ? 1 : threads / chunks;
+}
+
+void mlir::mhc::forEachTokenChunk(
+    KernelBuilder &kb, LaunchBuilder &l, int64_t chunks, int threads,
+    function_ref<SmallVector<Value>(Value)> perToken,
+    function_ref<void(Value, Value, ArrayRef<Value>)> body) {
+  int64_t rows = tokensPerBlock(chunks, threads);
+  Value M = l.tokens();
+  Value m0 = kb.mul(kb.blockId(), kb.idx(rows));
+  if (rows == 1) {
+    kb.when(kb.lt(m0, M), [&] {
+      SmallVector<Value> token = perToken(m0);
+      kb.loop(kb.threadId(), kb.idx(chunks), kb.idx(threads),
+              [&](Value chunk) { body(m0, chunk, token); });
+    });
+    return;
+  }
+  Value item = kb.threadId();
+  Value m = kb.add(m0, kb.div(item, kb.idx(chunks)));
+  kb.when(kb.andi(kb.lt(item, kb.idx(rows * chunks)), kb.lt(m, M)), [&] {
+    body(m, kb.rem(item, kb.idx(chunks)), perToken(m));
+  });
+}
+
 Value mlir::mhc::blockSum(KernelBuilder &kb, int threads, Value scratch,
                          ArrayRef<Value> values) {
   int64_t warps = threads / 32;
