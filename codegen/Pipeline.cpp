@@ -249,10 +249,22 @@ bool mlir::mhc::assembleCubin(const std::string &toolkit,
   return true;
 }
 
+std::string mlir::mhc::compilerVersionInfo(const std::string &toolkit) {
+  std::string version;
+  run({toolkit + "/bin/ptxas", "--version"}, version);
+  std::smatch vm;
+  std::string ptxas = "unknown";
+  if (std::regex_search(version, vm, std::regex("V([0-9.]+)")))
+    ptxas = vm[1].str();
+  return std::string("mhc ") + kMhcVersion + ", MLIR " + LLVM_VERSION_STRING +
+         ", ptxas " + ptxas;
+}
+
 LogicalResult mlir::mhc::compileSpecToBundle(MLIRContext *ctx,
                                              const ::mhc::KernelSpec &spec,
                                              const std::string &dir,
-                                             bool cubin, std::string &error) {
+                                             bool cubin, std::string &error,
+                                             const std::string &fileName) {
   OwningOpRef<ModuleOp> top = ModuleOp::create(UnknownLoc::get(ctx));
   ::mhc::Manifest manifest;
   std::string diagnostics;
@@ -279,7 +291,7 @@ LogicalResult mlir::mhc::compileSpecToBundle(MLIRContext *ctx,
     error = "lowering to PTX failed: " + diagnostics;
     return failure();
   }
-  std::string name = spec.kernelName();
+  std::string name = fileName.empty() ? spec.kernelName() : fileName;
   llvm::sys::fs::create_directories(dir);
   auto write = [&](const std::string &path, const std::string &text) {
     std::error_code ec;

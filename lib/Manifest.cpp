@@ -2,6 +2,8 @@
 
 #include "mhc/Support/Manifest.h"
 
+#include "mhc/Support/Json.h"
+
 #include <sstream>
 
 namespace mhc {
@@ -84,6 +86,115 @@ std::string Manifest::toJson() const {
   }
   os << "  ]\n}\n";
   return os.str();
+}
+
+namespace {
+bool parseDType(const std::string &s, DType &out) {
+  for (DType d : {DType::BF16, DType::F16, DType::F32})
+    if (s == toString(d)) {
+      out = d;
+      return true;
+    }
+  return false;
+}
+bool parseRole(const std::string &s, BufferRole &out) {
+  for (BufferRole r : {BufferRole::Input, BufferRole::Output, BufferRole::Workspace})
+    if (s == toString(r)) {
+      out = r;
+      return true;
+    }
+  return false;
+}
+int64_t integer(const json::Value *v, bool &ok) {
+  if (!v || !v->isNumber()) {
+    ok = false;
+    return 0;
+  }
+  return static_cast<int64_t>(v->number);
+}
+std::string text(const json::Value *v, bool &ok) {
+  if (!v || !v->isString()) {
+    ok = false;
+    return "";
+  }
+  return v->string;
+}
+} // namespace
+
+bool Manifest::fromJson(const std::string &source, Manifest &out,
+                        std::string &error) {
+  json::Value root;
+  if (!json::parse(source, root, error))
+    return false;
+  bool ok = true;
+  out = Manifest();
+  if (integer(root.get("format"), ok) != kFormat || !ok) {
+    error = "unsupported manifest format";
+    return false;
+  }
+  out.spec = text(root.get("spec"), ok);
+  out.hash = text(root.get("hash"), ok);
+  out.arch = text(root.get("arch"), ok);
+  out.compiler = text(root.get("compiler"), ok);
+  out.ptxas = text(root.get("ptxas"), ok);
+  if (const json::Value *split = root.get("split")) {
+    out.split.tokensPerBlock = integer(split->get("tokens_per_block"), ok);
+    out.split.targetBlocks = integer(split->get("target_blocks"), ok);
+    out.split.maxSplit = integer(split->get("max"), ok);
+  } else {
+    ok = false;
+  }
+  const json::Value *buffers = root.get("buffers");
+  const json::Value *launches = root.get("launches");
+  if (!ok || !buffers || !buffers->isArray() || !launches || !launches->isArray()) {
+    error = "manifest lacks a required field";
+    return false;
+  }
+  for (const json::Value &b : buffers->array) {
+    BufferDesc d;
+    d.name = text(b.get("name"), ok);
+    ok &= parseDType(text(b.get("dtype"), ok), d.dtype);
+    ok &= parseRole(text(b.get("role"), ok), d.role);
+    const json::Value *e = b.get("elems");
+    d.elems.perToken = integer(e ? e->get("per_token") : nullptr, ok);
+    d.elems.fixed = integer(e ? e->get("fixed") : nullptr, ok);
+    d.elems.perTokenSplit = integer(e ? e->get("per_token_split") : nullptr, ok);
+    out.buffers.push_back(d);
+  }
+  for (const json::Value &l : launches->array) {
+    LaunchDesc d;
+    d.entry = text(l.get("entry"), ok);
+    const json::Value *params = l.get("params");
+    if (!params || !params->isArray())
+      ok = false;
+    else
+      for (const json::Value &p : params->array)
+        d.params.push_back(text(&p, ok));
+    const json::Value *block = l.get("block");
+    d.block = block && block->isArray() && !block->array.empty()
+                  ? static_cast<int>(integer(&block->array[0], ok))
+                  : (ok = false, 0);
+    const json::Value *grid = l.get("grid");
+    d.grid.tokensPerBlock = integer(grid ? grid->get("tokens_per_block") : nullptr, ok);
+    d.grid.fixedBlocks = integer(grid ? grid->get("fixed_blocks") : nullptr, ok);
+    const json::Value *times = grid ? grid->get("times_split") : nullptr;
+    d.grid.timesSplit = times && times->kind == json::Value::Bool && times->boolean;
+    d.dynamicSharedBytes = integer(l.get("dynamic_shared_bytes"), ok);
+    for (const std::string &p : d.params)
+      if (p != "M" && p != "S" && !out.buffer(p))
+        ok = false;
+    out.launches.push_back(d);
+  }
+  if (!ok) {
+    error = "manifest has a malformed field";
+    return false;
+  }
+  std::string specError;
+  if (!KernelSpec::parse(out.spec, &specError)) {
+    error = "manifest spec is invalid: " + specError;
+    return false;
+  }
+  return true;
 }
 
 } // namespace mhc

@@ -26,7 +26,14 @@ using namespace mlir;
 namespace cl = llvm::cl;
 
 static cl::opt<std::string> specText("spec", cl::desc("canonical kernel spec"),
-                                     cl::value_desc("spec"), cl::Required);
+                                     cl::value_desc("spec"));
+static cl::opt<std::string> fileName("name",
+                                     cl::desc("file name of the bundle's files "
+                                              "(default: the kernel name)"),
+                                     cl::value_desc("name"), cl::init(""));
+static cl::opt<bool> versionInfo(
+    "version-info",
+    cl::desc("print the compiler, MLIR and ptxas versions and exit"));
 static cl::opt<std::string> outDir("o", cl::desc("bundle directory"),
                                    cl::value_desc("dir"), cl::init("."));
 static cl::opt<bool> ptxOnly("ptx-only", cl::desc("skip ptxas (no cubin)"));
@@ -38,6 +45,16 @@ static cl::opt<bool> printNVVM("print-nvvm",
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
   cl::ParseCommandLineOptions(argc, argv, "mhc kernel compiler\n");
+  if (versionInfo) {
+    llvm::outs() << mlir::mhc::compilerVersionInfo(
+                        mlir::mhc::defaultToolkitPath())
+                 << "\n";
+    return 0;
+  }
+  if (specText.empty()) {
+    llvm::errs() << "mhc-compile: --spec is required\n";
+    return 2;
+  }
   std::string error;
   auto spec = ::mhc::KernelSpec::parse(specText, &error);
   if (!spec) {
@@ -65,10 +82,12 @@ int main(int argc, char **argv) {
     top->print(llvm::outs());
     return 0;
   }
-  if (failed(mlir::mhc::compileSpecToBundle(&ctx, *spec, outDir, !ptxOnly, error))) {
+  if (failed(mlir::mhc::compileSpecToBundle(&ctx, *spec, outDir, !ptxOnly,
+                                            error, fileName))) {
     llvm::errs() << "mhc-compile: " << error << "\n";
     return 1;
   }
-  llvm::outs() << outDir << "/" << spec->kernelName() << "\n";
+  llvm::outs() << outDir << "/"
+               << (fileName.empty() ? spec->kernelName() : fileName) << "\n";
   return 0;
 }

@@ -48,12 +48,17 @@ bool assembleCubin(const std::string &toolkit, const std::string &ptx,
                    const std::string &arch, const std::string &cubinPath,
                    ::mhc::Manifest &manifest, std::string &log);
 
-/// Compiles one spec to `dir`/<kernelName>.{ptx,cubin,json}. With
-/// `cubin` false only PTX and the manifest are written.
+/// Compiles one spec to `dir`/<name>.{ptx,cubin,json}, name defaulting to
+/// the kernel name. With `cubin` false only PTX and the manifest are written.
 LogicalResult compileSpecToBundle(MLIRContext *ctx,
                                   const ::mhc::KernelSpec &spec,
                                   const std::string &dir, bool cubin,
-                                  std::string &error);
+                                  std::string &error,
+                                  const std::string &name = "");
+
+/// "mhc <version>, MLIR <version>, ptxas <version>" for `toolkit`: what the
+/// runtime's cache key records about the compiler.
+std::string compilerVersionInfo(const std::string &toolkit);
 
 } // namespace mhc
 } // namespace mlir

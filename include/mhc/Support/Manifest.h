@@ -110,6 +110,9 @@ struct Manifest {
   static int ptxParamCount(const LaunchDesc &launch);
 
   std::string toJson() const;
+  /// Reads what toJson wrote; on failure returns false and sets `error`.
+  static bool fromJson(const std::string &text, Manifest &out,
+                       std::string &error);
 };
 
 } // namespace mhc

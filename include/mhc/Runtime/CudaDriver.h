@@ -1,0 +1,63 @@
+//===- CudaDriver.h - the CUDA driver API, loaded at run time ---*- C++ -*-===//
+//
+// libcuda is dlopen'ed on first use, so the runtime (and the PyTorch
+// extension) load on machines without a GPU; only launching needs one.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MHC_RUNTIME_CUDADRIVER_H
+#define MHC_RUNTIME_CUDADRIVER_H
+
+#include <stdexcept>
+#include <string>
+
+namespace mhc::rt {
+
+/// Every runtime failure: driver errors, compile failures, bad cache files.
+class Error : public std::runtime_error {
+public:
+  using std::runtime_error::runtime_error;
+};
+
+using CUresult = int;
+using CUdevice = int;
+using CUcontext = struct CUctx_st *;
+using CUmodule = struct CUmod_st *;
+using CUfunction = struct CUfunc_st *;
+using CUstream = struct CUstream_st *;
+
+class Driver {
+public:
+  /// The process-wide driver; throws Error when libcuda cannot be loaded.
+  static Driver &get();
+
+  /// Throws Error("<what>: <driver message>") unless result is success.
+  void check(CUresult result, const std::string &what) const;
+  /// The current context's device, making the device's primary context
+  /// current when the thread has none.
+  CUdevice currentDevice(int deviceOrdinal);
+  /// The codegen target for `device`: sm_80 for 8.x, sm_90a, sm_100a, or
+  /// the plain sm_XY (which codegen does not support) for anything else.
+  std::string archOf(CUdevice device);
+
+  CUresult (*cuInit)(unsigned) = nullptr;
+  CUresult (*cuCtxGetCurrent)(CUcontext *) = nullptr;
+  CUresult (*cuCtxSetCurrent)(CUcontext) = nullptr;
+  CUresult (*cuCtxGetDevice)(CUdevice *) = nullptr;
+  CUresult (*cuDeviceGet)(CUdevice *, int) = nullptr;
+  CUresult (*cuDeviceGetAttribute)(int *, int, CUdevice) = nullptr;
+  CUresult (*cuDevicePrimaryCtxRetain)(CUcontext *, CUdevice) = nullptr;
+  CUresult (*cuModuleLoadData)(CUmodule *, const void *) = nullptr;
+  CUresult (*cuModuleGetFunction)(CUfunction *, CUmodule, const char *) = nullptr;
+  CUresult (*cuLaunchKernel)(CUfunction, unsigned, unsigned, unsigned,
+                             unsigned, unsigned, unsigned, unsigned, CUstream,
+                             void **, void **) = nullptr;
+  CUresult (*cuGetErrorString)(CUresult, const char **) = nullptr;
+
+private:
+  Driver();
+};
+
+} // namespace mhc::rt
+
+#endif // MHC_RUNTIME_CUDADRIVER_H
