@@ -1,0 +1,35 @@
+"""mhc: Manifold-Constrained Hyper-Connections with generated GPU kernels.
+
+    import mhc
+    y, post, P = mhc.pre(x, phi, alpha, beta, n=4)        # project+scale+sinkhorn+aggregate
+    x_next = mhc.post(block(y), post, x, P, n=4)          # expand_combine
+    layer = mhc.HyperConnection(n=4, C=2048)              # an nn.Module around a block
+
+The ops are torch.ops.mhc.*: CUDA tensors run kernels specialised for their
+(op, n, dtype, layout, C, arch), compiled on first use and cached on disk
+(~/.cache/mhc, or $MHC_CACHE_DIR); CPU tensors and unsupported cases run the
+ATen reference, with a one-time warning naming the reason. MHC_FORCE_REFERENCE=1
+forces the reference everywhere; MHC_LOG=1 logs specialisations, compiles and
+cache hits.
+"""
+
+import os as _os
+
+import torch as _torch
+
+_bundled = _os.path.join(_os.path.dirname(__file__), "bin", "mhc-compile")
+if "MHC_COMPILER" not in _os.environ and _os.path.exists(_bundled):
+    _os.environ["MHC_COMPILER"] = _bundled
+
+from . import _C  # noqa: E402,F401  (registers torch.ops.mhc.*)
+from . import _registry  # noqa: E402,F401  (fake kernels, autograd)
+from .ops import (  # noqa: E402,F401
+    project, scale, sinkhorn, aggregate, expand_combine, pre, post,
+)
+from .module import HyperConnection  # noqa: E402,F401
+from .te import (  # noqa: E402,F401
+    mhc_fused_projection, mhc_fused_scale, mhc_fused_sinkhorn,
+    mhc_fused_aggregate, mhc_fused_expand_combine, mhc_generate_mix_and_aggregate,
+)
+
+__version__ = "0.1.0"

@@ -1,0 +1,93 @@
+"""The mhc ops as Python functions: any leading dims, defaults, checks.
+
+Shapes follow SPEC.md: x is [..., n, C] (layout "nc") or [..., C, n] ("cn");
+the leading dims (sequence, batch, ...) are the tokens M. n is read from x.
+Defaults are DeepSeek's (norm_eps = pre_eps = 1e-6, post_mult = 2,
+softmax_eps Sinkhorn with 20 iterations); mhc.te has Transformer Engine's.
+"""
+
+import math
+
+import torch
+
+_LAYOUTS = ("nc", "cn")
+
+
+def _streams(x, layout, name="x"):
+    if layout not in _LAYOUTS:
+        raise ValueError(f"layout must be 'nc' or 'cn', got {layout!r}")
+    if not isinstance(x, torch.Tensor) or x.dim() < 3:
+        want = "[..., n, C]" if layout == "nc" else "[..., C, n]"
+        got = tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__
+        raise ValueError(f"argument '{name}' must be a tensor {want} with at least one leading (token) dim; got {got}")
+    n = x.shape[-2] if layout == "nc" else x.shape[-1]
+    C = x.shape[-1] if layout == "nc" else x.shape[-2]
+    lead = tuple(x.shape[:-2])
+    return lead, math.prod(lead), n, C
+
+
+def _flat(t, M, *rest):
+    return t.reshape(M, *rest).contiguous()
+
+
+def _streams_from_logits(N):
+    n = int(round((-2 + math.sqrt(4 + 4 * N)) / 2))
+    if 2 * n + n * n != N:
+        raise ValueError(f"h has {N} logits per token, which is not 2n + n^2 for any n")
+    return n
+
+
+def project(x, phi, weight=None, *, layout="nc", tf32=False):
+    """h = (xvec * weight) phi^T and ms = mean(xvec^2) per token (eq. 14-15)."""
+    lead, M, n, C = _streams(x, layout)
+    h, ms = torch.ops.mhc.project(_flat(x, M, *x.shape[-2:]), phi.contiguous(),
+                                  None if weight is None else weight.contiguous(), n, layout, bool(tf32))
+    return h.reshape(*lead, 2 * n + n * n), ms.reshape(lead)
+
+
+def scale(h, ms, alpha, beta, *, norm_eps=1e-6, pre_eps=1e-6, post_mult=2.0):
+    """pre, post, logits from the mixing logits (eq. 16-18)."""
+    lead, N = tuple(h.shape[:-1]), h.shape[-1]
+    n, M = _streams_from_logits(N), math.prod(h.shape[:-1])
+    pre, post, logits = torch.ops.mhc.scale(_flat(h, M, N), _flat(ms, M), alpha.contiguous(), beta.contiguous(),
+                                            n, float(norm_eps), float(pre_eps), float(post_mult))
+    return pre.reshape(*lead, n), post.reshape(*lead, n), logits.reshape(*lead, n, n)
+
+
+def sinkhorn(logits, *, mode="softmax_eps", iters=20, eps=1e-6):
+    """The doubly stochastic P from logits [..., n, n] (eq. 19)."""
+    n = logits.shape[-1]
+    if logits.dim() < 3 or logits.shape[-2] != n:
+        raise ValueError(f"argument 'logits' must be [..., n, n]; got {tuple(logits.shape)}")
+    M = math.prod(logits.shape[:-2])
+    P = torch.ops.mhc.sinkhorn(_flat(logits, M, n, n), n, mode, int(iters), float(eps))
+    return P.reshape(logits.shape)
+
+
+def aggregate(x, pre, *, layout="nc"):
+    """y = sum_i pre_i x_i, the block input (F_pre)."""
+    lead, M, n, C = _streams(x, layout)
+    y = torch.ops.mhc.aggregate(_flat(x, M, *x.shape[-2:]), _flat(pre, M, n), n, layout)
+    return y.reshape(*lead, C)
+
+
+def expand_combine(f, post, x, P, bias=None, *, layout="nc"):
+    """x_next = P^T x + post (f + bias) (F_post and the residual)."""
+    lead, M, n, C = _streams(x, layout)
+    out = torch.ops.mhc.expand_combine(_flat(f, M, C), _flat(post, M, n), _flat(x, M, *x.shape[-2:]),
+                                       _flat(P, M, n, n), None if bias is None else bias.contiguous(), n, layout)
+    return out.reshape(x.shape)
+
+
+def pre(x, phi, alpha, beta, weight=None, *, layout="nc", tf32=False, norm_eps=1e-6, pre_eps=1e-6,
+        post_mult=2.0, mode="softmax_eps", iters=20, eps=1e-6):
+    """One layer's pre step: returns (y, post, P) for the block input y."""
+    h, ms = project(x, phi, weight, layout=layout, tf32=tf32)
+    pre_w, post_w, logits = scale(h, ms, alpha, beta, norm_eps=norm_eps, pre_eps=pre_eps, post_mult=post_mult)
+    P = sinkhorn(logits, mode=mode, iters=iters, eps=eps)
+    return aggregate(x, pre_w, layout=layout), post_w, P
+
+
+def post(f, post_w, x, P, bias=None, *, layout="nc"):
+    """One layer's post step: the next residual streams from the block output f."""
+    return expand_combine(f, post_w, x, P, bias, layout=layout)

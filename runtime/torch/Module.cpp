@@ -1,0 +1,35 @@
+//===- Module.cpp - the mhc._C Python module -------------------------------===//
+//
+// Importing mhc._C registers torch.ops.mhc.* (Ops.cpp). The few functions
+// here expose the runtime's state to Python: where the cache is, which
+// compiler it runs, and the canonical spec/kernel name of a spec string.
+//
+//===----------------------------------------------------------------------===//
+
+#include "mhc/Runtime/Runtime.h"
+
+#include <torch/extension.h>
+
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
+  m.doc() = "mhc runtime: torch.ops.mhc.* and runtime introspection";
+  m.def("cache_dir", [] {
+    return mhc::rt::KernelCache::fromEnvironment().directory;
+  }, "The kernel cache directory ($MHC_CACHE_DIR, else ~/.cache/mhc).");
+  m.def("compiler", [] {
+    return mhc::rt::KernelCache::fromEnvironment().compiler;
+  }, "The kernel compiler the JIT runs ($MHC_COMPILER, else mhc-compile).");
+  m.def("kernel_name", [](const std::string &spec) {
+    std::string error;
+    auto s = mhc::KernelSpec::parse(spec, &error);
+    if (!s)
+      throw std::invalid_argument("invalid kernel spec: " + error);
+    return s->kernelName();
+  }, "The kernel name of a canonical spec string.");
+  m.def("unsupported_reason", [](const std::string &spec) {
+    std::string error;
+    auto s = mhc::KernelSpec::parse(spec, &error);
+    if (!s)
+      throw std::invalid_argument("invalid kernel spec: " + error);
+    return mhc::unsupportedReason(*s);
+  }, "Why codegen cannot build a spec ('' when it can).");
+}

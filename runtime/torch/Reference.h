@@ -1,0 +1,59 @@
+//===- Reference.h - SPEC.md in ATen, the fallback path ---------*- C++ -*-===//
+//
+// Every mhc op and its gradient written with ATen ops, for any device. It is
+// the CPU implementation and the fallback of the CUDA one. Computes in f32
+// (f64 when given f64) and returns the dtypes the kernels return.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MHC_TORCH_REFERENCE_H
+#define MHC_TORCH_REFERENCE_H
+
+#include <ATen/ATen.h>
+
+#include <optional>
+#include <string>
+#include <tuple>
+
+namespace mhc::ref {
+
+using at::Tensor;
+using OptTensor = std::optional<Tensor>;
+
+std::tuple<Tensor, Tensor> project(const Tensor &x, const Tensor &phi,
+                                   const OptTensor &weight);
+std::tuple<Tensor, Tensor, Tensor> project_backward(
+    const Tensor &gh, const Tensor &gms, const Tensor &x, const Tensor &phi,
+    const OptTensor &weight);
+
+std::tuple<Tensor, Tensor, Tensor> scale(const Tensor &h, const Tensor &ms,
+                                         const Tensor &alpha,
+                                         const Tensor &beta, int64_t n,
+                                         double normEps, double preEps,
+                                         double postMult);
+std::tuple<Tensor, Tensor, Tensor, Tensor> scale_backward(
+    const Tensor &gpre, const Tensor &gpost, const Tensor &glogits,
+    const Tensor &h, const Tensor &ms, const Tensor &alpha, const Tensor &beta,
+    int64_t n, double normEps, double preEps, double postMult);
+
+Tensor sinkhorn(const Tensor &logits, const std::string &mode, int64_t iters,
+                double eps);
+Tensor sinkhorn_backward(const Tensor &gP, const Tensor &logits,
+                         const std::string &mode, int64_t iters, double eps);
+
+Tensor aggregate(const Tensor &x, const Tensor &pre, const std::string &layout);
+std::tuple<Tensor, Tensor> aggregate_backward(const Tensor &gy,
+                                              const Tensor &x,
+                                              const Tensor &pre,
+                                              const std::string &layout);
+
+Tensor expand_combine(const Tensor &f, const Tensor &post, const Tensor &x,
+                      const Tensor &P, const OptTensor &bias,
+                      const std::string &layout);
+std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> expand_combine_backward(
+    const Tensor &gout, const Tensor &f, const Tensor &post, const Tensor &x,
+    const Tensor &P, const OptTensor &bias, const std::string &layout);
+
+} // namespace mhc::ref
+
+#endif // MHC_TORCH_REFERENCE_H
