@@ -1,0 +1,15 @@
+"""One size per op, forward and backward, for compute-sanitizer."""
+import torch
+
+import mhc
+
+torch.manual_seed(0)
+for layout in ("nc", "cn"):
+    for dtype in (torch.bfloat16, torch.float32):
+        M, n, C = 7, 4, 2048
+        hc = mhc.HyperConnection(n, C, layout=layout, bias=True, mode="log" if dtype == torch.float32 else "softmax_eps").cuda()
+        x = torch.randn((M, n, C) if layout == "nc" else (M, C, n), device="cuda", dtype=dtype, requires_grad=True)
+        out = hc(x, lambda y: y * 2)
+        out.float().sum().backward()
+torch.cuda.synchronize()
+print("sanitize: ran every op forward and backward")

@@ -1,0 +1,259 @@
+"""The GPU suite of the PyTorch package: torch.ops.mhc.* on CUDA against
+float64 SPEC.md, determinism, the JIT's disk cache across processes, the
+reference fallback, torch.compile(fullgraph=True) and CUDA graphs.
+
+Run on the GPU machine by test/gpu/run-torch-suite.sh (after building the
+extension and unpacking the compiler): pytest -q test/gpu/test_torch_ops.py
+"""
+
+import itertools
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import warnings
+
+import pytest
+import torch
+
+import mhc
+
+sys.path.insert(0, os.path.dirname(__file__))
+from kernels import DT, bound, make_inputs, reference  # noqa: E402
+
+assert torch.cuda.is_available(), "the GPU suite needs a GPU"
+SEED = int.from_bytes(os.urandom(4), "little")
+RESULTS = []  # (op, rel, bound, spec) for the summary
+
+
+def spec(op, d, n, act="bf16", layout="nc", C=2048, mode="log", tf32=False, weight=False, bias=False,
+         param="f32"):
+    return dict(op=op, dir=d, n=n, act=act, layout=layout, C=C, mode=mode, iters=20, eps=1e-6,
+                tf32=tf32, weight=weight, bias=bias, param=param, norm_eps=1e-6, pre_eps=1e-6, post_mult=2.0)
+
+
+def call(s, t):
+    """Runs the op of spec `s` through torch.ops.mhc; returns name -> tensor."""
+    n, lay, o = s["n"], s["layout"], torch.ops.mhc
+    if s["op"] == "project":
+        if s["dir"] == "fwd":
+            h, ms = o.project(t["x"], t["phi"], t.get("weight"), n, lay, s["tf32"])
+            return {"h": h, "ms": ms}
+        gx, gphi, gw = o.project_backward(t["gh"], t["gms"], t["x"], t["phi"], t.get("weight"), n, lay, s["tf32"])
+        return {"gx": gx, "gphi": gphi, **({"gweight": gw} if "weight" in t else {})}
+    if s["op"] == "scale":
+        args = (n, s["norm_eps"], s["pre_eps"], s["post_mult"])
+        if s["dir"] == "fwd":
+            return dict(zip(["pre", "post", "logits"], o.scale(t["h"], t["ms"], t["alpha"], t["beta"], *args)))
+        return dict(zip(["gh", "gms", "galpha", "gbeta"],
+                        o.scale_backward(t["gpre"], t["gpost"], t["glogits"], t["h"], t["ms"], t["alpha"],
+                                         t["beta"], *args)))
+    if s["op"] == "sinkhorn":
+        eps = s["eps"] if s["mode"] == "softmax_eps" else 0.0
+        if s["dir"] == "fwd":
+            return {"P": o.sinkhorn(t["logits"], n, s["mode"], s["iters"], eps)}
+        return {"glogits": o.sinkhorn_backward(t["gP"], t["logits"], n, s["mode"], s["iters"], eps)}
+    if s["op"] == "aggregate":
+        if s["dir"] == "fwd":
+            return {"y": o.aggregate(t["x"], t["pre"], n, lay)}
+        return dict(zip(["gx", "gpre"], o.aggregate_backward(t["gy"], t["x"], t["pre"], n, lay)))
+    if s["dir"] == "fwd":
+        return {"out": o.expand_combine(t["f"], t["post"], t["x"], t["P"], t.get("bias"), n, lay)}
+    gf, gpost, gx, gP, gb = o.expand_combine_backward(t["gout"], t["f"], t["post"], t["x"], t["P"], t.get("bias"),
+                                                      n, lay)
+    return {"gf": gf, "gpost": gpost, "gx": gx, "gP": gP, **({"gbias": gb} if "bias" in t else {})}
+
+
+def check(s, M, seed):
+    gen = torch.Generator(device="cuda").manual_seed(seed)
+    t = make_inputs(s, M, gen)
+    got = call(s, t)
+    again = call(s, t)
+    want = reference(s, t)
+    name = f"{s['op']}.{s['dir']}"
+    for k, g in got.items():
+        r = want[k].detach().reshape(-1)
+        g64 = g.reshape(-1).double()
+        err = ((g64 - r).norm() / r.norm().clamp_min(1e-300)).item()
+        b = bound(s, g.dtype)
+        RESULTS.append((name, err, b, f"{s} M={M} {k}"))
+        assert torch.isfinite(g64).all(), f"{name} {k}: non-finite output"
+        assert err <= b, f"{name} {k}: rel err {err:.3e} > {b:.0e} ({s}, M={M})"
+        assert torch.equal(g, again[k]), f"{name} {k}: two runs differ ({s}, M={M})"
+
+
+OPS = [(op, d) for op in ("project", "scale", "sinkhorn", "aggregate", "expand_combine") for d in ("fwd", "bwd")]
+CS, MS = (64, 1000, 4096, 7168), (1, 7, 4096)
+CONFIGS = [dict(n=n, act=act, layout=lay, C=CS[i % 4], M=MS[i % 3], mode=("log", "softmax_eps")[i % 2])
+           for i, (n, act, lay) in enumerate(itertools.product((2, 3, 4, 6, 8), ("bf16", "f16", "f32"), ("nc", "cn")))]
+LARGE = [dict(n=n, act=act, layout=lay, C=64, M=70000, mode=mode)
+         for (n, act, lay, mode) in [(4, "bf16", "nc", "log"), (4, "f32", "cn", "softmax_eps"),
+                                     (8, "bf16", "cn", "log"), (8, "f16", "nc", "softmax_eps")]]
+
+
+@pytest.mark.parametrize("cfg", CONFIGS + LARGE, ids=lambda c: "n{n}-{act}-{layout}-C{C}-M{M}-{mode}".format(**c))
+@pytest.mark.parametrize("op,d", OPS, ids=lambda v: str(v))
+def test_parity(op, d, cfg):
+    extra = {}
+    if op == "project":
+        extra = dict(weight=cfg["C"] % 2 == 0, tf32=cfg["n"] == 3)
+    if op == "expand_combine":
+        extra = dict(bias=cfg["n"] in (2, 6))
+    s = spec(op, d, cfg["n"], act=cfg["act"], layout=cfg["layout"], C=cfg["C"], mode=cfg["mode"], **extra)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a supported case must not fall back
+        check(s, cfg["M"], SEED + hash((op, d, tuple(cfg.values()))) % 100000)
+
+
+def test_whole_layer_matches_float64_and_is_deterministic():
+    """pre + block + post, forward and backward, against autograd of float64 SPEC.md."""
+    from mhc import reference as ref
+    torch.manual_seed(SEED)
+    M, n, C = 512, 4, 2048
+    hc = mhc.HyperConnection(n, C, bias=True).cuda()
+    with torch.no_grad():
+        hc.alpha.copy_(torch.rand(3) + 0.5)
+        hc.beta.normal_(0, 0.5)
+        hc.bias.normal_()
+    block = torch.nn.Linear(C, C).cuda().to(torch.bfloat16)
+    x = torch.randn(M, n, C, device="cuda").to(torch.bfloat16).requires_grad_()
+
+    def run():
+        x.grad = None
+        for p in hc.parameters():
+            p.grad = None
+        out = hc(x, block)
+        out.float().pow(2).sum().backward()
+        return out.detach(), x.grad.clone(), hc.phi.grad.clone()
+
+    out1, gx1, gphi1 = run()
+    out2, gx2, gphi2 = run()
+    assert torch.equal(out1, out2) and torch.equal(gx1, gx2) and torch.equal(gphi1, gphi2)
+    # float64 reference of the same layer (the bf16 block output taken as given).
+    x64 = x.detach().double().requires_grad_()
+    p64 = {k: v.detach().double().requires_grad_() for k, v in dict(hc.named_parameters()).items()}
+    h, ms = ref.project(x64, p64["phi"], p64["norm_weight"])
+    pre, post, L = ref.scale(h, ms, p64["alpha"], p64["beta"], n)
+    P = ref.sinkhorn(L, "softmax_eps", 20, 1e-6)
+    y = ref.aggregate(x64, pre)
+    f = block(y.to(torch.bfloat16)).double()
+    out64 = ref.expand_combine(f, post, x64, P, p64["bias"])
+    assert ((out1.double() - out64).norm() / out64.norm()).item() <= 1e-2
+
+
+def test_jit_compiles_once_then_hits_the_disk_cache(tmp_path):
+    script = textwrap.dedent("""
+        import torch, mhc
+        x = torch.randn(7, 4, 320, device="cuda", dtype=torch.bfloat16)
+        y = mhc.aggregate(x, torch.rand(7, 4, device="cuda"))
+        torch.cuda.synchronize()
+        print("ok", tuple(y.shape))
+    """)
+    env = dict(os.environ, MHC_CACHE_DIR=str(tmp_path / "cache"), MHC_LOG="1")
+    first = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=600)
+    second = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=600)
+    assert first.returncode == 0 and second.returncode == 0, first.stderr + second.stderr
+    assert "[mhc] compiled mhc_aggregate_fwd_n4_" in first.stderr, first.stderr
+    assert "[mhc] disk cache hit mhc_aggregate_fwd_n4_" in second.stderr, second.stderr
+    assert "[mhc] compiled" not in second.stderr
+    sys.stderr.write("first process:\n" + first.stderr + "second process:\n" + second.stderr)
+
+
+def _expect_fallback(fn, reason):
+    with pytest.warns(UserWarning, match=reason):
+        return fn()
+
+
+def test_fallbacks_warn_and_match_the_reference():
+    n = 9
+    x = torch.randn(5, n, 64, device="cuda")
+    pre = torch.rand(5, n, device="cuda")
+    y = _expect_fallback(lambda: torch.ops.mhc.aggregate(x, pre, n, "nc"), "n = 9 is outside the specialised range")
+    assert torch.allclose(y, torch.einsum("mi,mic->mc", pre, x), atol=1e-5)
+    x4 = torch.randn(5, 64, 4, device="cuda").transpose(1, 2)  # non-contiguous [M, n, C]
+    y4 = _expect_fallback(lambda: torch.ops.mhc.aggregate(x4, torch.rand(5, 4, device="cuda"), 4, "nc"),
+                          "non-contiguous")
+    assert y4.shape == (5, 64)
+    xd = torch.randn(5, 4, 64, device="cuda", dtype=torch.float64)
+    _expect_fallback(lambda: torch.ops.mhc.aggregate(xd, torch.rand(5, 4, device="cuda", dtype=torch.float64), 4,
+                                                     "nc"), "Double")
+    env = dict(os.environ, MHC_FORCE_REFERENCE="1")
+    r = subprocess.run([sys.executable, "-c", "import torch, mhc; "
+                        "mhc.sinkhorn(torch.randn(3, 4, 4, device='cuda')); torch.cuda.synchronize()"],
+                       env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0 and "MHC_FORCE_REFERENCE=1" in r.stderr, r.stderr
+
+
+def test_bad_inputs_on_gpu():
+    x = torch.randn(5, 4, 64, device="cuda")
+    with pytest.raises(ValueError, match=r"argument 'pre' is on cpu but the other tensors are on cuda"):
+        torch.ops.mhc.aggregate(x, torch.rand(5, 4), 4, "nc")
+    with pytest.raises(TypeError, match=r"argument 'post' must be a float32 tensor"):
+        torch.ops.mhc.expand_combine(torch.randn(5, 64, device="cuda"), torch.rand(5, 4, device="cuda").half(), x,
+                                     torch.rand(5, 4, 4, device="cuda"), None, 4, "nc")
+
+
+def _model(n=4, C=256):
+    torch.manual_seed(1)
+    hc1 = mhc.HyperConnection(n, C, mode="log").cuda()
+    hc2 = mhc.HyperConnection(n, C, mode="softmax_eps", bias=True).cuda()
+    block = torch.nn.Sequential(torch.nn.Linear(C, C), torch.nn.GELU()).cuda()
+
+    def model(x):
+        return hc2(hc1(x, block), block)
+    return model
+
+
+def test_torch_compile_fullgraph_matches_eager():
+    torch._dynamo.reset()
+    model = _model()
+    x = torch.randn(64, 4, 256, device="cuda")
+    eager = model(x)
+    compiled = torch.compile(model, fullgraph=True)(x)
+    assert torch.allclose(compiled, eager, rtol=1e-5, atol=1e-5)
+    xc = x.clone().requires_grad_()
+    torch.compile(model, fullgraph=True)(xc).sum().backward()
+    xe = x.clone().requires_grad_()
+    model(xe).sum().backward()
+    assert torch.allclose(xc.grad, xe.grad, rtol=1e-4, atol=1e-5)
+
+
+def test_cuda_graph_replay_matches_eager():
+    model = _model()
+    static_x = torch.randn(64, 4, 256, device="cuda")
+    eager = model(static_x).clone()  # also warms up (compiles) every kernel
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        model(static_x)
+    torch.cuda.current_stream().wait_stream(s)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        static_out = model(static_x)
+    g.replay()
+    torch.cuda.synchronize()
+    assert torch.equal(static_out, eager)
+    static_x.copy_(torch.randn_like(static_x))
+    g.replay()
+    torch.cuda.synchronize()
+    assert torch.equal(static_out, model(static_x))
+
+
+def test_zz_summary():
+    """Prints the worst error per op against its bound (last test)."""
+    worst = {}
+    for name, err, b, where in RESULTS:
+        if name not in worst or err / b > worst[name][0] / worst[name][1]:
+            worst[name] = (err, b, where)
+    lines = [f"device: {torch.cuda.get_device_name()}  seed: {SEED}  checks: {len(RESULTS)}"]
+    for name in sorted(worst):
+        err, b, where = worst[name]
+        lines.append(f"  {name:20s} worst rel err {err:.3e}  bound {b:.0e}  ({where})")
+    out = os.environ.get("OUT")
+    if out:
+        with open(os.path.join(out, "torch-suite-summary.txt"), "w") as f:
+            f.write("\n".join(lines) + "\n")
+        with open(os.path.join(out, "torch-suite-results.json"), "w") as f:
+            json.dump(RESULTS, f)
+    print("\n".join(lines))
