@@ -35,7 +35,7 @@ Driver::Driver() {
   bind(lib, cuCtxGetDevice, "cuCtxGetDevice");
   bind(lib, cuDeviceGet, "cuDeviceGet");
   bind(lib, cuDeviceGetAttribute, "cuDeviceGetAttribute");
-  bind(lib, cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain_v2");
+  bind(lib, cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain");
   bind(lib, cuModuleLoadData, "cuModuleLoadData");
   bind(lib, cuModuleGetFunction, "cuModuleGetFunction");
   bind(lib, cuLaunchKernel, "cuLaunchKernel");

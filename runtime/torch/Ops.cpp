@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Reference.h"
+#include "Stats.h"
 
 #include "mhc/Runtime/Runtime.h"
 
@@ -159,7 +160,11 @@ void warnOnce(const std::string &message) {
   static std::mutex mutex;
   static std::set<std::string> warned;
   std::lock_guard<std::mutex> lock(mutex);
-  if (warned.insert(message).second)
+  if (!warned.insert(message).second)
+    return;
+  if (mhc::stats::warningHook)
+    mhc::stats::warningHook(message);
+  else
     TORCH_WARN(message);
 }
 
@@ -185,8 +190,10 @@ const mhc::rt::LoadedKernel *select(const char *op, mhc::KernelSpec spec,
   const Tensor &first = **inputs.begin();
   if (env("MHC_FORCE_REFERENCE"))
     reason = "MHC_FORCE_REFERENCE=1";
-  else if (M == 0)
+  else if (M == 0) {
+    ++mhc::stats::referenceCalls;
     return nullptr; // nothing to launch; the reference returns the empties/zeros
+  }
   for (const Tensor *t : inputs) {
     if (!reason.empty())
       break;
@@ -212,6 +219,7 @@ const mhc::rt::LoadedKernel *select(const char *op, mhc::KernelSpec spec,
     }
   }
   if (kernel) {
+    ++mhc::stats::kernelCalls;
     if (env("MHC_LOG")) {
       static std::mutex mutex;
       static std::set<std::string> seen;
@@ -222,6 +230,7 @@ const mhc::rt::LoadedKernel *select(const char *op, mhc::KernelSpec spec,
     }
     return kernel;
   }
+  ++mhc::stats::referenceCalls;
   warnOnce(std::string("mhc.") + op + ": running the reference path (" +
            reason + ")" + (spec.channels ? " for " + spec.canonical() : ""));
   return nullptr;

@@ -26,9 +26,9 @@ start=$(date +%s)
 echo "extension built in $(( $(date +%s) - start )) s"
 cd /tmp && python3 -m pytest -q -x -p no:cacheprovider "$root/test/gpu/test_torch_ops.py" "${@}" 2>&1 | tee "$out/torch-suite.log" | tail -25
 status=${PIPESTATUS[0]}
-python3 "$root/test/gpu/sanitize.py" > "$out/sanitizer-driver.log" 2>&1
+python3 "$root/test/gpu/sanitize.py" > "$out/sanitizer-driver.log" 2>&1 || { cat "$out/sanitizer-driver.log"; exit 1; }
 for tool in memcheck racecheck; do
   compute-sanitizer --tool $tool --error-exitcode 9 python3 "$root/test/gpu/sanitize.py" > "$out/sanitizer-$tool.log" 2>&1
-  echo "compute-sanitizer $tool: exit $? ($(grep -c 'ERROR SUMMARY: 0 errors' "$out/sanitizer-$tool.log") clean summaries)"
+  echo "compute-sanitizer $tool: exit $?: $(grep -E 'SUMMARY' "$out/sanitizer-$tool.log" | tail -1)"
 done
 exit $status
