@@ -24,6 +24,12 @@ Value KernelBuilder::i32(int64_t v) {
 Value KernelBuilder::f32(double v) {
   return arith::ConstantOp::create(b, loc, b.getF32FloatAttr(v));
 }
+Value KernelBuilder::f64(double v) {
+  return arith::ConstantOp::create(b, loc, b.getF64FloatAttr(v));
+}
+Value KernelBuilder::constLike(Value like, double v) {
+  return like.getType().isF64() ? f64(v) : f32(v);
+}
 Value KernelBuilder::boolean(bool v) {
   return arith::ConstantIntOp::create(b, loc, b.getI1Type(), v);
 }
@@ -87,7 +93,7 @@ Value KernelBuilder::exp(Value a) { return math::ExpOp::create(b, loc, a); }
 Value KernelBuilder::log(Value a) { return math::LogOp::create(b, loc, a); }
 Value KernelBuilder::sqrt(Value a) { return math::SqrtOp::create(b, loc, a); }
 Value KernelBuilder::sigmoid(Value a) {
-  Value one = f32(1.0);
+  Value one = constLike(a, 1.0);
   return div(one, add(one, exp(neg(a))));
 }
 
@@ -102,6 +108,12 @@ Value KernelBuilder::toF32(Value a) {
   if (t.isF32())
     return a;
   return arith::ExtFOp::create(b, loc, f32Type, a);
+}
+
+Value KernelBuilder::toF64(Value a) {
+  if (a.getType().isF64())
+    return a;
+  return arith::ExtFOp::create(b, loc, b.getF64Type(), a);
 }
 
 Value KernelBuilder::toType(Value a, Type elemType) {

@@ -23,19 +23,21 @@ struct TokenScale {
 
 int segmentOf(int64_t k, int64_t n) { return k < n ? 0 : (k < 2 * n ? 1 : 2); }
 
+/// The forward of one token, in f32 or (wide) f64.
 TokenScale recompute(KernelBuilder &kb, const KernelContext &ctx,
-                     LaunchBuilder &l, Value m) {
+                     LaunchBuilder &l, Value m, bool wide = false) {
   int64_t n = ctx.n(), N = ctx.N();
+  auto widen = [&](Value v) { return wide ? kb.toF64(kb.toF32(v)) : kb.toF32(v); };
   TokenScale t;
-  Value ms = kb.load(l.arg("ms"), m);
-  t.r = kb.div(kb.f32(1.0),
-               kb.sqrt(kb.add(ms, kb.f32(ctx.spec.normEps))));
+  Value ms = widen(kb.load(l.arg("ms"), m));
+  Value one = kb.constLike(ms, 1.0);
+  t.r = kb.div(one, kb.sqrt(kb.add(ms, kb.constLike(ms, ctx.spec.normEps))));
   SmallVector<Value> alpha;
   for (int64_t s = 0; s < 3; ++s)
-    alpha.push_back(kb.toF32(kb.load(l.arg("alpha"), kb.idx(s))));
+    alpha.push_back(widen(kb.load(l.arg("alpha"), kb.idx(s))));
   for (int64_t k = 0; k < N; ++k) {
-    Value h = kb.load(l.arg("h"), kb.add(kb.mul(m, kb.idx(N)), kb.idx(k)));
-    Value beta = kb.toF32(kb.load(l.arg("beta"), kb.idx(k)));
+    Value h = widen(kb.load(l.arg("h"), kb.add(kb.mul(m, kb.idx(N)), kb.idx(k))));
+    Value beta = widen(kb.load(l.arg("beta"), kb.idx(k)));
     Value a = alpha[segmentOf(k, n)];
     t.h.push_back(h);
     t.alpha.push_back(a);
@@ -105,35 +107,43 @@ static LogicalResult buildBackward(KernelContext &ctx) {
   KernelBuilder kb = ctx.begin(l);
   Value m = kb.add(kb.mul(kb.blockId(), kb.idx(threads)), kb.threadId());
   kb.when(kb.lt(m, l.tokens()), [&] {
-    TokenScale t = recompute(kb, ctx, l, m);
-    Value one = kb.f32(1.0);
+    // In f64: gms and galpha are sums with heavy cancellation, so fp32 term
+    // errors would be amplified past fp32 accuracy for a single token.
+    TokenScale t = recompute(kb, ctx, l, m, /*wide=*/true);
+    auto c = [&](double v) { return kb.f64(v); };
+    auto load = [&](StringRef name, Value off) {
+      return kb.toF64(kb.load(l.arg(name.str()), off));
+    };
+    auto store = [&](Value v, StringRef name, Value off) {
+      kb.store(kb.toType(v, kb.b.getF32Type()), l.arg(name.str()), off);
+    };
+    Value one = c(1.0);
     SmallVector<Value> gz(N);
     for (int64_t i = 0; i < n; ++i) {
       Value off = kb.add(kb.mul(m, kb.idx(n)), kb.idx(i));
       Value s = kb.sigmoid(t.z[i]);
-      gz[i] = kb.mul(kb.load(l.arg("gpre"), off), kb.mul(s, kb.sub(one, s)));
-      Value post = kb.mul(kb.f32(ctx.spec.postMult), kb.sigmoid(t.z[n + i]));
-      Value dpost = kb.mul(post, kb.sub(one, kb.div(post, kb.f32(ctx.spec.postMult))));
-      gz[n + i] = kb.mul(kb.load(l.arg("gpost"), off), dpost);
+      gz[i] = kb.mul(load("gpre", off), kb.mul(s, kb.sub(one, s)));
+      Value post = kb.mul(c(ctx.spec.postMult), kb.sigmoid(t.z[n + i]));
+      Value dpost = kb.mul(post, kb.sub(one, kb.div(post, c(ctx.spec.postMult))));
+      gz[n + i] = kb.mul(load("gpost", off), dpost);
     }
     for (int64_t k = 0; k < n * n; ++k)
-      gz[2 * n + k] = kb.load(l.arg("glogits"),
-                              kb.add(kb.mul(m, kb.idx(n * n)), kb.idx(k)));
+      gz[2 * n + k] = load("glogits", kb.add(kb.mul(m, kb.idx(n * n)), kb.idx(k)));
     Value row = kb.mul(m, kb.idx(3 + N));
-    Value dot = kb.f32(0.0); // sum_k gz_k alpha_k h_k
-    SmallVector<Value> segment(3, kb.f32(0.0));
+    Value dot = c(0.0); // sum_k gz_k alpha_k h_k
+    SmallVector<Value> segment(3, c(0.0));
     for (int64_t k = 0; k < N; ++k) {
-      kb.store(kb.mul(kb.mul(gz[k], t.alpha[k]), t.r), l.arg("gh"),
-               kb.add(kb.mul(m, kb.idx(N)), kb.idx(k)));
+      store(kb.mul(kb.mul(gz[k], t.alpha[k]), t.r), "gh",
+            kb.add(kb.mul(m, kb.idx(N)), kb.idx(k)));
       Value gzh = kb.mul(gz[k], t.h[k]);
       dot = kb.fma(gzh, t.alpha[k], dot);
       segment[segmentOf(k, n)] = kb.add(segment[segmentOf(k, n)], gzh);
-      kb.store(gz[k], l.arg("contrib"), kb.add(row, kb.idx(3 + k)));
+      store(gz[k], "contrib", kb.add(row, kb.idx(3 + k)));
     }
     for (int64_t s = 0; s < 3; ++s)
-      kb.store(kb.mul(segment[s], t.r), l.arg("contrib"), kb.add(row, kb.idx(s)));
+      store(kb.mul(segment[s], t.r), "contrib", kb.add(row, kb.idx(s)));
     Value r3 = kb.mul(kb.mul(t.r, t.r), t.r);
-    kb.store(kb.mul(kb.mul(kb.f32(-0.5), r3), dot), l.arg("gms"), m);
+    store(kb.mul(kb.mul(c(-0.5), r3), dot), "gms", m);
   });
   emitColumnSum(ctx, "contrib", 3 + N, {{"galpha", 3}, {"gbeta", N}});
   return success();

@@ -24,7 +24,7 @@ start=$(date +%s)
 (cd "$root" && MAX_JOBS=16 python3 -m pip install -q --no-build-isolation --no-deps . > "$out/pip.log" 2>&1) \
   || { tail -30 "$out/pip.log"; exit 1; }
 echo "extension built in $(( $(date +%s) - start )) s"
-cd /tmp && python3 -m pytest -q -x -p no:cacheprovider "$root/test/gpu/test_torch_ops.py" "${@}" 2>&1 | tee "$out/torch-suite.log" | tail -25
+cd /tmp && python3 -m pytest -q -p no:cacheprovider "$root/test/gpu/test_torch_ops.py" "${@}" 2>&1 | tee "$out/torch-suite.log" | tail -25
 status=${PIPESTATUS[0]}
 python3 "$root/test/gpu/sanitize.py" > "$out/sanitizer-driver.log" 2>&1 || { cat "$out/sanitizer-driver.log"; exit 1; }
 for tool in memcheck racecheck; do

@@ -37,6 +37,9 @@ public:
   Value idx(int64_t v);
   Value i32(int64_t v);
   Value f32(double v);
+  Value f64(double v);
+  /// A float constant of `like`'s (scalar float) type.
+  Value constLike(Value like, double v);
   Value boolean(bool v);
 
   // Arithmetic on index/integers (unsigned division) or floats.
@@ -58,10 +61,11 @@ public:
   Value exp(Value a);
   Value log(Value a);
   Value sqrt(Value a);
-  Value sigmoid(Value a); // 1 / (1 + exp(-a))
+  Value sigmoid(Value a); // 1 / (1 + exp(-a)), in a's type
 
   // Conversions.
   Value toF32(Value a);                 // scalar or vector
+  Value toF64(Value a);                 // scalar
   Value toType(Value a, Type elemType); // f32 -> element type (round to nearest even)
   Value indexToI64(Value a);
   Value i64ToIndex(Value a);
