@@ -22,8 +22,18 @@ import numpy as np
 import torch
 import cupy
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "python"))
-from mhc import reference as ref  # noqa: E402
+def _load_reference():
+    """python/mhc/reference.py by path: it needs only torch, and this harness
+    must not import the mhc package (which may be installed, or not)."""
+    import importlib.util
+    path = os.path.join(os.path.dirname(__file__), "..", "..", "python", "mhc", "reference.py")
+    spec = importlib.util.spec_from_file_location("mhc_reference", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+ref = _load_reference()
 
 DT = {"bf16": torch.bfloat16, "f16": torch.float16, "f32": torch.float32}
 

@@ -163,7 +163,9 @@ def test_jit_compiles_once_then_hits_the_disk_cache(tmp_path):
     assert "[mhc] compiled mhc_aggregate_fwd_n4_" in first.stderr, first.stderr
     assert "[mhc] disk cache hit mhc_aggregate_fwd_n4_" in second.stderr, second.stderr
     assert "[mhc] compiled" not in second.stderr
-    sys.stderr.write("first process:\n" + first.stderr + "second process:\n" + second.stderr)
+    if os.environ.get("OUT"):
+        with open(os.path.join(os.environ["OUT"], "jit-cache.log"), "w") as f:
+            f.write("first process:\n" + first.stderr + "second process:\n" + second.stderr)
 
 
 def _expect_fallback(fn, reason):
