@@ -251,6 +251,42 @@ def test_cuda_graph_replay_matches_eager():
     assert torch.equal(static_out, model(static_x))
 
 
+def _cuda_samples():
+    M, n, C = 7, 4, 64
+    dev = dict(device="cuda")
+    N, K = 2 * n + n * n, n * C
+    x = torch.randn(M, n, C, dtype=torch.bfloat16, **dev)
+    phi, w = torch.randn(N, K, **dev) / 16, 1 + 0.1 * torch.randn(K, **dev)
+    h, ms = torch.randn(M, N, **dev), torch.rand(M, **dev) + 0.5
+    alpha, beta = torch.rand(3, **dev), torch.randn(N, **dev)
+    L, pre, post = torch.randn(M, n, n, **dev), torch.rand(M, n, **dev), torch.rand(M, n, **dev)
+    P = torch.softmax(torch.randn(M, n, n, **dev), -1)
+    f, bias = torch.randn(M, C, dtype=torch.bfloat16, **dev), torch.randn(C, **dev)
+    return {
+        "project": (x, phi, w, n, "nc", False),
+        "project_backward": (h, ms, x, phi, w, n, "nc", False),
+        "scale": (h, ms, alpha, beta, n, 1e-6, 1e-6, 2.0),
+        "scale_backward": (pre, post, L, h, ms, alpha, beta, n, 1e-6, 0.0, 2.0),
+        "sinkhorn": (L, n, "log", 20, 0.0),
+        "sinkhorn_backward": (torch.randn(M, n, n, **dev), L, n, "softmax_eps", 20, 1e-6),
+        "aggregate": (x, pre, n, "nc"),
+        "aggregate_backward": (f, x, pre, n, "nc"),
+        "expand_combine": (f, post, x, P, bias, n, "nc"),
+        "expand_combine_backward": (x, f, post, x, P, bias, n, "nc"),
+    }
+
+
+@pytest.mark.parametrize("op", sorted(_cuda_samples()))
+def test_opcheck_cuda(op):
+    args = _cuda_samples()[op]
+    if not op.endswith("backward"):
+        args = tuple(a.requires_grad_() if isinstance(a, torch.Tensor) and a.is_floating_point() else a
+                     for a in args)
+    before = mhc._C.stats()["reference_calls"]
+    torch.library.opcheck(getattr(torch.ops.mhc, op), args)
+    assert mhc._C.stats()["reference_calls"] == before  # opcheck ran the kernels
+
+
 def test_zz_summary():
     """Prints the worst error per op against its bound (last test)."""
     worst = {}
