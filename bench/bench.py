@@ -1,0 +1,343 @@
+"""Same-run benchmark of mHC on one GPU: mhc, torch.compile of a plain PyTorch
+version of SPEC.md, and Transformer Engine's Triton kernels.
+
+    python3 bench/bench.py [--te PATH] [--out DIR] [--quick]
+
+--te PATH: an outside Transformer Engine checkout (its files
+transformer_engine/{common,pytorch}/triton/mhc.py are loaded by path, with a
+small stand-in for TE's general_gemm); without it the TE column says "absent".
+Never vendored here.
+
+Method: CUDA events around each call, median of many runs after warm-up; when
+the inputs are smaller than 4x the L2 cache, calls rotate over several input
+sets. Backward = (forward+backward) - forward, through autograd, for every
+column. % SOL = IO bytes / the measured device-to-device copy bandwidth (read +
+write). Conventions are TE's (layout (C, n), norm_eps = FLT_EPSILON, pre_eps = 0,
+log Sinkhorn, 20 iterations, TF32 projection) so all columns compute the same.
+Writes DIR/perf.json and prints the table; docs/PERF.md is built from it.
+"""
+
+import argparse
+import importlib.util
+import json
+import math
+import os
+import statistics
+import subprocess
+import sys
+import time
+import types
+
+import torch
+
+import mhc
+
+FLT_EPS = torch.finfo(torch.float32).eps
+DEV = "cuda"
+
+
+# --- timing --------------------------------------------------------------------
+
+def l2_bytes():
+    return torch.cuda.get_device_properties(0).L2_cache_size
+
+
+def timeit(fn, sets, reps=30, warmup=5):
+    """Median milliseconds of fn(*args) over `reps` calls, rotating input sets."""
+    for i in range(warmup):
+        fn(*sets[i % len(sets)])
+    torch.cuda.synchronize()
+    times = []
+    for i in range(reps):
+        args = sets[i % len(sets)]
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        fn(*args)
+        b.record()
+        b.synchronize()
+        times.append(a.elapsed_time(b))
+    return statistics.median(times)
+
+
+def copy_bandwidth():
+    n = 1 << 30
+    src = torch.empty(n, dtype=torch.uint8, device=DEV).random_(0, 255)
+    dst = torch.empty_like(src)
+    ms = timeit(lambda: dst.copy_(src), [()], reps=20)
+    return 2 * n / (ms * 1e-3)
+
+
+# --- the three implementations -----------------------------------------------
+
+def plain_ops():
+    """SPEC.md written plainly in PyTorch (fp32 math), for torch.compile."""
+    def project(x, phi):
+        xv = x.reshape(x.shape[0], -1).float()
+        return xv @ phi.t(), (xv * xv).mean(-1)
+
+    def scale(h, ms, alpha, beta, n):
+        r = torch.rsqrt(ms + FLT_EPS)[:, None]
+        seg = torch.cat([alpha[0].expand(n), alpha[1].expand(n), alpha[2].expand(n * n)])
+        z = seg * h * r + beta
+        return torch.sigmoid(z[:, :n]), 2 * torch.sigmoid(z[:, n:2 * n]), z[:, 2 * n:].reshape(-1, n, n)
+
+    def sinkhorn(L):
+        f = torch.zeros_like(L[..., 0])
+        g = torch.zeros_like(L[..., 0, :])
+        for _ in range(20):
+            f = -torch.logsumexp(L + g[:, None, :], -1)
+            g = -torch.logsumexp(L + f[:, :, None], -2)
+        return torch.exp(f[:, :, None] + L + g[:, None, :])
+
+    def aggregate(x, pre):
+        return torch.einsum("mci,mi->mc", x.float(), pre).to(x.dtype)
+
+    def expand_combine(f, post, x, P):
+        out = f.float()[:, :, None] * post[:, None, :] + torch.einsum("mci,mij->mcj", x.float(), P)
+        return out.to(x.dtype)
+
+    return dict(project=project, scale=scale, sinkhorn=sinkhorn, aggregate=aggregate,
+                expand_combine=expand_combine)
+
+
+def mhc_ops():
+    def project(x, phi):
+        return mhc.ops.project(x, phi, layout="cn", tf32=True)
+
+    def scale(h, ms, alpha, beta, n):
+        return mhc.ops.scale(h, ms, alpha, beta, norm_eps=FLT_EPS, pre_eps=0.0)
+
+    def sinkhorn(L):
+        return mhc.ops.sinkhorn(L, mode="log", iters=20)
+
+    def aggregate(x, pre):
+        return mhc.ops.aggregate(x, pre, layout="cn")
+
+    def expand_combine(f, post, x, P):
+        return mhc.ops.expand_combine(f, post, x, P, layout="cn")
+
+    return dict(project=project, scale=scale, sinkhorn=sinkhorn, aggregate=aggregate,
+                expand_combine=expand_combine)
+
+
+def load_te(path):
+    """TE's Triton mHC files by path, with a stand-in for general_gemm."""
+    def load(name, rel):
+        spec = importlib.util.spec_from_file_location(name, os.path.join(path, rel))
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+        return module
+
+    for pkg in ("transformer_engine", "transformer_engine.common", "transformer_engine.common.triton",
+                "transformer_engine.pytorch", "transformer_engine.pytorch.triton",
+                "transformer_engine.pytorch.cpp_extensions"):
+        sys.modules.setdefault(pkg, types.ModuleType(pkg))
+    gemm = types.ModuleType("transformer_engine.pytorch.cpp_extensions.gemm")
+    # general_gemm(A, B, out_dtype, layout="NT")[0] = B^T A (cuBLAS in TE).
+    gemm.general_gemm = lambda A, B, out_dtype=None, layout="NT", **kw: ((B.t() @ A).to(out_dtype),)
+    sys.modules[gemm.__name__] = gemm
+    load("transformer_engine.common.triton.mhc", "transformer_engine/common/triton/mhc.py")
+    te = load("transformer_engine.pytorch.triton.mhc", "transformer_engine/pytorch/triton/mhc.py")
+
+    def project(x, phi):
+        s, b, C, n = x.shape if x.dim() == 4 else (x.shape[0], 1, x.shape[1], x.shape[2])
+        H, ms = te.mhc_fused_projection(x.reshape(s * b, C * n), phi, use_tf32=True)
+        return H, ms
+
+    def scale(h, ms, alpha, beta, n):
+        return te.mhc_fused_scale(h, alpha, beta.view(1, -1), ms, n)
+
+    def sinkhorn(L):
+        return te.mhc_fused_sinkhorn(L[None], L.shape[-1])[0]
+
+    def aggregate(x, pre):
+        return te.mhc_fused_aggregate(x[None], pre[None], x.shape[-1])[0]
+
+    def expand_combine(f, post, x, P):
+        return te.mhc_fused_expand_combine(f[None], None, post[None], x[None], P[None], x.shape[-1])[0]
+
+    return dict(project=project, scale=scale, sinkhorn=sinkhorn, aggregate=aggregate,
+                expand_combine=expand_combine)
+
+
+# --- inputs, IO bytes ----------------------------------------------------------
+
+def make_set(M, n, C, dtype=torch.bfloat16):
+    N, K = 2 * n + n * n, n * C
+    g = lambda *s: torch.randn(*s, device=DEV)
+    x = g(M, C, n).to(dtype)
+    phi = g(N, K) / math.sqrt(K)
+    h32 = g(M, max(N, 32))  # TE's projection output is padded to 32 columns
+    return dict(x=x, phi=phi, h=h32[:, :N].contiguous(), h32=h32, ms=torch.rand(M, device=DEV) + 0.5, alpha=torch.rand(3, device=DEV),
+                beta=0.1 * g(N), L=2 * g(M, n, n), pre=torch.rand(M, n, device=DEV),
+                post=2 * torch.rand(M, n, device=DEV), P=torch.softmax(g(M, n, n), -1), f=g(M, C).to(dtype))
+
+
+def args_of(op, s, n, impl=""):
+    return {"project": (s["x"], s["phi"]),
+            "scale": (s["h32"] if impl == "TE" else s["h"], s["ms"], s["alpha"],
+                      s["beta"].view(1, -1) if impl == "TE" else s["beta"], n),
+            "sinkhorn": (s["L"],),
+            "aggregate": (s["x"], s["pre"]),
+            "expand_combine": (s["f"], s["post"], s["x"], s["P"])}[op]
+
+
+def io_bytes(op, d, M, n, C, a=2):
+    """Fewest bytes moved (each input read once, output written once); act dtype a bytes."""
+    N, K = 2 * n + n * n, n * C
+    if op == "project":
+        return M * (a * K + 4 * N + 4) + 4 * N * K if d == "fwd" else M * (2 * a * K + 4 * N + 4) + 8 * N * K
+    if op == "aggregate":
+        return M * (a * K + a * C + 4 * n) if d == "fwd" else M * (a * C + 2 * a * K + 8 * n)
+    if op == "expand_combine":
+        return (M * (a * C + 2 * a * K + 4 * (n + n * n)) if d == "fwd"
+                else M * (2 * a * K + a * C + a * K + a * C + 8 * (n + n * n)))
+    return None  # scale, sinkhorn: a few bytes per token; latency-bound
+
+
+# --- measurements --------------------------------------------------------------
+
+def measure(impl, op, M, n, C, bw, sets_fwd):
+    fn = impl[op]
+
+    def fwd(*a):
+        return fn(*a)
+
+    def fwd_bwd(*a):
+        out = fn(*a)
+        outs = [o for o in (out if isinstance(out, (tuple, list)) else (out,)) if o.requires_grad]
+        torch.autograd.backward(outs, grads_like(outs))
+
+    fwd_ms = timeit(fwd, sets_fwd)
+    bwd_sets = [tuple(t.detach().requires_grad_() if isinstance(t, torch.Tensor) and t.is_floating_point() else t
+                      for t in s) for s in sets_fwd]
+    both_ms = timeit(fwd_bwd, bwd_sets, reps=20)
+    return fwd_ms, max(both_ms - fwd_ms, 0.0)
+
+
+_GRADS = {}
+
+
+def grads_like(outs):
+    key = tuple((o.shape, o.dtype) for o in outs)
+    if key not in _GRADS:
+        _GRADS[key] = [torch.randn(o.shape, device=DEV, dtype=o.dtype) for o in outs]
+    return _GRADS[key]
+
+
+def layer(impl, s, n):
+    x, phi, alpha, beta = s["x"], s["phi"], s["alpha"], s["beta"]
+    h, ms = impl["project"](x, phi)
+    pre, post, L = impl["scale"](h, ms, alpha, beta, n)
+    P = impl["sinkhorn"](L.reshape(-1, n, n))
+    y = impl["aggregate"](x, pre)
+    return impl["expand_combine"](y, post, x, P)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--te", default=None, help="path of a Transformer Engine checkout")
+    ap.add_argument("--out", default=os.environ.get("OUT", "."))
+    ap.add_argument("--quick", action="store_true", help="one shape, for a smoke run")
+    a = ap.parse_args()
+    torch.manual_seed(0)
+    dev = torch.cuda.get_device_name()
+    bw = copy_bandwidth()
+    print(f"device: {dev}; copy bandwidth {bw / 1e12:.2f} TB/s (read + write)")
+    impls = {"mhc": mhc_ops(), "torch.compile": {k: torch.compile(v, dynamic=True) for k, v in plain_ops().items()}}
+    te_state = "absent"
+    if a.te:
+        try:
+            impls["TE"] = load_te(a.te)
+            te_state = "loaded"
+        except Exception as e:  # an incompatible checkout is reported, not fatal
+            te_state = f"failed to load: {e!r}"
+    print(f"Transformer Engine: {te_state}")
+    shapes = [(4, 128, 4096), (4, 8192, 4096), (4, 32768, 4096), (4, 128, 7168), (4, 8192, 7168),
+              (4, 32768, 7168), (8, 8192, 4096), (8, 32768, 7168)]
+    if a.quick:
+        shapes = [(4, 8192, 4096)]
+    rows = []
+    for n, M, C in shapes:
+        s0 = make_set(M, n, C)
+        per_set = sum(t.numel() * t.element_size() for t in s0.values() if isinstance(t, torch.Tensor))
+        sets = [s0] + [make_set(M, n, C) for _ in range(3 if per_set < 4 * l2_bytes() else 0)]
+        for op in ("project", "scale", "sinkhorn", "aggregate", "expand_combine", "layer"):
+            for name, impl in impls.items():
+                if name == "TE" and n != 4:
+                    continue
+                try:
+                    if op == "layer":
+                        fn = {"layer": lambda x, phi, alpha, beta, impl=impl: layer(
+                            impl, dict(x=x, phi=phi, alpha=alpha, beta=beta), n)}
+                        fsets = [(t["x"], t["phi"], t["alpha"], t["beta"]) for t in sets]
+                        f_ms, b_ms = measure(fn, "layer", M, n, C, bw, fsets)
+                    else:
+                        f_ms, b_ms = measure(impl, op, M, n, C, bw, [args_of(op, t, n, name) for t in sets])
+                except Exception as e:
+                    print(f"  {name} {op} n={n} M={M} C={C}: {e!r}"[:300])
+                    continue
+                row = dict(impl=name, op=op, n=n, M=M, C=C, fwd_us=f_ms * 1e3, bwd_us=b_ms * 1e3)
+                for d, t in (("fwd", f_ms), ("bwd", b_ms)):
+                    io = io_bytes(op, d, M, n, C)
+                    row[f"{d}_sol"] = (io / (t * 1e-3)) / bw if io and t > 0 else None
+                rows.append(row)
+                print(f"  n={n} M={M:5d} C={C} {op:15s} {name:14s} fwd {f_ms * 1e3:9.1f} us  bwd {b_ms * 1e3:9.1f} us"
+                      + (f"  SOL fwd {row['fwd_sol']:.0%} bwd {row['bwd_sol']:.0%}" if row.get("fwd_sol") else ""),
+                      flush=True)
+        del sets, s0
+        torch.cuda.empty_cache()
+    dispatch = dispatch_overhead()
+    cold = cold_compile_times()
+    result = dict(device=dev, date=time.strftime("%Y-%m-%d"), copy_bandwidth=bw, te=te_state, rows=rows,
+                  dispatch_us=dispatch, cold_compile_s=cold, command=" ".join(sys.argv))
+    os.makedirs(a.out, exist_ok=True)
+    with open(os.path.join(a.out, "perf.json"), "w") as f:
+        json.dump(result, f, indent=1)
+    print(f"host dispatch per op (M=1, warm): {dispatch}")
+    print(f"cold JIT compile per kernel (s): {cold}")
+
+
+def dispatch_overhead(calls=2000):
+    """Host microseconds per warm call (tiny inputs, no sync in the loop)."""
+    out = {}
+    x = torch.randn(1, 64, 4, device=DEV, dtype=torch.bfloat16)
+    pre = torch.rand(1, 4, device=DEV)
+    L = torch.randn(1, 4, 4, device=DEV)
+    for name, fn in (("torch.ops.mhc.aggregate", lambda: torch.ops.mhc.aggregate(x, pre, 4, "cn")),
+                     ("torch.ops.mhc.sinkhorn", lambda: torch.ops.mhc.sinkhorn(L, 4, "log", 20, 0.0)),
+                     ("mhc.aggregate (Python API)", lambda: mhc.aggregate(x, pre, layout="cn"))):
+        for _ in range(50):
+            fn()
+        torch.cuda.synchronize()
+        t = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        host = (time.perf_counter() - t) / calls * 1e6
+        torch.cuda.synchronize()
+        out[name] = round(host, 2)
+    return out
+
+
+def cold_compile_times():
+    """Wall seconds of mhc-compile for each n = 4 bf16 C = 7168 kernel (a cold JIT)."""
+    compiler = os.environ.get("MHC_COMPILER", "mhc-compile")
+    arch = "sm_90a"
+    specs = []
+    for d in ("fwd", "bwd"):
+        specs += [f"project.{d};n=4;act=bf16;param=f32;layout=cn;C=7168;tf32=1;weight=0;arch={arch}",
+                  f"scale.{d};n=4;param=f32;norm_eps=1.1920929e-07;pre_eps=0;post_mult=2;arch={arch}",
+                  f"sinkhorn.{d};n=4;mode=log;iters=20;arch={arch}",
+                  f"aggregate.{d};n=4;act=bf16;layout=cn;C=7168;arch={arch}",
+                  f"expand_combine.{d};n=4;act=bf16;layout=cn;C=7168;bias=0;arch={arch}"]
+    out = {}
+    for s in specs:
+        t = time.perf_counter()
+        r = subprocess.run([compiler, "--spec", s, "-o", "/tmp/mhc-cold"], capture_output=True, text=True)
+        out[s.split(";")[0]] = round(time.perf_counter() - t, 3) if r.returncode == 0 else f"failed: {r.stderr[-200:]}"
+    return out
+
+
+if __name__ == "__main__":
+    main()
