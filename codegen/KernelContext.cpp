@@ -234,33 +234,40 @@ void mlir::mhc::emitColumnSumFinal(
     ArrayRef<std::pair<std::string, int64_t>> dsts, int64_t rows) {
   int64_t blocks = rows > 0 ? rows : ctx.persistentBlocks();
   const int threads = 256;
-  {
-    LaunchBuilder &l = ctx.launch(partials + "_final");
-    int64_t finalBlocks = (width + threads - 1) / threads;
-    l.param(partials);
-    for (auto &[name, count] : dsts)
-      l.param(name);
-    l.block(threads).grid({0, finalBlocks});
-    KernelBuilder kb = ctx.begin(l);
-    Value col = kb.add(kb.mul(kb.blockId(), kb.idx(threads)), kb.threadId());
-    kb.when(kb.lt(col, kb.idx(width)), [&] {
-      SmallVector<Value> sum = kb.loop(
-          kb.idx(0), kb.idx(blocks), kb.idx(1), ValueRange{kb.f32(0.0)},
-          [&](Value g, ValueRange it) -> SmallVector<Value> {
-            Value v = kb.load(l.arg(partials),
-                              kb.add(kb.mul(g, kb.idx(width)), col));
-            return {kb.add(it[0], v)};
-          });
-      int64_t start = 0;
-      for (auto &[name, count] : dsts) {
-        Value lo = kb.idx(start), hi = kb.idx(start + count);
-        Value in = kb.andi(kb.lt(col, hi),
-                           kb.select(kb.lt(col, lo), kb.boolean(false),
-                                     kb.boolean(true)));
-        Value dst = l.arg(name);
-        kb.when(in, [&] { kb.storeFrom({sum[0]}, dst, kb.sub(col, lo)); });
-        start += count;
-      }
-    });
-  }
+  // Many rows: a warp per column, each lane adding every 32nd row, then a
+  // butterfly (fixed order both ways). Few rows: a thread per column.
+  bool warpPerColumn = blocks >= 64;
+  int64_t columnsPerBlock = warpPerColumn ? threads / 32 : threads;
+  LaunchBuilder &l = ctx.launch(partials + "_final");
+  int64_t finalBlocks = (width + columnsPerBlock - 1) / columnsPerBlock;
+  l.param(partials);
+  for (auto &[name, count] : dsts)
+    l.param(name);
+  l.block(threads).grid({0, finalBlocks});
+  KernelBuilder kb = ctx.begin(l);
+  Value tid = kb.threadId();
+  Value lane = warpPerColumn ? kb.rem(tid, kb.idx(32)) : kb.idx(0);
+  Value local = warpPerColumn ? kb.div(tid, kb.idx(32)) : tid;
+  Value col = kb.add(kb.mul(kb.blockId(), kb.idx(columnsPerBlock)), local);
+  Value inRange = kb.lt(col, kb.idx(width));
+  Value safeCol = kb.select(inRange, col, kb.idx(0));
+  SmallVector<Value> sum = kb.loop(
+      lane, kb.idx(blocks), kb.idx(warpPerColumn ? 32 : 1),
+      ValueRange{kb.f32(0.0)}, [&](Value g, ValueRange it) -> SmallVector<Value> {
+        Value v = kb.load(l.arg(partials), kb.add(kb.mul(g, kb.idx(width)), safeCol));
+        return {kb.add(it[0], v)};
+      });
+  Value total = warpPerColumn ? kb.warpSum(sum[0]) : sum[0];
+  Value writer = warpPerColumn ? kb.andi(inRange, kb.eq(lane, kb.idx(0))) : inRange;
+  kb.when(writer, [&] {
+    int64_t start = 0;
+    for (auto &[name, count] : dsts) {
+      Value lo = kb.idx(start), hi = kb.idx(start + count);
+      Value in = kb.andi(kb.lt(col, hi), kb.select(kb.lt(col, lo), kb.boolean(false),
+                                                   kb.boolean(true)));
+      Value dst = l.arg(name);
+      kb.when(in, [&] { kb.storeFrom({total}, dst, kb.sub(col, lo)); });
+      start += count;
+    }
+  });
 }

@@ -115,6 +115,35 @@ std::string KernelSpec::kernelName() const {
          std::to_string(n) + "_" + buf;
 }
 
+uint64_t KernelSpec::structuralHash() const {
+  uint64_t h = 0xcbf29ce484222325ull;
+  auto mix = [&](uint64_t v) {
+    h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
+  };
+  auto bits = [](float f) {
+    uint32_t u;
+    std::memcpy(&u, &f, sizeof u);
+    return static_cast<uint64_t>(u);
+  };
+  mix(static_cast<uint64_t>(op));
+  mix(static_cast<uint64_t>(dir));
+  mix(static_cast<uint64_t>(n));
+  mix(static_cast<uint64_t>(act));
+  mix(static_cast<uint64_t>(param));
+  mix(static_cast<uint64_t>(layout));
+  mix(static_cast<uint64_t>(channels));
+  mix((tf32 ? 1u : 0u) | (hasWeight ? 2u : 0u) | (hasBias ? 4u : 0u));
+  mix(bits(normEps));
+  mix(bits(preEps));
+  mix(bits(postMult));
+  mix(static_cast<uint64_t>(mode));
+  mix(static_cast<uint64_t>(iters));
+  mix(bits(eps));
+  for (char c : arch)
+    mix(static_cast<unsigned char>(c));
+  return h;
+}
+
 bool operator==(const KernelSpec &a, const KernelSpec &b) {
   return a.canonical() == b.canonical();
 }

@@ -32,12 +32,21 @@ std::string Runtime::archOf(int deviceOrdinal) {
 }
 
 const LoadedKernel &Runtime::kernel(const KernelSpec &spec, int deviceOrdinal) {
+  uint64_t structural = spec.structuralHash();
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    auto hit = fast.find({deviceOrdinal, structural});
+    if (hit != fast.end())
+      return *hit->second;
+  }
   std::string canonical = spec.canonical();
   {
     std::lock_guard<std::mutex> lock(mutex);
     auto it = loaded.find({deviceOrdinal, canonical});
-    if (it != loaded.end())
+    if (it != loaded.end()) {
+      fast[{deviceOrdinal, structural}] = it->second.get();
       return *it->second;
+    }
   }
   // Compile (or read from disk) outside the lock: the cache serialises itself.
   CompiledKernel compiled = diskCache.get(spec);
@@ -54,11 +63,16 @@ const LoadedKernel &Runtime::kernel(const KernelSpec &spec, int deviceOrdinal) {
     d.check(d.cuModuleGetFunction(&fn, module, l.entry.c_str()),
             "finding " + l.entry + " [" + canonical + "]");
     kernel->functions.push_back(fn);
+    std::vector<int> indices;
+    for (const std::string &p : l.params)
+      indices.push_back(p == "M" ? -1 : p == "S" ? -2 : kernel->bufferIndex(p));
+    kernel->paramBuffers.push_back(std::move(indices));
   }
   std::lock_guard<std::mutex> lock(mutex);
   auto &slot = loaded[{deviceOrdinal, canonical}];
   if (!slot)
     slot = std::move(kernel);
+  fast[{deviceOrdinal, structural}] = slot.get();
   return *slot;
 }
 
@@ -85,16 +99,16 @@ void Runtime::launch(const LoadedKernel &kernel, int64_t M,
     const LaunchDesc &l = m.launches[li];
     std::vector<void *> params;
     params.reserve(l.params.size() * 5);
-    for (const std::string &p : l.params) {
-      if (p == "M") {
+    for (int index : kernel.paramBuffers[li]) {
+      if (index == -1) {
         params.push_back(const_cast<int64_t *>(&M));
         continue;
       }
-      if (p == "S") {
+      if (index == -2) {
         params.push_back(&S);
         continue;
       }
-      Descriptor &desc = descriptors[kernel.bufferIndex(p)];
+      Descriptor &desc = descriptors[index];
       params.push_back(&desc.allocated);
       params.push_back(&desc.aligned);
       params.push_back(&desc.offset);

@@ -67,32 +67,39 @@ std::string shapeText(at::IntArrayRef s) {
 }
 
 struct Checker {
-  std::string op;
+  const char *op; // "mhc.<op>"
   const Tensor *first = nullptr;
   int64_t M = -1, C = -1, n = 0;
 
   /// `dims` uses -1 for M and -2 for C; `symbolic` is e.g. "[M, n, C]".
-  void tensor(const Tensor &t, const char *name, std::vector<int64_t> dims,
-              const char *symbolic, Kind kind) {
-    std::vector<int64_t> want;
-    for (int64_t d : dims)
-      want.push_back(d == -1 ? M : d == -2 ? C : d);
-    std::ostringstream expect;
-    expect << symbolic << " = [";
-    for (size_t i = 0; i < want.size(); ++i)
-      expect << (i ? ", " : "")
-             << (want[i] >= 0 ? std::to_string(want[i]) : (dims[i] == -1 ? "M" : "C"));
-    expect << "]";
-    TORCH_CHECK_TYPE(allowed(kind, t.scalar_type()), op, ": argument '", name,
-                     "' must be ", describe(kind), " tensor; got ",
-                     t.scalar_type());
-    bool ok = t.dim() == static_cast<int64_t>(dims.size());
-    for (size_t i = 0; ok && i < dims.size(); ++i)
-      ok = want[i] < 0 || t.size(i) == want[i];
-    TORCH_CHECK_VALUE(ok, op, ": argument '", name, "' must have shape ",
-                      expect.str(), " (n = ", n, "); got shape ",
-                      shapeText(t.sizes()));
-    for (size_t i = 0; i < dims.size(); ++i) {
+  void tensor(const Tensor &t, const char *name,
+              std::initializer_list<int64_t> dimList, const char *symbolic,
+              Kind kind) {
+    // The common (valid) path builds no strings: this runs on every call.
+    const int64_t *dims = dimList.begin();
+    size_t rank = dimList.size();
+    auto want = [&](size_t i) {
+      return dims[i] == -1 ? M : dims[i] == -2 ? C : dims[i];
+    };
+    if (!allowed(kind, t.scalar_type()))
+      TORCH_CHECK_TYPE(false, "mhc.", op, ": argument '", name, "' must be ",
+                       describe(kind), " tensor; got ", t.scalar_type());
+    bool ok = t.dim() == static_cast<int64_t>(rank);
+    for (size_t i = 0; ok && i < rank; ++i)
+      ok = want(i) < 0 || t.size(i) == want(i);
+    if (!ok) {
+      std::ostringstream expect;
+      expect << symbolic << " = [";
+      for (size_t i = 0; i < rank; ++i)
+        expect << (i ? ", " : "")
+               << (want(i) >= 0 ? std::to_string(want(i))
+                                : (dims[i] == -1 ? "M" : "C"));
+      expect << "]";
+      TORCH_CHECK_VALUE(false, "mhc.", op, ": argument '", name, "' must have shape ",
+                        expect.str(), " (n = ", n, "); got shape ",
+                        shapeText(t.sizes()));
+    }
+    for (size_t i = 0; i < rank; ++i) {
       if (dims[i] == -1 && M < 0)
         M = t.size(i);
       if (dims[i] == -2 && C < 0)
@@ -100,13 +107,13 @@ struct Checker {
     }
     if (!first)
       first = &t;
-    TORCH_CHECK_VALUE(t.device() == first->device(), op, ": argument '", name,
-                      "' is on ", t.device(), " but the other tensors are on ",
-                      first->device());
+    if (t.device() != first->device())
+      TORCH_CHECK_VALUE(false, "mhc.", op, ": argument '", name, "' is on ", t.device(),
+                        " but the other tensors are on ", first->device());
   }
 
   void streams(const Tensor &x, const char *name, Str layout) {
-    TORCH_CHECK_VALUE(x.dim() == 3, op, ": argument '", name, "' must be ",
+    TORCH_CHECK_VALUE(x.dim() == 3, "mhc.", op, ": argument '", name, "' must be ",
                       layout == "nc" ? "[M, n, C]" : "[M, C, n]", " (layout ",
                       layout, ", n = ", n, "); got shape ", shapeText(x.sizes()));
     if (layout == "nc")
@@ -117,15 +124,15 @@ struct Checker {
 
   void sameType(const Tensor &t, const char *name, const Tensor &like,
                 const char *likeName) {
-    TORCH_CHECK_TYPE(t.scalar_type() == like.scalar_type(), op, ": argument '",
+    TORCH_CHECK_TYPE(t.scalar_type() == like.scalar_type(), "mhc.", op, ": argument '",
                      name, "' must have the dtype of '", likeName, "' (",
                      like.scalar_type(), "); got ", t.scalar_type());
   }
 };
 
 Checker checker(const char *op, int64_t n) {
-  TORCH_CHECK_VALUE(n >= 1, op, ": n must be >= 1; got ", n);
-  return Checker{std::string("mhc.") + op, nullptr, -1, -1, n};
+  TORCH_CHECK_VALUE(n >= 1, "mhc.", op, ": n must be >= 1; got ", n);
+  return Checker{op, nullptr, -1, -1, n};
 }
 
 void checkLayout(const char *op, Str layout) {

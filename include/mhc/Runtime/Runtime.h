@@ -22,6 +22,8 @@ struct LoadedKernel {
   KernelSpec spec;
   Manifest manifest;
   std::vector<CUfunction> functions; // one per manifest launch
+  /// Per launch, per parameter: the buffer index, or -1 for M, -2 for S.
+  std::vector<std::vector<int>> paramBuffers;
   /// Buffer index -> position in the manifest's buffer list, by name.
   int bufferIndex(const std::string &name) const;
 };
@@ -55,6 +57,8 @@ private:
   KernelCache diskCache;
   std::mutex mutex;
   std::map<std::pair<int, std::string>, std::unique_ptr<LoadedKernel>> loaded;
+  /// (device, structural hash) -> kernel: the per-call fast path.
+  std::map<std::pair<int, uint64_t>, const LoadedKernel *> fast;
   std::map<int, std::string> arches;
 };
 

@@ -68,6 +68,11 @@ struct KernelSpec {
   uint64_t hash() const;
   /// A valid C identifier naming the kernel, unique per canonical string.
   std::string kernelName() const;
+  /// A hash of every field, cheap to compute (no strings built): the
+  /// runtime's in-memory lookup key. Specs with equal canonical strings may
+  /// have different structural hashes (unused fields differ); that only
+  /// costs a second lookup.
+  uint64_t structuralHash() const;
 
   /// Parses a canonical string; on failure returns nullopt and sets *error.
   static std::optional<KernelSpec> parse(std::string_view text,
