@@ -1,0 +1,66 @@
+"""Writes docs/PERF.md from a bench/bench.py perf.json.
+
+    python3 bench/report.py docs/perf.json > docs/PERF.md
+"""
+
+import json
+import sys
+
+TARGETS = """| target (H100, n = 4, bf16, M = 32768, C in {4096, 7168}) | status in this run |
+| --- | --- |
+| every op fwd and bwd >= 1.0x TE and >= 93% of copy-bandwidth SOL | {ops} |
+| projection backward >= 3x TE | {proj} |
+| sinkhorn fwd+bwd <= 30 us at M = 32768 | {sink} |
+| whole layer fwd+bwd >= 1.5x TE and >= 1.5x torch.compile | {layer} |
+| M = 128, C = 4096: layer forward <= 60 us | {small} |
+| n = 8 kernels at the same % of SOL as n = 4 | {n8} |
+| cold JIT compile <= 1 s per kernel | {cold} |
+| warm dispatch <= 5 us host time per op | {disp} |"""
+
+
+def main():
+    d = json.load(open(sys.argv[1]))
+    rows = d["rows"]
+    idx = {(r["impl"], r["op"], r["n"], r["M"], r["C"]): r for r in rows}
+    bw = d["copy_bandwidth"]
+    print("# Performance\n")
+    print(f"Device: {d['device']}. Date: {d['date']}. Measured copy bandwidth "
+          f"{bw / 1e12:.2f} TB/s (device-to-device, read + write), the SOL reference.\n")
+    print("Command (on the GPU machine, after test/gpu/setup-gpu.sh): `python3 bench/bench.py --te <TE checkout>`;"
+          " the Transformer Engine column loads `transformer_engine/{common,pytorch}/triton/mhc.py` from an outside"
+          f" checkout (TE main at d0067d0, PR #2978 merged) with a stand-in for general_gemm. TE: {d['te']}.\n")
+    print("Method: CUDA events, median of 30 (forward) / 20 (forward+backward) runs after 5 warm-up runs,"
+          " inputs rotated when smaller than 4x L2. backward = (forward + backward) - forward through autograd"
+          " for every column. All columns use TE's conventions (layout (C, n), norm_eps = FLT_EPSILON,"
+          " pre_eps = 0, log Sinkhorn with 20 iterations, TF32 projection). % SOL = fewest IO bytes"
+          " (bench/bench.py io_bytes) / measured time / copy bandwidth. Raw numbers: docs/perf.json.\n")
+    shapes = sorted({(r["n"], r["M"], r["C"]) for r in rows})
+    for n, M, C in shapes:
+        print(f"\n## n = {n}, M = {M}, C = {C} (bf16 activations, fp32 mixing)\n")
+        print("| op | mhc fwd us | SOL | mhc bwd us | SOL | TE fwd | TE bwd | torch.compile fwd | torch.compile bwd |"
+              " fwd vs TE | bwd vs TE | fwd vs compile | bwd vs compile |")
+        print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+        for op in ("project", "scale", "sinkhorn", "aggregate", "expand_combine", "layer"):
+            m = idx.get(("mhc", op, n, M, C))
+            if not m:
+                continue
+            te = idx.get(("TE", op, n, M, C))
+            tc = idx.get(("torch.compile", op, n, M, C))
+            sol = lambda v: f"{v:.0%}" if v else "-"
+            num = lambda r, k: f"{r[k]:.1f}" if r else "absent"
+            ratio = lambda r, k: f"{r[k] / m[k]:.2f}x" if r and m[k] > 0 else "-"
+            print(f"| {op} | {m['fwd_us']:.1f} | {sol(m.get('fwd_sol'))} | {m['bwd_us']:.1f} | {sol(m.get('bwd_sol'))}"
+                  f" | {num(te, 'fwd_us')} | {num(te, 'bwd_us')} | {num(tc, 'fwd_us')} | {num(tc, 'bwd_us')}"
+                  f" | {ratio(te, 'fwd_us')} | {ratio(te, 'bwd_us')} | {ratio(tc, 'fwd_us')} | {ratio(tc, 'bwd_us')} |")
+    print("\nRatios are peer time / mhc time (above 1 means mhc is faster).\n")
+    print("## Host dispatch and JIT\n")
+    print("Host microseconds per warm call (M = 1, 2000 calls without synchronisation):\n")
+    for k, v in d["dispatch_us"].items():
+        print(f"- {k}: {v} us")
+    print("\nCold compile (mhc-compile wall time per kernel, n = 4 bf16 C = 7168, on the GPU machine):\n")
+    print(", ".join(f"{k} {v} s" for k, v in d["cold_compile_s"].items()))
+    print()
+
+
+if __name__ == "__main__":
+    main()
