@@ -89,12 +89,14 @@ def plain_ops():
             g = -torch.logsumexp(L + f[:, :, None], -2)
         return torch.exp(f[:, :, None] + L + g[:, None, :])
 
+    # Broadcast-multiply-reduce rather than einsum, so inductor fuses each op
+    # into one pass over x instead of upcasting x to fp32 in memory first.
     def aggregate(x, pre):
-        return torch.einsum("mci,mi->mc", x.float(), pre).to(x.dtype)
+        return (x.float() * pre[:, None, :]).sum(-1).to(x.dtype)
 
     def expand_combine(f, post, x, P):
-        out = f.float()[:, :, None] * post[:, None, :] + torch.einsum("mci,mij->mcj", x.float(), P)
-        return out.to(x.dtype)
+        mix = (x.float()[:, :, :, None] * P[:, None, :, :]).sum(-2)
+        return (f.float()[:, :, None] * post[:, None, :] + mix).to(x.dtype)
 
     return dict(project=project, scale=scale, sinkhorn=sinkhorn, aggregate=aggregate,
                 expand_combine=expand_combine)
