@@ -18,6 +18,7 @@ root = os.path.dirname(os.path.abspath(__file__))
 sources = [
     "runtime/torch/Module.cpp",
     "runtime/torch/Ops.cpp",
+    "runtime/torch/Autograd.cpp",
     "runtime/torch/Reference.cpp",
     "runtime/CudaDriver.cpp",
     "runtime/KernelCache.cpp",

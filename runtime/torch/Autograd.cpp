@@ -1,0 +1,200 @@
+//===- Autograd.cpp - autograd of torch.ops.mhc.* in C++ -------------------===//
+//
+// The backward of each forward op is its *_backward op. Registered at the
+// Autograd key in C++ so a call never enters Python (a Python autograd
+// registration would run on every call, grad or not). Missing upstream
+// gradients become zeros; upstream gradients are made contiguous.
+//
+//===----------------------------------------------------------------------===//
+
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <torch/autograd.h>
+#include <torch/library.h>
+
+using at::Tensor;
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+using OptTensor = std::optional<Tensor>;
+using Str = c10::string_view;
+
+namespace {
+
+c10::OperatorHandle op(const char *name) {
+  return c10::Dispatcher::singleton().findSchemaOrThrow(name, "");
+}
+
+Tensor grad(const Tensor &g, const Tensor &like) {
+  return g.defined() ? g.contiguous() : at::zeros_like(like);
+}
+
+OptTensor opt(const Tensor &t) { return t.defined() ? OptTensor(t) : std::nullopt; }
+
+struct Project : torch::autograd::Function<Project> {
+  static variable_list forward(AutogradContext *ctx, Tensor x, Tensor phi,
+                               OptTensor weight, int64_t n, std::string layout,
+                               bool tf32) {
+    at::AutoDispatchBelowADInplaceOrView guard;
+    static auto fwd = op("mhc::project").typed<std::tuple<Tensor, Tensor>(
+        const Tensor &, const Tensor &, const OptTensor &, int64_t, Str, bool)>();
+    auto [h, ms] = fwd.call(x, phi, weight, n, layout, tf32);
+    ctx->save_for_backward({x, phi, weight.value_or(Tensor())});
+    ctx->saved_data["n"] = n;
+    ctx->saved_data["layout"] = layout;
+    ctx->saved_data["tf32"] = tf32;
+    return {h, ms};
+  }
+  static variable_list backward(AutogradContext *ctx, variable_list g) {
+    auto s = ctx->get_saved_variables();
+    int64_t n = ctx->saved_data["n"].toInt();
+    std::string layout = ctx->saved_data["layout"].toStringRef();
+    static auto bwd = op("mhc::project_backward").typed<std::tuple<Tensor, Tensor, Tensor>(
+        const Tensor &, const Tensor &, const Tensor &, const Tensor &,
+        const OptTensor &, int64_t, Str, bool)>();
+    int64_t M = s[0].size(0), N = 2 * n + n * n;
+    Tensor gh = g[0].defined() ? g[0].contiguous()
+                               : at::zeros({M, N}, s[0].options().dtype(at::kFloat));
+    Tensor gms = g[1].defined() ? g[1].contiguous()
+                                : at::zeros({M}, s[0].options().dtype(at::kFloat));
+    auto [gx, gphi, gw] = bwd.call(gh, gms, s[0], s[1], opt(s[2]), n, layout,
+                                   ctx->saved_data["tf32"].toBool());
+    return {gx, gphi, s[2].defined() ? gw : Tensor(), Tensor(), Tensor(), Tensor()};
+  }
+};
+
+struct Scale : torch::autograd::Function<Scale> {
+  static variable_list forward(AutogradContext *ctx, Tensor h, Tensor ms,
+                               Tensor alpha, Tensor beta, int64_t n,
+                               double normEps, double preEps, double postMult) {
+    at::AutoDispatchBelowADInplaceOrView guard;
+    static auto fwd = op("mhc::scale").typed<std::tuple<Tensor, Tensor, Tensor>(
+        const Tensor &, const Tensor &, const Tensor &, const Tensor &, int64_t,
+        double, double, double)>();
+    auto [pre, post, logits] = fwd.call(h, ms, alpha, beta, n, normEps, preEps, postMult);
+    ctx->save_for_backward({h, ms, alpha, beta, pre, post, logits});
+    ctx->saved_data["n"] = n;
+    ctx->saved_data["eps"] = std::vector<double>{normEps, preEps, postMult};
+    return {pre, post, logits};
+  }
+  static variable_list backward(AutogradContext *ctx, variable_list g) {
+    auto s = ctx->get_saved_variables();
+    auto e = ctx->saved_data["eps"].toDoubleVector();
+    static auto bwd = op("mhc::scale_backward").typed<std::tuple<Tensor, Tensor, Tensor, Tensor>(
+        const Tensor &, const Tensor &, const Tensor &, const Tensor &,
+        const Tensor &, const Tensor &, const Tensor &, int64_t, double, double,
+        double)>();
+    auto [gh, gms, galpha, gbeta] =
+        bwd.call(grad(g[0], s[4]), grad(g[1], s[5]), grad(g[2], s[6]), s[0], s[1],
+                 s[2], s[3], ctx->saved_data["n"].toInt(), e[0], e[1], e[2]);
+    return {gh, gms, galpha, gbeta, Tensor(), Tensor(), Tensor(), Tensor()};
+  }
+};
+
+struct Sinkhorn : torch::autograd::Function<Sinkhorn> {
+  static Tensor forward(AutogradContext *ctx, Tensor logits, int64_t n,
+                        std::string mode, int64_t iters, double eps) {
+    at::AutoDispatchBelowADInplaceOrView guard;
+    static auto fwd = op("mhc::sinkhorn").typed<Tensor(const Tensor &, int64_t, Str, int64_t, double)>();
+    Tensor P = fwd.call(logits, n, mode, iters, eps);
+    ctx->save_for_backward({logits});
+    ctx->saved_data["n"] = n;
+    ctx->saved_data["mode"] = mode;
+    ctx->saved_data["iters"] = iters;
+    ctx->saved_data["eps"] = eps;
+    return P;
+  }
+  static variable_list backward(AutogradContext *ctx, variable_list g) {
+    Tensor logits = ctx->get_saved_variables()[0];
+    static auto bwd = op("mhc::sinkhorn_backward").typed<Tensor(
+        const Tensor &, const Tensor &, int64_t, Str, int64_t, double)>();
+    Tensor gl = bwd.call(grad(g[0], logits), logits, ctx->saved_data["n"].toInt(),
+                         ctx->saved_data["mode"].toStringRef(),
+                         ctx->saved_data["iters"].toInt(), ctx->saved_data["eps"].toDouble());
+    return {gl, Tensor(), Tensor(), Tensor(), Tensor()};
+  }
+};
+
+struct Aggregate : torch::autograd::Function<Aggregate> {
+  static Tensor forward(AutogradContext *ctx, Tensor x, Tensor pre, int64_t n,
+                        std::string layout) {
+    at::AutoDispatchBelowADInplaceOrView guard;
+    static auto fwd = op("mhc::aggregate").typed<Tensor(const Tensor &, const Tensor &, int64_t, Str)>();
+    Tensor y = fwd.call(x, pre, n, layout);
+    ctx->save_for_backward({x, pre, y});
+    ctx->saved_data["n"] = n;
+    ctx->saved_data["layout"] = layout;
+    return y;
+  }
+  static variable_list backward(AutogradContext *ctx, variable_list g) {
+    auto s = ctx->get_saved_variables();
+    static auto bwd = op("mhc::aggregate_backward").typed<std::tuple<Tensor, Tensor>(
+        const Tensor &, const Tensor &, const Tensor &, int64_t, Str)>();
+    auto [gx, gpre] = bwd.call(grad(g[0], s[2]), s[0], s[1], ctx->saved_data["n"].toInt(),
+                               ctx->saved_data["layout"].toStringRef());
+    return {gx, gpre, Tensor(), Tensor()};
+  }
+};
+
+struct ExpandCombine : torch::autograd::Function<ExpandCombine> {
+  static Tensor forward(AutogradContext *ctx, Tensor f, Tensor post, Tensor x,
+                        Tensor P, OptTensor bias, int64_t n, std::string layout) {
+    at::AutoDispatchBelowADInplaceOrView guard;
+    static auto fwd = op("mhc::expand_combine").typed<Tensor(
+        const Tensor &, const Tensor &, const Tensor &, const Tensor &,
+        const OptTensor &, int64_t, Str)>();
+    Tensor out = fwd.call(f, post, x, P, bias, n, layout);
+    ctx->save_for_backward({f, post, x, P, bias.value_or(Tensor())});
+    ctx->saved_data["n"] = n;
+    ctx->saved_data["layout"] = layout;
+    return out;
+  }
+  static variable_list backward(AutogradContext *ctx, variable_list g) {
+    auto s = ctx->get_saved_variables();
+    static auto bwd = op("mhc::expand_combine_backward").typed<std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor>(
+        const Tensor &, const Tensor &, const Tensor &, const Tensor &,
+        const Tensor &, const OptTensor &, int64_t, Str)>();
+    auto [gf, gpost, gx, gP, gbias] =
+        bwd.call(grad(g[0], s[2]), s[0], s[1], s[2], s[3], opt(s[4]),
+                 ctx->saved_data["n"].toInt(), ctx->saved_data["layout"].toStringRef());
+    return {gf, gpost, gx, gP, s[4].defined() ? gbias : Tensor(), Tensor(), Tensor()};
+  }
+};
+
+std::tuple<Tensor, Tensor> projectAutograd(const Tensor &x, const Tensor &phi,
+                                           const OptTensor &weight, int64_t n,
+                                           Str layout, bool tf32) {
+  auto out = Project::apply(x, phi, weight, n, std::string(layout), tf32);
+  return {out[0], out[1]};
+}
+
+std::tuple<Tensor, Tensor, Tensor> scaleAutograd(const Tensor &h, const Tensor &ms,
+                                                 const Tensor &alpha, const Tensor &beta,
+                                                 int64_t n, double normEps,
+                                                 double preEps, double postMult) {
+  auto out = Scale::apply(h, ms, alpha, beta, n, normEps, preEps, postMult);
+  return {out[0], out[1], out[2]};
+}
+
+Tensor sinkhornAutograd(const Tensor &logits, int64_t n, Str mode, int64_t iters,
+                        double eps) {
+  return Sinkhorn::apply(logits, n, std::string(mode), iters, eps);
+}
+
+Tensor aggregateAutograd(const Tensor &x, const Tensor &pre, int64_t n, Str layout) {
+  return Aggregate::apply(x, pre, n, std::string(layout));
+}
+
+Tensor expandCombineAutograd(const Tensor &f, const Tensor &post, const Tensor &x,
+                             const Tensor &P, const OptTensor &bias, int64_t n,
+                             Str layout) {
+  return ExpandCombine::apply(f, post, x, P, bias, n, std::string(layout));
+}
+
+} // namespace
+
+TORCH_LIBRARY_IMPL(mhc, Autograd, m) {
+  m.impl("project", &projectAutograd);
+  m.impl("scale", &scaleAutograd);
+  m.impl("sinkhorn", &sinkhornAutograd);
+  m.impl("aggregate", &aggregateAutograd);
+  m.impl("expand_combine", &expandCombineAutograd);
+}
