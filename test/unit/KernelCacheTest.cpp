@@ -13,6 +13,8 @@
 #include "mhc/Runtime/CudaDriver.h"
 #include "mhc/Runtime/KernelCache.h"
 
+#include "Expect.h"
+
 #include <cstdio>
 #include <fstream>
 #include <sstream>
@@ -23,16 +25,6 @@
 using namespace mhc;
 using namespace mhc::rt;
 
-static int failures = 0, checks = 0;
-#define EXPECT(cond)                                                           \
-  do {                                                                         \
-    ++checks;                                                                  \
-    if (!(cond)) {                                                             \
-      ++failures;                                                              \
-      std::fprintf(stderr, "%s:%d: EXPECT(%s) failed\n", __FILE__, __LINE__,   \
-                   #cond);                                                     \
-    }                                                                          \
-  } while (0)
 
 static std::string readAll(const std::string &path) {
   std::ifstream in(path, std::ios::binary);
@@ -146,6 +138,5 @@ int main(int argc, char **argv) {
   std::string leftovers = scratch + "/bad-cache/v1";
   EXPECT(rmdir(leftovers.c_str()) == 0 || errno == ENOENT);
 
-  std::printf("%d passed, %d failed\n", checks - failures, failures);
-  return failures == 0 ? 0 : 1;
+  return summary();
 }

@@ -8,20 +8,11 @@
 
 #include "mhc/Support/KernelSpec.h"
 
+#include "Expect.h"
+
 #include <cstdio>
 #include <string>
 
-static int failures = 0, checks = 0;
-
-#define EXPECT(cond)                                                           \
-  do {                                                                         \
-    ++checks;                                                                  \
-    if (!(cond)) {                                                             \
-      ++failures;                                                              \
-      std::fprintf(stderr, "%s:%d: EXPECT(%s) failed\n", __FILE__, __LINE__,   \
-                   #cond);                                                     \
-    }                                                                          \
-  } while (0)
 
 using namespace mhc;
 
@@ -152,6 +143,5 @@ int main() {
   hashIsStable();
   rejectsNonCanonical();
   supportRules();
-  std::printf("%d passed, %d failed\n", checks - failures, failures);
-  return failures == 0 ? 0 : 1;
+  return summary();
 }
