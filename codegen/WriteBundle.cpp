@@ -31,11 +31,13 @@ struct WriteBundlePass : mlir::mhc::impl::WriteBundleBase<WriteBundlePass> {
       if (!manifestAttr)
         continue;
       std::string error;
-      auto spec = ::mhc::KernelSpec::parse(specOf(manifestAttr.getValue()), &error);
-      if (!spec) {
-        module.emitError() << "mhc.manifest names no valid spec: " << error;
+      ::mhc::Manifest manifest;
+      if (!::mhc::Manifest::fromJson(manifestAttr.getValue().str(), manifest,
+                                     error)) {
+        module.emitError() << "invalid mhc.manifest: " << error;
         return signalPassFailure();
       }
+      auto spec = ::mhc::KernelSpec::parse(manifest.spec, &error);
       // Lower a copy, so the IR stays at the gpu.func level.
       OwningOpRef<ModuleOp> copy = ModuleOp::create(module.getLoc());
       (*copy)->setAttrs(top->getAttrDictionary());
@@ -46,12 +48,6 @@ struct WriteBundlePass : mlir::mhc::impl::WriteBundleBase<WriteBundlePass> {
         module.emitError() << "lowering to PTX failed";
         return signalPassFailure();
       }
-      // Rebuild the manifest from the spec (the attribute is its JSON form;
-      // ptxas fills in the resources below).
-      OwningOpRef<ModuleOp> scratch = ModuleOp::create(module.getLoc());
-      ::mhc::Manifest manifest;
-      if (failed(buildKernelModule(*scratch, *spec, manifest)))
-        return signalPassFailure();
       std::string base = dir + "/" + module.getName().str();
       std::string ptxText = ptx->begin()->second;
       if (!writeFile(base + ".ptx", ptxText))
@@ -75,15 +71,6 @@ struct WriteBundlePass : mlir::mhc::impl::WriteBundleBase<WriteBundlePass> {
     if (!writeFile(dir + "/index.json", index))
       return signalPassFailure();
     markAllAnalysesPreserved();
-  }
-
-  static std::string specOf(StringRef json) {
-    // The manifest's "spec" field: the first "spec": "<value>".
-    size_t at = json.find("\"spec\": \"");
-    if (at == StringRef::npos)
-      return "";
-    at += 9;
-    return json.substr(at, json.find('"', at) - at).str();
   }
 
   bool writeFile(const std::string &path, const std::string &text) {
