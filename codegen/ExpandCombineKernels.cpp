@@ -16,16 +16,23 @@ using namespace mlir::mhc;
 using ::mhc::BufferRole;
 using ::mhc::DType;
 
-static LogicalResult buildForward(KernelContext &ctx) {
-  int64_t n = ctx.n(), C = ctx.C(), w = ctx.actWidth(), chunks = C / w;
+/// The forward's inputs, which the backward reads too: f, post, x, P, bias.
+static void declareInputs(KernelContext &ctx) {
+  int64_t n = ctx.n(), C = ctx.C();
   DType act = ctx.spec.act;
-  bool hasBias = ctx.spec.hasBias;
   ctx.buffer("f", act, BufferRole::Input, {C, 0});
   ctx.buffer("post", DType::F32, BufferRole::Input, {n, 0});
   ctx.buffer("x", act, BufferRole::Input, {n * C, 0});
   ctx.buffer("P", DType::F32, BufferRole::Input, {n * n, 0});
-  if (hasBias)
+  if (ctx.spec.hasBias)
     ctx.buffer("bias", ctx.spec.param, BufferRole::Input, {0, C});
+}
+
+static LogicalResult buildForward(KernelContext &ctx) {
+  int64_t n = ctx.n(), C = ctx.C(), w = ctx.actWidth(), chunks = C / w;
+  DType act = ctx.spec.act;
+  bool hasBias = ctx.spec.hasBias;
+  declareInputs(ctx);
   ctx.buffer("out", act, BufferRole::Output, {n * C, 0});
 
   const int threads = 256;
@@ -81,12 +88,7 @@ static LogicalResult buildBackward(KernelContext &ctx) {
   DType act = ctx.spec.act;
   bool hasBias = ctx.spec.hasBias;
   ctx.buffer("gout", act, BufferRole::Input, {n * C, 0});
-  ctx.buffer("f", act, BufferRole::Input, {C, 0});
-  ctx.buffer("post", DType::F32, BufferRole::Input, {n, 0});
-  ctx.buffer("x", act, BufferRole::Input, {n * C, 0});
-  ctx.buffer("P", DType::F32, BufferRole::Input, {n * n, 0});
-  if (hasBias)
-    ctx.buffer("bias", ctx.spec.param, BufferRole::Input, {0, C});
+  declareInputs(ctx);
   ctx.buffer("gf", act, BufferRole::Output, {C, 0});
   ctx.buffer("gpost", DType::F32, BufferRole::Output, {n, 0});
   ctx.buffer("gx", act, BufferRole::Output, {n * C, 0});

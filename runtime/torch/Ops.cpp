@@ -507,18 +507,26 @@ mhc::KernelSpec sinkhornSpec(mhc::Direction dir, int64_t n, Str mode,
   return spec;
 }
 
+Checker checkSinkhornInputs(const char *op, const Tensor *gP,
+                            const Tensor &logits, int64_t n, Str mode,
+                            int64_t iters, double eps) {
+  checkSinkhorn(op, mode, iters, eps);
+  Checker c = checker(op, n);
+  if (gP)
+    c.tensor(*gP, "gP", {-1, n, n}, "[M, n, n]", Kind::Mixing);
+  c.tensor(logits, "logits", {-1, n, n}, "[M, n, n]", Kind::Mixing);
+  return c;
+}
+
 Tensor sinkhorn_ref(const Tensor &logits, int64_t n, Str mode, int64_t iters,
                     double eps) {
-  checkSinkhorn("sinkhorn", mode, iters, eps);
-  checker("sinkhorn", n).tensor(logits, "logits", {-1, n, n}, "[M, n, n]", Kind::Mixing);
+  checkSinkhornInputs("sinkhorn", nullptr, logits, n, mode, iters, eps);
   return mhc::ref::sinkhorn(logits, std::string(mode), iters, eps);
 }
 
 Tensor sinkhorn_cuda(const Tensor &logits, int64_t n, Str mode, int64_t iters,
                      double eps) {
-  checkSinkhorn("sinkhorn", mode, iters, eps);
-  Checker c = checker("sinkhorn", n);
-  c.tensor(logits, "logits", {-1, n, n}, "[M, n, n]", Kind::Mixing);
+  Checker c = checkSinkhornInputs("sinkhorn", nullptr, logits, n, mode, iters, eps);
   auto spec = sinkhornSpec(mhc::Direction::Forward, n, mode, iters, eps);
   auto *k = select("sinkhorn", spec, {&logits}, c.M);
   if (!k)
@@ -530,19 +538,15 @@ Tensor sinkhorn_cuda(const Tensor &logits, int64_t n, Str mode, int64_t iters,
 
 Tensor sinkhorn_backward_ref(const Tensor &gP, const Tensor &logits, int64_t n,
                              Str mode, int64_t iters, double eps) {
-  checkSinkhorn("sinkhorn_backward", mode, iters, eps);
-  Checker c = checker("sinkhorn_backward", n);
-  c.tensor(gP, "gP", {-1, n, n}, "[M, n, n]", Kind::Mixing);
-  c.tensor(logits, "logits", {-1, n, n}, "[M, n, n]", Kind::Mixing);
+  Checker c = checkSinkhornInputs("sinkhorn_backward", &gP, logits, n, mode,
+                                  iters, eps);
   return mhc::ref::sinkhorn_backward(gP, logits, std::string(mode), iters, eps);
 }
 
 Tensor sinkhorn_backward_cuda(const Tensor &gP, const Tensor &logits,
                               int64_t n, Str mode, int64_t iters, double eps) {
-  checkSinkhorn("sinkhorn_backward", mode, iters, eps);
-  Checker c = checker("sinkhorn_backward", n);
-  c.tensor(gP, "gP", {-1, n, n}, "[M, n, n]", Kind::Mixing);
-  c.tensor(logits, "logits", {-1, n, n}, "[M, n, n]", Kind::Mixing);
+  Checker c = checkSinkhornInputs("sinkhorn_backward", &gP, logits, n, mode,
+                                  iters, eps);
   auto spec = sinkhornSpec(mhc::Direction::Backward, n, mode, iters, eps);
   auto *k = select("sinkhorn_backward", spec, {&gP, &logits}, c.M);
   if (!k)
@@ -667,12 +671,20 @@ Tensor expand_combine_cuda(const Tensor &f, const Tensor &post, const Tensor &x,
   return out;
 }
 
-std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> expand_combine_backward_ref(
-    const Tensor &gout, const Tensor &f, const Tensor &post, const Tensor &x,
-    const Tensor &P, const OptTensor &bias, int64_t n, Str layout) {
+Checker checkCombineBackward(const Tensor &gout, const Tensor &f,
+                             const Tensor &post, const Tensor &x,
+                             const Tensor &P, const OptTensor &bias, int64_t n,
+                             Str layout) {
   Checker c = checkCombine("expand_combine_backward", f, post, x, P, bias, n, layout);
   c.streams(gout, "gout", layout);
   c.sameType(gout, "gout", x, "x");
+  return c;
+}
+
+std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> expand_combine_backward_ref(
+    const Tensor &gout, const Tensor &f, const Tensor &post, const Tensor &x,
+    const Tensor &P, const OptTensor &bias, int64_t n, Str layout) {
+  Checker c = checkCombineBackward(gout, f, post, x, P, bias, n, layout);
   return mhc::ref::expand_combine_backward(gout, f, post, x, P, bias,
                                            std::string(layout));
 }
@@ -680,9 +692,7 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> expand_combine_backward_ref(
 std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> expand_combine_backward_cuda(
     const Tensor &gout, const Tensor &f, const Tensor &post, const Tensor &x,
     const Tensor &P, const OptTensor &bias, int64_t n, Str layout) {
-  Checker c = checkCombine("expand_combine_backward", f, post, x, P, bias, n, layout);
-  c.streams(gout, "gout", layout);
-  c.sameType(gout, "gout", x, "x");
+  Checker c = checkCombineBackward(gout, f, post, x, P, bias, n, layout);
   auto spec = combineSpec(mhc::Direction::Backward, n, x, layout, c.C, bias);
   Tensor b = emptyOr(bias, x);
   auto *k = select("expand_combine_backward", spec,
