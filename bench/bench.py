@@ -209,7 +209,10 @@ def measure(impl, op, M, n, C, bw, sets_fwd):
     def fwd_bwd(*a):
         out = fn(*a)
         outs = [o for o in (out if isinstance(out, (tuple, list)) else (out,)) if o.requires_grad]
-        torch.autograd.backward(outs, grads_like(outs))
+        leaves = [t for t in a if isinstance(t, torch.Tensor) and t.requires_grad]
+        # autograd.grad, not backward(): accumulating into .grad would add a
+        # read and a write of every input gradient to each column's time.
+        torch.autograd.grad(outs, leaves, grads_like(outs))
 
     fwd_ms = timeit(fwd, sets_fwd)
     bwd_sets = [tuple(t.detach().requires_grad_() if isinstance(t, torch.Tensor) and t.is_floating_point() else t
@@ -242,12 +245,22 @@ def main():
     ap.add_argument("--te", default=None, help="path of a Transformer Engine checkout")
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
     ap.add_argument("--quick", action="store_true", help="one shape, for a smoke run")
+    ap.add_argument("--shape", action="append", default=None, metavar="n,M,C",
+                    help="only these shapes (repeatable)")
+    ap.add_argument("--ops", default=None, help="only these ops, comma-separated (project, ..., layer)")
+    ap.add_argument("--impls", default=None, help="only these columns, comma-separated (mhc, torch.compile, TE)")
+    ap.add_argument("--no-extras", action="store_true", help="skip the dispatch and cold-JIT measurements")
     a = ap.parse_args()
     torch.manual_seed(0)
     dev = torch.cuda.get_device_name()
     bw = copy_bandwidth()
     print(f"device: {dev}; copy bandwidth {bw / 1e12:.2f} TB/s (read + write)")
-    impls = {"mhc": mhc_ops(), "torch.compile": {k: torch.compile(v, dynamic=True) for k, v in plain_ops().items()}}
+    # The convention is a TF32 projection, for torch.compile's matmul too.
+    # Static shapes: one specialisation per configuration, as a user would
+    # get (dynamic=True generated much slower code here).
+    torch.backends.cuda.matmul.allow_tf32 = True
+    torch._dynamo.config.cache_size_limit = 64
+    impls = {"mhc": mhc_ops(), "torch.compile": {k: torch.compile(v, dynamic=False) for k, v in plain_ops().items()}}
     te_state = "absent"
     if a.te:
         try:
@@ -260,12 +273,19 @@ def main():
               (4, 32768, 7168), (8, 8192, 4096), (8, 32768, 7168)]
     if a.quick:
         shapes = [(4, 8192, 4096)]
+    if a.shape:
+        shapes = [tuple(int(v) for v in sh.split(",")) for sh in a.shape]
+    ops = ("project", "scale", "sinkhorn", "aggregate", "expand_combine", "layer")
+    if a.ops:
+        ops = tuple(a.ops.split(","))
+    if a.impls:
+        impls = {k: v for k, v in impls.items() if k in a.impls.split(",")}
     rows = []
     for n, M, C in shapes:
         s0 = make_set(M, n, C)
         per_set = sum(t.numel() * t.element_size() for t in s0.values() if isinstance(t, torch.Tensor))
         sets = [s0] + [make_set(M, n, C) for _ in range(3 if per_set < 4 * l2_bytes() else 0)]
-        for op in ("project", "scale", "sinkhorn", "aggregate", "expand_combine", "layer"):
+        for op in ops:
             for name, impl in impls.items():
                 if name == "TE" and n != 4:
                     continue
@@ -290,8 +310,8 @@ def main():
                       flush=True)
         del sets, s0
         torch.cuda.empty_cache()
-    dispatch = dispatch_overhead()
-    cold = cold_compile_times()
+    dispatch = {} if a.no_extras else dispatch_overhead()
+    cold = {} if a.no_extras else cold_compile_times()
     result = dict(device=dev, date=time.strftime("%Y-%m-%d"), copy_bandwidth=bw, te=te_state, rows=rows,
                   dispatch_us=dispatch, cold_compile_s=cold, command=" ".join(sys.argv))
     os.makedirs(a.out, exist_ok=True)

@@ -274,6 +274,11 @@ LaunchBuilder &LaunchBuilder::grid(::mhc::GridRule rule) {
   gridRule = rule;
   return *this;
 }
+LaunchBuilder &LaunchBuilder::minBlocksPerSM(int blocks) {
+  minBlocks = blocks;
+  return *this;
+}
+
 LaunchBuilder &LaunchBuilder::sharedF32(int64_t elems) {
   sharedElems.push_back(elems);
   return *this;
@@ -303,6 +308,8 @@ gpu::GPUFuncOp LaunchBuilder::create(OpBuilder &b, gpu::GPUModuleOp module) {
   func->setAttr(gpu::GPUDialect::getKernelFuncAttrName(), b.getUnitAttr());
   func.setKnownBlockSizeAttr(
       b.getDenseI32ArrayAttr({blockThreads, 1, 1}));
+  if (minBlocks > 0) // .minnctapersm: ptxas caps registers to fit them.
+    func->setAttr("nvvm.minctasm", b.getI32IntegerAttr(minBlocks));
 
   Block &entryBlock = func.getBody().front();
   b.setInsertionPointToStart(&entryBlock);

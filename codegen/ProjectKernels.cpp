@@ -16,17 +16,29 @@
 // accuracy. Split-K over S ranges of chunks (S a function of M) writes
 // fixed-order partials [S, M, N + 1] that a second launch sums in order.
 //
-// Backward: one fused pass over x. A block owns a slice of K columns and a
-// fixed share of the tokens; each thread keeps its columns of phi in
-// registers, writes gx per token, and accumulates its columns of gphi and gw
-// over its tokens. The per-share partials are summed in order by a second
-// launch: deterministic, no atomics.
+// Backward: one fused pass over x, on tensor cores too. A block of four
+// warps owns 4 x 16T columns of K and a fixed share of the tokens; a warp
+// walks its share 8 tokens at a time and computes, per 16-column k-tile,
+//   D^T = phi^T gh^T   (16 k x 8 tokens; contraction over N), and
+//   gphi^T += x^T gh   (16 k x 8 rows of N; contraction over the 8 tokens).
+// D^T's accumulator layout (lane (g, t): rows g, g + 8, tokens 2t, 2t + 1)
+// is exactly the A-fragment layout of x^T once the step's tokens are
+// permuted (logical t, t + 4 -> physical 2t, 2t + 1), so each lane loads x
+// once, as 2T contiguous columns per token (rows g and g + 8 of tile kt are
+// columns 2kt and 2kt + 1 of the lane's run), and uses the same values for
+// gx = D w + (2/K) gms x, gw += x D and gphi's mma. phi^T's fragments are
+// constant and wait in lane-private shared memory. Without the tf32 flag,
+// gh and phi are split into tf32 hi + lo parts (3xTF32) and gphi's mma
+// accumulators are flushed into fp32 totals every 64 tokens. Per-share
+// partials [shares, N*K + K] are summed in order by a second launch:
+// deterministic, no atomics.
 //
 //===----------------------------------------------------------------------===//
 
 #include "Families.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 
@@ -297,18 +309,33 @@ static LogicalResult buildBackward(KernelContext &ctx) {
   const ::mhc::KernelSpec &spec = ctx.spec;
   int64_t N = ctx.N(), K = ctx.K();
   bool hasW = spec.hasWeight;
-  // Columns per thread: as many as keep phi and gphi's columns in registers.
-  // Past that (n >= 6), phi's columns wait in shared memory instead.
-  int64_t cw = std::gcd(K, std::max<int64_t>(1, std::min<int64_t>(4, 64 / N)));
-  bool phiShared = N * cw > 48;
-  const int threads = phiShared ? 128 : 256;
-  // gphi's rows are split into groups of at most 24 so that their two-level
-  // sums fit in registers; each group's blocks re-read x (only for n >= 6).
-  int64_t groups = phiShared ? (N + 23) / 24 : 1;
-  int64_t rowsPer = (N + groups - 1) / groups;
-  int64_t slices = (K + threads * cw - 1) / (threads * cw);
-  int64_t shares = std::max<int64_t>(1, ctx.persistentBlocks() / slices);
+  bool precise = !spec.tf32;
+  bool splitX = precise && spec.act == DType::F32;
+  bool roundX = !precise && spec.act == DType::F32;
+  int64_t rSteps = (N + 7) / 8, parts = precise ? 2 : 1;
+  // T k-tiles (16 columns each) per warp: as many as keep gphi's mma
+  // accumulators (twice that with precise mode's fp32 totals) near 48
+  // registers. T = 4 gives each lane 8 contiguous columns: 16-byte loads.
+  int64_t T = 4;
+  while (T > 1 && T * rSteps * 4 * parts > 48)
+    T /= 2;
+  // A warp's staged gh rows: 8N floats, plus room for the (masked) reads
+  // past row 7 when N % 8 != 0.
+  int64_t ghSlot = 8 * N + 8;
+  // Four warps per block and four blocks per SM (16 warps keep enough loads
+  // in flight); large n in precise mode (n = 8: 80 accumulators) takes two
+  // of each so that registers and static shared memory suffice.
+  bool large = T * rSteps * 4 * parts > 48;
+  const int warps = large ? 2 : 4, threads = 32 * warps;
+  int64_t laneCols = 2 * T, blockCols = warps * 16 * T;
+  int64_t slices = (K + blockCols - 1) / blockCols;
+  // Token shares: about four persistent waves of blocks. A constant of the
+  // spec, so gphi's partial sums have the same order on every run.
+  int64_t shares = std::max<int64_t>(
+      1, (4 * ctx.persistentBlocks() + slices - 1) / slices);
   int64_t width = N * K + (hasW ? K : 0); // gphi, then gw
+  // Steps (8 tokens each) per run of the two-level sums (precise mode).
+  const int64_t run = 8;
 
   ctx.buffer("gh", DType::F32, BufferRole::Input, {N, 0});
   ctx.buffer("gms", DType::F32, BufferRole::Input, {1, 0});
@@ -328,120 +355,251 @@ static LogicalResult buildBackward(KernelContext &ctx) {
     if (hasW)
       l.param("weight");
     l.param("gx").param("partials").param("M").block(threads)
-        .grid({0, slices * shares * groups});
-    if (phiShared)
-      l.sharedF32(N * threads * cw);
+        .grid({0, slices * shares})
+        .sharedF32(warps * T * rSteps * parts * 128)
+        .sharedF32(warps * ghSlot)
+        .minBlocksPerSM(large ? 2 : 4);
     KernelBuilder kb = ctx.begin(l);
     Value M = l.tokens();
-    Value bid = kb.blockId();
-    Value slice = kb.rem(bid, kb.idx(slices));
-    Value share = kb.rem(kb.div(bid, kb.idx(slices)), kb.idx(shares));
-    Value group = kb.div(bid, kb.idx(slices * shares));
-    Value rowBase = kb.mul(group, kb.idx(rowsPer));
-    Value firstGroup = kb.eq(group, kb.idx(0));
-    Value k0raw = kb.mul(kb.add(kb.mul(slice, kb.idx(threads)), kb.threadId()),
-                         kb.idx(cw));
-    Value active = kb.lt(k0raw, kb.idx(K));
-    Value k0 = kb.select(active, k0raw, kb.idx(0));
-    // This share's tokens: [share * per, min(M, (share + 1) * per)).
-    Value per = kb.div(kb.add(M, kb.idx(shares - 1)), kb.idx(shares));
-    Value mBegin = kb.min(kb.mul(share, per), M);
-    Value mEnd = kb.min(kb.add(mBegin, per), M);
-
-    // phiAt(r, e) = phi[r, k0 + e]: from registers, or from the block's
-    // slice of phi in shared memory, [N][threads * cw], loaded cooperatively
-    // (coalesced) before a barrier.
-    SmallVector<SmallVector<Value>> phi(N);
-    Value tid = kb.threadId();
-    int64_t sliceCols = threads * cw;
-    if (!phiShared) {
-      for (int64_t r = 0; r < N; ++r)
-        phi[r] = loadRun(kb, l.arg("phi"), kb.add(kb.idx(r * K), k0), cw);
-    } else {
-      Value sliceBase = kb.mul(slice, kb.idx(sliceCols));
-      kb.loop(tid, kb.idx(N * sliceCols), kb.idx(threads), [&](Value i) {
-        Value r = kb.div(i, kb.idx(sliceCols));
-        Value col = kb.add(sliceBase, kb.rem(i, kb.idx(sliceCols)));
-        Value ok = kb.lt(col, kb.idx(K));
-        Value v = kb.load(l.arg("phi"),
-                          kb.add(kb.mul(r, kb.idx(K)), kb.select(ok, col, kb.idx(0))));
-        kb.store(kb.toF32(v), l.shared(), i);
-      });
-      kb.barrier();
-    }
-    Value myCol = kb.mul(tid, kb.idx(cw));
-    auto phiAt = [&](int64_t r, int64_t e) -> Value {
-      if (!phiShared)
-        return phi[r][e];
-      return kb.load(l.shared(), kb.add(kb.idx(r * sliceCols + e), myCol));
+    Value tid = kb.threadId(), bid = kb.blockId();
+    Value lane = kb.rem(tid, kb.idx(32)), warp = kb.div(tid, kb.idx(32));
+    Value g = kb.div(lane, kb.idx(4)), t = kb.rem(lane, kb.idx(4));
+    Value slice = kb.rem(bid, kb.idx(slices)), share = kb.div(bid, kb.idx(slices));
+    // This lane's run of 2T physical columns; logical row g + 8h of k-tile
+    // kt is column colBase + 2kt + h.
+    Value colBase = kb.add(kb.mul(slice, kb.idx(blockCols)),
+                           kb.add(kb.mul(warp, kb.idx(16 * T)),
+                                  kb.mul(g, kb.idx(laneCols))));
+    Value active = kb.lt(colBase, kb.idx(K));
+    Value col0 = kb.select(active, colBase, kb.idx(0));
+    Value zero = kb.f32(0.0);
+    Value smem = l.shared(0), ghSmem = l.shared(1);
+    auto slot = [&](int64_t kt, int64_t rs, int64_t part) {
+      Value s = kb.add(kb.mul(warp, kb.idx(T * rSteps * parts)),
+                       kb.idx((kt * rSteps + rs) * parts + part));
+      return kb.add(kb.mul(s, kb.idx(128)), kb.mul(lane, kb.idx(4)));
     };
-    SmallVector<Value> w(cw, kb.f32(1.0));
+
+    // phi^T's A fragments (rows 8rs + t and 8rs + t + 4 at this lane's
+    // columns), tf32-rounded or split, parked in lane-private shared memory
+    // slots: they are reused every step but would cost T*rSteps*4 registers.
+    for (int64_t rs = 0; rs < rSteps; ++rs) {
+      std::array<SmallVector<Value>, 2> rowVals;
+      for (int h = 0; h < 2; ++h) {
+        Value r = kb.add(kb.idx(8 * rs + 4 * h), t);
+        Value ok = kb.andi(active, kb.lt(r, kb.idx(N)));
+        Value off = kb.add(kb.mul(kb.min(r, kb.idx(N - 1)), kb.idx(K)), col0);
+        for (Value v : loadRun(kb, l.arg("phi"), off, laneCols))
+          rowVals[h].push_back(kb.select(ok, v, zero));
+      }
+      for (int64_t kt = 0; kt < T; ++kt) {
+        SmallVector<Value> a = {rowVals[0][2 * kt], rowVals[0][2 * kt + 1],
+                                rowVals[1][2 * kt], rowVals[1][2 * kt + 1]};
+        SmallVector<Value> hi, lo;
+        for (Value v : a) {
+          auto [vh, vl] = splitTf32(kb, v);
+          hi.push_back(vh);
+          lo.push_back(vl);
+        }
+        for (int64_t i = 0; i < 4; ++i) {
+          kb.store(hi[i], smem, kb.add(slot(kt, rs, 0), kb.idx(i)));
+          if (precise)
+            kb.store(lo[i], smem, kb.add(slot(kt, rs, 1), kb.idx(i)));
+        }
+      }
+    }
+    // (Scalar accesses: the backend merges them into ld.shared.v4.)
+    auto aFragment = [&](int64_t kt, int64_t rs, int64_t part) {
+      Value base = slot(kt, rs, part);
+      SmallVector<Value> v;
+      for (int64_t i = 0; i < 4; ++i)
+        v.push_back(kb.load(smem, kb.add(base, kb.idx(i))));
+      return fragment(kb, v);
+    };
+    SmallVector<Value> w(laneCols, kb.f32(1.0));
     if (hasW)
-      w = loadRun(kb, l.arg("weight"), k0, cw);
+      w = loadRun(kb, l.arg("weight"), col0, laneCols);
     Value twoOverK = kb.f32(2.0 / static_cast<double>(K));
 
-    SmallVector<Value> init(rowsPer * cw + (hasW ? cw : 0), kb.f32(0.0));
-    // Two-level sums over the tokens (runs of 32, then the runs), so the
-    // rounding error grows like sqrt(32) + sqrt(M / 32), not sqrt(M).
-    const int64_t run = 32;
-    SmallVector<Value> acc = kb.loop(
-        mBegin, mEnd, kb.idx(run), init, [&](Value m0, ValueRange outer) {
-    SmallVector<Value> sums = kb.loop(
-        m0, kb.min(kb.add(m0, kb.idx(run)), mEnd), kb.idx(1), init,
-        [&](Value m, ValueRange it) {
-          SmallVector<Value> next(it.begin(), it.end());
-          Value gms = kb.mul(kb.load(l.arg("gms"), m), twoOverK);
-          Value off = kb.add(kb.mul(m, kb.idx(K)), k0);
-          SmallVector<Value> x = loadRun(kb, l.arg("x"), off, cw);
-          Value ghRow = kb.mul(m, kb.idx(N));
-          SmallVector<Value> d(cw, kb.f32(0.0));
-          for (int64_t r = 0; r < N; ++r) {
-            Value gh = kb.load(l.arg("gh"), kb.add(ghRow, kb.idx(r)));
-            for (int64_t e = 0; e < cw; ++e) {
-              d[e] = kb.fma(gh, phiAt(r, e), d[e]);
-              if (groups == 1)
-                next[r * cw + e] = kb.fma(gh, x[e], next[r * cw + e]);
-            }
+    // This share's steps of 8 tokens.
+    Value steps = kb.div(kb.add(M, kb.idx(7)), kb.idx(8));
+    Value per = kb.div(kb.add(steps, kb.idx(shares - 1)), kb.idx(shares));
+    Value sBegin = kb.min(kb.mul(share, per), steps);
+    Value sEnd = kb.min(kb.add(sBegin, per), steps);
+    Value lastRow = kb.sub(M, kb.idx(1));
+
+    Value zeroAcc = arith::ConstantOp::create(
+        kb.b, kb.loc,
+        DenseElementsAttr::get(VectorType::get({2, 2}, kb.b.getF32Type()),
+                               0.0f));
+    // Iteration values: gphi's accumulators [kt][rs] (16 columns x 8 rows
+    // each), then gw's sums of this lane's columns.
+    int64_t nAcc = T * rSteps;
+    SmallVector<Value> init(nAcc, zeroAcc);
+    init.append(laneCols, zero);
+
+    auto stepBody = [&](Value step, SmallVector<Value> &acc) {
+      Value m0 = kb.mul(step, kb.idx(8));
+      // Tokens 2t + u (x, gx, gphi's B) and g (D's B).
+      std::array<Value, 2> tok, tokOk;
+      std::array<SmallVector<Value>, 2> xa;
+      std::array<Value, 2> gms;
+      for (int u = 0; u < 2; ++u) {
+        tok[u] = kb.add(m0, kb.add(kb.mul(t, kb.idx(2)), kb.idx(u)));
+        tokOk[u] = kb.lt(tok[u], M);
+        Value row = kb.min(tok[u], lastRow);
+        for (Value v : loadRun(kb, l.arg("x"), kb.add(kb.mul(row, kb.idx(K)), col0),
+                               laneCols))
+          xa[u].push_back(kb.select(tokOk[u], v, zero));
+        gms[u] = kb.mul(kb.load(l.arg("gms"), row), twoOverK);
+      }
+      // The step's gh rows [8, N] (contiguous in gh), one coalesced load,
+      // into the warp's slice of shared memory; out-of-range tokens stage
+      // zeros. (Row stride N: at most 2-way bank conflicts for n = 4.)
+      Value ghBase = kb.mul(warp, kb.idx(ghSlot));
+      Value ghEnd = kb.mul(M, kb.idx(N));
+      for (int64_t i = 0; i < (8 * N + 31) / 32; ++i) {
+        Value p = kb.add(lane, kb.idx(32 * i));
+        Value src = kb.add(kb.mul(m0, kb.idx(N)), p);
+        Value ok = kb.lt(src, ghEnd);
+        Value v = kb.load(l.arg("gh"), kb.select(ok, src, kb.idx(0)));
+        auto put = [&] { kb.store(kb.select(ok, v, zero), ghSmem, kb.add(ghBase, p)); };
+        if (32 * i + 32 <= 8 * N)
+          put();
+        else
+          kb.when(kb.lt(p, kb.idx(8 * N)), put);
+      }
+      NVVM::SyncWarpOp::create(kb.b, kb.loc, kb.i32(-1));
+      // gh[m0 + tokLocal][8rs + i]; rows past N are zero.
+      auto ghAt = [&](Value tokLocal, int64_t rs, Value i) {
+        Value r = kb.add(kb.idx(8 * rs), i);
+        Value v = kb.load(ghSmem, kb.add(ghBase, kb.add(kb.mul(tokLocal, kb.idx(N)), r)));
+        return 8 * rs + 8 <= N ? v : kb.select(kb.lt(r, kb.idx(N)), v, zero);
+      };
+      // x's A fragments per k-tile (exact in tf32 for bf16/f16).
+      SmallVector<Value> ax, axLo;
+      for (int64_t kt = 0; kt < T; ++kt) {
+        SmallVector<Value> a = {xa[0][2 * kt], xa[0][2 * kt + 1],
+                                xa[1][2 * kt], xa[1][2 * kt + 1]};
+        if (splitX || roundX) {
+          SmallVector<Value> hi, lo;
+          for (Value v : a) {
+            auto [vh, vl] = splitTf32(kb, v);
+            hi.push_back(vh);
+            lo.push_back(vl);
           }
-          // This group's rows of gphi (rows past N contribute zero).
-          for (int64_t lr = 0; groups > 1 && lr < rowsPer; ++lr) {
-            Value r = kb.add(rowBase, kb.idx(lr));
-            Value ok = kb.lt(r, kb.idx(N));
-            Value gh = kb.load(l.arg("gh"), kb.add(ghRow, kb.select(ok, r, kb.idx(0))));
-            gh = kb.select(ok, gh, kb.f32(0.0));
-            for (int64_t e = 0; e < cw; ++e)
-              next[lr * cw + e] = kb.fma(gh, x[e], next[lr * cw + e]);
+          a = hi;
+          if (splitX)
+            axLo.push_back(fragment(kb, lo));
+        }
+        ax.push_back(fragment(kb, a));
+      }
+      SmallVector<Value> d(T, zeroAcc);
+      for (int64_t rs = 0; rs < rSteps; ++rs) {
+        // D^T += phi^T gh^T: B = gh[m0 + g][8rs + t (+4)].
+        Value bd0 = ghAt(g, rs, t);
+        Value bd1 = ghAt(g, rs, kb.add(t, kb.idx(4)));
+        // gphi^T += x^T gh with the step's tokens permuted (logical t and
+        // t + 4 are physical 2t and 2t + 1): B = gh[m0 + 2t + u][8rs + g].
+        Value bg0 = ghAt(kb.mul(t, kb.idx(2)), rs, g);
+        Value bg1 = ghAt(kb.add(kb.mul(t, kb.idx(2)), kb.idx(1)), rs, g);
+        auto [bd0h, bd0l] = splitTf32(kb, bd0);
+        auto [bd1h, bd1l] = splitTf32(kb, bd1);
+        auto [bg0h, bg0l] = splitTf32(kb, bg0);
+        auto [bg1h, bg1l] = splitTf32(kb, bg1);
+        Value bdHi = fragment(kb, {bd0h, bd1h}), bgHi = fragment(kb, {bg0h, bg1h});
+        Value bdLo = precise ? fragment(kb, {bd0l, bd1l}) : Value();
+        Value bgLo = precise ? fragment(kb, {bg0l, bg1l}) : Value();
+        for (int64_t kt = 0; kt < T; ++kt) {
+          Value aHi = aFragment(kt, rs, 0);
+          d[kt] = mma(kb, aHi, bdHi, d[kt]);
+          if (precise) {
+            d[kt] = mma(kb, aFragment(kt, rs, 1), bdHi, d[kt]);
+            d[kt] = mma(kb, aHi, bdLo, d[kt]);
           }
-          SmallVector<Value> gx;
-          for (int64_t e = 0; e < cw; ++e) {
-            gx.push_back(kb.fma(d[e], w[e], kb.mul(gms, x[e])));
-            if (hasW)
-              next[rowsPer * cw + e] = kb.fma(d[e], x[e], next[rowsPer * cw + e]);
-          }
-          kb.when(kb.andi(active, firstGroup),
-                  [&] { kb.storeFrom(gx, l.arg("gx"), off); });
-          return next;
+          Value &gp = acc[kt * rSteps + rs];
+          gp = mma(kb, ax[kt], bgHi, gp);
+          if (precise)
+            gp = mma(kb, ax[kt], bgLo, gp);
+          if (splitX)
+            gp = mma(kb, axLo[kt], bgHi, gp);
+        }
+      }
+      // The next step overwrites the staged rows.
+      NVVM::SyncWarpOp::create(kb.b, kb.loc, kb.i32(-1));
+      // D[m0 + 2t + u][column 2kt + h] is d[kt][h][u]: gx, and gw's sums.
+      std::array<SmallVector<Value>, 2> gx;
+      for (int u = 0; u < 2; ++u)
+        for (int64_t j = 0; j < laneCols; ++j) {
+          Value dv = vector::ExtractOp::create(
+              kb.b, kb.loc, d[j / 2], ArrayRef<int64_t>{j % 2, u});
+          gx[u].push_back(kb.fma(dv, w[j], kb.mul(gms[u], xa[u][j])));
+          acc[nAcc + j] = kb.fma(xa[u][j], dv, acc[nAcc + j]);
+        }
+      for (int u = 0; u < 2; ++u)
+        kb.when(kb.andi(active, tokOk[u]), [&] {
+          kb.storeFrom(gx[u], l.arg("gx"),
+                       kb.add(kb.mul(tok[u], kb.idx(K)), col0));
         });
+    };
+
+    // Precise mode sums in two levels: runs of `run` steps, then the runs;
+    // gphi's mma accumulators restart every run and are added into fp32
+    // totals, so the tensor core's truncating accumulation never spans more
+    // than 64 tokens. With tf32 (bound 2e-3) one level is enough.
+    auto steps1 = [&](Value lb, Value ub, ValueRange start) {
+      return kb.loop(lb, ub, kb.idx(1), start, [&](Value step, ValueRange it) {
+        SmallVector<Value> next(it.begin(), it.end());
+        stepBody(step, next);
+        return next;
+      });
+    };
     SmallVector<Value> total;
-    for (auto [a, b] : llvm::zip(outer, sums))
-      total.push_back(kb.add(a, b));
-    return total;
-        });
+    if (!precise) {
+      total = steps1(sBegin, sEnd, init);
+    } else {
+      total = kb.loop(
+          sBegin, sEnd, kb.idx(run), init, [&](Value s0, ValueRange outer) {
+            SmallVector<Value> sums =
+                steps1(s0, kb.min(kb.add(s0, kb.idx(run)), sEnd), init);
+            for (int64_t i = 0; i < nAcc + laneCols; ++i)
+              sums[i] = kb.add(outer[i], sums[i]);
+            return sums;
+          });
+    }
+
+    // gw: the four lanes of a column group hold different tokens.
+    SmallVector<Value> gw;
+    for (int64_t j = 0; j < laneCols; ++j) {
+      Value v = total[nAcc + j];
+      for (int offset : {1, 2}) {
+        auto sh = gpu::ShuffleOp::create(kb.b, kb.loc, v, offset, 32,
+                                         gpu::ShuffleMode::XOR);
+        v = kb.add(v, sh.getShuffleResult());
+      }
+      gw.push_back(v);
+    }
     kb.when(active, [&] {
       Value base = kb.mul(share, kb.idx(width));
-      for (int64_t lr = 0; lr < rowsPer; ++lr) {
-        Value r = kb.add(rowBase, kb.idx(lr));
-        kb.when(kb.lt(r, kb.idx(N)), [&] {
-          for (int64_t e = 0; e < cw; ++e)
-            kb.store(kb.mul(acc[lr * cw + e], w[e]), l.arg("partials"),
-                     kb.add(base, kb.add(kb.mul(r, kb.idx(K)), kb.add(kb.idx(e), k0))));
-        });
-      }
+      // gphi[8rs + 2t + e][colBase + 2kt + h] = acc[kt][rs][h][e] * w.
+      for (int64_t rs = 0; rs < rSteps; ++rs)
+        for (int64_t e = 0; e < 2; ++e) {
+          Value r = kb.add(kb.idx(8 * rs + e), kb.mul(t, kb.idx(2)));
+          SmallVector<Value> vals;
+          for (int64_t j = 0; j < laneCols; ++j)
+            vals.push_back(kb.mul(
+                w[j], vector::ExtractOp::create(
+                          kb.b, kb.loc, total[(j / 2) * rSteps + rs],
+                          ArrayRef<int64_t>{j % 2, e})));
+          kb.when(kb.lt(r, kb.idx(N)), [&] {
+            kb.storeFrom(vals, l.arg("partials"),
+                         kb.add(base, kb.add(kb.mul(r, kb.idx(K)), col0)));
+          });
+        }
       if (hasW)
-        kb.when(firstGroup, [&] {
-          for (int64_t e = 0; e < cw; ++e)
-            kb.store(acc[rowsPer * cw + e], l.arg("partials"),
-                     kb.add(base, kb.add(kb.idx(N * K + e), k0)));
+        kb.when(kb.eq(t, kb.idx(0)), [&] {
+          kb.storeFrom(gw, l.arg("partials"),
+                       kb.add(base, kb.add(kb.idx(N * K), col0)));
         });
     });
   }

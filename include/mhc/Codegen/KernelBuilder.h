@@ -111,6 +111,8 @@ public:
   LaunchBuilder &param(const std::string &name);
   LaunchBuilder &block(int threads);
   LaunchBuilder &grid(::mhc::GridRule rule);
+  /// Asks ptxas to fit `blocks` blocks per SM (it caps registers).
+  LaunchBuilder &minBlocksPerSM(int blocks);
   /// A workgroup (shared memory) buffer of `elems` f32 values.
   LaunchBuilder &sharedF32(int64_t elems);
 
@@ -132,6 +134,7 @@ private:
   const ::mhc::Manifest &manifest;
   std::vector<std::string> params;
   int blockThreads = 256;
+  int minBlocks = 0;
   ::mhc::GridRule gridRule{1, 0};
   SmallVector<int64_t> sharedElems;
   gpu::GPUFuncOp func;
