@@ -21,7 +21,7 @@ static int tokenBlockThreads(int64_t chunks) {
 }
 
 static LogicalResult buildForward(KernelContext &ctx) {
-  int64_t n = ctx.n(), C = ctx.C(), w = ctx.actWidth(), chunks = C / w;
+  int64_t n = ctx.n(), C = ctx.C(), w = ctx.streamWidth(), chunks = C / w;
   DType act = ctx.spec.act;
   ctx.buffer("x", act, BufferRole::Input, {n * C, 0});
   ctx.buffer("pre", DType::F32, BufferRole::Input, {n, 0});
@@ -55,7 +55,7 @@ static LogicalResult buildForward(KernelContext &ctx) {
 }
 
 static LogicalResult buildBackward(KernelContext &ctx) {
-  int64_t n = ctx.n(), C = ctx.C(), w = ctx.actWidth(), chunks = C / w;
+  int64_t n = ctx.n(), C = ctx.C(), w = ctx.streamWidth(), chunks = C / w;
   DType act = ctx.spec.act;
   ctx.buffer("gy", act, BufferRole::Input, {C, 0});
   ctx.buffer("x", act, BufferRole::Input, {n * C, 0});
@@ -73,8 +73,8 @@ static LogicalResult buildBackward(KernelContext &ctx) {
   for (int64_t i = 0; i < n; ++i)
     pre.push_back(kb.load(l.arg("pre"), kb.add(kb.mul(m, kb.idx(n)), kb.idx(i))));
   SmallVector<Value> zeros(n, kb.f32(0.0));
-  SmallVector<Value> partial = kb.loop(
-      kb.threadId(), kb.idx(chunks), kb.idx(threads), zeros,
+  SmallVector<Value> partial = chunkLoop(
+      kb, chunks, threads, chunkUnroll(chunks, threads, 2), zeros,
       [&](Value chunk, ValueRange acc) {
         Value c0 = kb.mul(chunk, kb.idx(w));
         SmallVector<Value> gy =

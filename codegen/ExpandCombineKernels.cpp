@@ -29,7 +29,7 @@ static void declareInputs(KernelContext &ctx) {
 }
 
 static LogicalResult buildForward(KernelContext &ctx) {
-  int64_t n = ctx.n(), C = ctx.C(), w = ctx.actWidth(), chunks = C / w;
+  int64_t n = ctx.n(), C = ctx.C(), w = ctx.streamWidth(), chunks = C / w;
   DType act = ctx.spec.act;
   bool hasBias = ctx.spec.hasBias;
   declareInputs(ctx);
@@ -78,7 +78,7 @@ static LogicalResult buildForward(KernelContext &ctx) {
 }
 
 static LogicalResult buildBackward(KernelContext &ctx) {
-  int64_t n = ctx.n(), C = ctx.C(), w = ctx.actWidth();
+  int64_t n = ctx.n(), C = ctx.C(), w = ctx.streamWidth();
   // Per element of a chunk a thread holds gout, x and gx of every stream;
   // P and the gpost/gP partials are held throughout. Narrow the chunk until
   // that fits in registers (n = 8 needs 1-wide chunks).
@@ -119,8 +119,8 @@ static LogicalResult buildBackward(KernelContext &ctx) {
   for (int64_t k = 0; k < n * n; ++k)
     P.push_back(kb.load(l.arg("P"), kb.add(kb.mul(m, kb.idx(n * n)), kb.idx(k))));
   SmallVector<Value> zeros(reduced, kb.f32(0.0));
-  SmallVector<Value> part = kb.loop(
-      tid, kb.idx(chunks), kb.idx(threads), zeros,
+  SmallVector<Value> part = chunkLoop(
+      kb, chunks, threads, chunkUnroll(chunks, threads, 2), zeros,
       [&](Value chunk, ValueRange it) {
         SmallVector<Value> next(it.begin(), it.end());
         Value c0 = kb.mul(chunk, kb.idx(w));

@@ -46,8 +46,6 @@ struct GenerateKernelsPass
           op->emitError() << "kernel generation failed for " << spec->canonical();
           return WalkResult::interrupt();
         }
-        (*module)->setAttr("mhc.manifest",
-                           StringAttr::get(&getContext(), manifest.toJson()));
         symbols.insert(*module);
       }
       op->setAttr("mhc.kernel", FlatSymbolRefAttr::get(&getContext(), name));

@@ -11,6 +11,13 @@ int64_t KernelContext::actWidth() const {
   return std::gcd(C(), static_cast<int64_t>(16 / ::mhc::byteWidth(spec.act)));
 }
 
+int64_t KernelContext::streamWidth() const {
+  int64_t perAccess = 16 / ::mhc::byteWidth(spec.act);
+  if (spec.layout != ::mhc::Layout::CN || perAccess % n() != 0)
+    return actWidth();
+  return std::gcd(C(), perAccess / n());
+}
+
 int64_t KernelContext::persistentBlocks() const {
   // Two blocks per SM of the arch's flagship part (A100: 108, H100: 132,
   // B200: 148). A compile-time constant, never the device's count, so the
@@ -58,15 +65,15 @@ mlir::mhc::loadStreams(KernelBuilder &kb, const KernelContext &ctx, Value x,
     return out;
   }
   // x[m, c, i] at (m*C + c)*n + i: the n*w values of the chunk are
-  // contiguous; read them as n w-wide accesses and de-interleave.
+  // contiguous; read them in the widest aligned accesses and de-interleave.
+  int64_t piece = std::gcd(n * w, 16 / ::mhc::byteWidth(ctx.spec.act));
   Value base = kb.mul(kb.add(kb.mul(m, kb.idx(C)), c0), kb.idx(n));
   for (auto &row : out)
     row.resize(w);
-  for (int64_t j = 0; j < n; ++j) {
-    SmallVector<Value> part =
-        kb.loadF32(x, kb.add(base, kb.idx(j * w)), w);
-    for (int64_t e = 0; e < w; ++e) {
-      int64_t flat = j * w + e;
+  for (int64_t p = 0; p < n * w; p += piece) {
+    SmallVector<Value> part = kb.loadF32(x, kb.add(base, kb.idx(p)), piece);
+    for (int64_t e = 0; e < piece; ++e) {
+      int64_t flat = p + e;
       out[flat % n][flat / n] = part[e];
     }
   }
@@ -87,14 +94,15 @@ void mlir::mhc::storeStreams(KernelBuilder &kb, const KernelContext &ctx,
     }
     return;
   }
+  int64_t piece = std::gcd(n * w, 16 / ::mhc::byteWidth(ctx.spec.act));
   Value base = kb.mul(kb.add(kb.mul(m, kb.idx(C)), c0), kb.idx(n));
-  for (int64_t j = 0; j < n; ++j) {
+  for (int64_t p = 0; p < n * w; p += piece) {
     SmallVector<Value> part;
-    for (int64_t e = 0; e < w; ++e) {
-      int64_t flat = j * w + e;
+    for (int64_t e = 0; e < piece; ++e) {
+      int64_t flat = p + e;
       part.push_back(values[flat % n][flat / n]);
     }
-    kb.storeFrom(part, outBuf, kb.add(base, kb.idx(j * w)));
+    kb.storeFrom(part, outBuf, kb.add(base, kb.idx(p)));
   }
 }
 
@@ -113,8 +121,11 @@ void mlir::mhc::forEachTokenChunk(
   if (rows == 1) {
     kb.when(kb.lt(m0, M), [&] {
       SmallVector<Value> token = perToken(m0);
-      kb.loop(kb.threadId(), kb.idx(chunks), kb.idx(threads),
-              [&](Value chunk) { body(m0, chunk, token); });
+      chunkLoop(kb, chunks, threads, 1, {},
+                [&](Value chunk, ValueRange) -> SmallVector<Value> {
+                  body(m0, chunk, token);
+                  return {};
+                });
     });
     return;
   }
@@ -123,6 +134,27 @@ void mlir::mhc::forEachTokenChunk(
   kb.when(kb.andi(kb.lt(item, kb.idx(rows * chunks)), kb.lt(m, M)), [&] {
     body(m, kb.rem(item, kb.idx(chunks)), perToken(m));
   });
+}
+
+int mlir::mhc::chunkUnroll(int64_t chunks, int threads, int preferred) {
+  int u = preferred;
+  while (u > 1 && chunks % (static_cast<int64_t>(u) * threads) != 0)
+    u /= 2;
+  return u;
+}
+
+SmallVector<Value> mlir::mhc::chunkLoop(
+    KernelBuilder &kb, int64_t chunks, int threads, int unroll, ValueRange init,
+    function_ref<SmallVector<Value>(Value, ValueRange)> body) {
+  if (unroll < 1 || chunks % (static_cast<int64_t>(unroll) * threads) != 0)
+    unroll = 1;
+  return kb.loop(kb.threadId(), kb.idx(chunks), kb.idx(unroll * threads), init,
+                 [&](Value chunk, ValueRange it) {
+                   SmallVector<Value> vals(it.begin(), it.end());
+                   for (int u = 0; u < unroll; ++u)
+                     vals = body(kb.add(chunk, kb.idx(u * threads)), vals);
+                   return vals;
+                 });
 }
 
 Value mlir::mhc::blockSum(KernelBuilder &kb, int threads, Value scratch,

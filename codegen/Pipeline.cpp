@@ -3,6 +3,7 @@
 #include "mhc/Codegen/Codegen.h"
 
 #include "Families.h"
+#include "mhc/Passes/Passes.h"
 
 #include "mlir/Conversion/ArithToLLVM/ArithToLLVM.h"
 #include "mlir/Conversion/ControlFlowToLLVM/ControlFlowToLLVM.h"
@@ -129,6 +130,9 @@ mlir::mhc::buildKernelModule(ModuleOp top, const ::mhc::KernelSpec &spec,
   if (failed(built))
     return failure();
   kc.finish();
+  // The launch manifest travels with the module (mhc-write-bundle reads it;
+  // mhc-kernel-noalias only touches modules that have one).
+  module->setAttr("mhc.manifest", b.getStringAttr(manifest.toJson()));
   if (failed(verify(module)))
     return failure();
   return module;
@@ -142,6 +146,7 @@ void mlir::mhc::addNVVMLoweringPasses(OpPassManager &pm) {
   ConvertGpuOpsToNVVMOpsOptions options;
   options.indexBitwidth = 64;
   gpm.addPass(createConvertGpuOpsToNVVMOps(options));
+  gpm.addPass(createKernelNoAlias());
   gpm.addPass(createCanonicalizerPass());
   gpm.addPass(createCSEPass());
   gpm.addPass(createReconcileUnrealizedCastsPass());

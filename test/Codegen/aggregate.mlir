@@ -13,11 +13,14 @@
 // FWD: vector.store %{{.*}} {alignment = 16 : i64} : memref<?xbf16>, vector<8xbf16>
 // FWD-NOT: atomic
 
-// Layout cn: the chunk's n*w values are contiguous, read as n 16-byte loads.
+// Layout cn: a chunk is the channels whose n streams fill one 16-byte access
+// (here one f32 channel of 4 streams), so a warp's loads are contiguous; y
+// is then one element per chunk.
 // CN: gpu.module @mhc_aggregate_fwd_n4_{{.*}} [#nvvm.target<O = 3, chip = "sm_80", features = "+ptx70">]
 // CN-DAG: arith.constant 1000 : index
-// CN-COUNT-4: vector.load %{{.*}} {alignment = 16 : i64} : memref<?xf32>, vector<4xf32>
-// CN: vector.store %{{.*}} {alignment = 16 : i64} : memref<?xf32>, vector<4xf32>
+// CN: vector.load %{{.*}} {alignment = 16 : i64} : memref<?xf32>, vector<4xf32>
+// CN-NOT: vector.load
+// CN: memref.store %{{.*}} : memref<?xf32>
 
 // BWD: gpu.func @mhc_aggregate_bwd_n4_{{.*}}_main(%{{.*}}: memref<?xbf16>, %{{.*}}: memref<?xbf16>, %{{.*}}: memref<?xf32>, %{{.*}}: memref<?xbf16>, %{{.*}}: memref<?xf32>, %{{.*}}: i64) workgroup(%{{.*}} : memref<32xf32, #gpu.address_space<workgroup>>)
 // BWD: vector.load %{{.*}} {alignment = 16 : i64} : memref<?xbf16>, vector<8xbf16>
@@ -28,6 +31,7 @@
 
 // PTX: .target sm_90a
 // PTX: .entry mhc_aggregate_fwd_n4_123f3d65709c76af_main(
-// PTX: ld.global.v4.b32
+// Inputs are noalias (mhc-kernel-noalias): read through the non-coherent cache.
+// PTX: ld.global.nc.v4.b32
 // PTX: st.global.v4.b32
 // PTX-NOT: atom.

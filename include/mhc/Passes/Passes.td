@@ -92,6 +92,22 @@ def GenerateKernels : Pass<"mhc-generate-kernels", "::mlir::ModuleOp"> {
   ];
 }
 
+def KernelNoAlias : Pass<"mhc-kernel-noalias", "::mlir::gpu::GPUModuleOp"> {
+  let summary = "mark the buffer pointers of lowered mhc kernels noalias";
+  let description = [{
+    Runs inside the NVVM lowering (`--mhc-lower-to-nvvm`), after the
+    gpu.funcs became `llvm.func`s, whose argument attributes the GPU-to-NVVM
+    conversion does not carry over. The outputs and workspaces of an mhc
+    launch are fresh allocations and inputs are only read, so the
+    aligned pointer of each memref argument (the second of its five
+    parameters) gets `llvm.noalias`: the backend may then move loads above
+    stores and read inputs through the non-coherent cache (`ld.global.nc`).
+    Only kernels (`nvvm.kernel`) in modules made by `mhc-generate-kernels`
+    (an `mhc.manifest` attribute) are touched.
+  }];
+  let dependentDialects = ["::mlir::LLVM::LLVMDialect"];
+}
+
 def WriteBundle : Pass<"mhc-write-bundle", "::mlir::ModuleOp"> {
   let summary = "lower every generated kernel module to PTX and cubin and "
                 "write the kernel bundle";
