@@ -327,7 +327,9 @@ def dispatch_overhead(calls=2000):
     x = torch.randn(1, 64, 4, device=DEV, dtype=torch.bfloat16)
     pre = torch.rand(1, 4, device=DEV)
     L = torch.randn(1, 4, 4, device=DEV)
-    for name, fn in (("torch.ops.mhc.aggregate", lambda: torch.ops.mhc.aggregate(x, pre, 4, "cn")),
+    y = torch.randn(1, 64, device=DEV, dtype=torch.bfloat16)
+    for name, fn in (("torch.mul (a native op, the floor)", lambda: torch.mul(y, y)),
+                     ("torch.ops.mhc.aggregate", lambda: torch.ops.mhc.aggregate(x, pre, 4, "cn")),
                      ("torch.ops.mhc.sinkhorn", lambda: torch.ops.mhc.sinkhorn(L, 4, "log", 20, 0.0)),
                      ("mhc.aggregate (Python API)", lambda: mhc.aggregate(x, pre, layout="cn"))):
         for _ in range(50):

@@ -6,6 +6,14 @@
 
 namespace mhc::rt {
 
+namespace {
+constexpr size_t kMaxBuffers = 24;
+struct Descriptor {
+  void *allocated, *aligned;
+  int64_t offset, size, stride;
+};
+} // namespace
+
 int LoadedKernel::bufferIndex(const std::string &name) const {
   for (size_t i = 0; i < manifest.buffers.size(); ++i)
     if (manifest.buffers[i].name == name)
@@ -58,6 +66,10 @@ const LoadedKernel &Runtime::kernel(const KernelSpec &spec, int deviceOrdinal) {
   CUmodule module = nullptr;
   d.check(d.cuModuleLoadData(&module, compiled.cubin.data()),
           "loading kernel " + spec.kernelName() + " [" + canonical + "]");
+  if (kernel->manifest.buffers.size() > kMaxBuffers)
+    throw Error("mhc: " + spec.kernelName() + " has " +
+                std::to_string(kernel->manifest.buffers.size()) +
+                " buffers; the launcher takes at most " + std::to_string(kMaxBuffers));
   for (const LaunchDesc &l : kernel->manifest.launches) {
     CUfunction fn = nullptr;
     d.check(d.cuModuleGetFunction(&fn, module, l.entry.c_str()),
@@ -77,43 +89,41 @@ const LoadedKernel &Runtime::kernel(const KernelSpec &spec, int deviceOrdinal) {
 }
 
 void Runtime::launch(const LoadedKernel &kernel, int64_t M,
-                     const std::vector<void *> &buffers, CUstream stream) {
+                     void *const *buffers, size_t count, CUstream stream) {
   const Manifest &m = kernel.manifest;
-  if (buffers.size() != m.buffers.size())
+  if (count != m.buffers.size())
     throw Error("mhc: " + kernel.spec.kernelName() + " takes " +
                 std::to_string(m.buffers.size()) + " buffers, got " +
-                std::to_string(buffers.size()));
+                std::to_string(count));
   if (M <= 0)
     return;
   int64_t S = m.split.splitFor(M);
   Driver &d = Driver::get();
   // Each buffer is a 1-D memref descriptor: (ptr, ptr, 0, size, 1).
-  struct Descriptor {
-    void *allocated, *aligned;
-    int64_t offset, size, stride;
-  };
-  std::vector<Descriptor> descriptors(buffers.size());
-  for (size_t i = 0; i < buffers.size(); ++i)
+  // No heap allocation per call: kernels have at most kMaxBuffers buffers
+  // (checked when the kernel is loaded).
+  Descriptor descriptors[kMaxBuffers];
+  for (size_t i = 0; i < count; ++i)
     descriptors[i] = {buffers[i], buffers[i], 0, m.buffers[i].elems.at(M, S), 1};
+  void *params[5 * kMaxBuffers + 2];
   for (size_t li = 0; li < m.launches.size(); ++li) {
     const LaunchDesc &l = m.launches[li];
-    std::vector<void *> params;
-    params.reserve(l.params.size() * 5);
+    size_t np = 0;
     for (int index : kernel.paramBuffers[li]) {
       if (index == -1) {
-        params.push_back(const_cast<int64_t *>(&M));
+        params[np++] = const_cast<int64_t *>(&M);
         continue;
       }
       if (index == -2) {
-        params.push_back(&S);
+        params[np++] = &S;
         continue;
       }
       Descriptor &desc = descriptors[index];
-      params.push_back(&desc.allocated);
-      params.push_back(&desc.aligned);
-      params.push_back(&desc.offset);
-      params.push_back(&desc.size);
-      params.push_back(&desc.stride);
+      params[np++] = &desc.allocated;
+      params[np++] = &desc.aligned;
+      params[np++] = &desc.offset;
+      params[np++] = &desc.size;
+      params[np++] = &desc.stride;
     }
     int64_t blocks = l.grid.blocksFor(M, S);
     if (blocks <= 0)
@@ -121,12 +131,13 @@ void Runtime::launch(const LoadedKernel &kernel, int64_t M,
     if (blocks > 0x7fffffff)
       throw Error("mhc: " + l.entry + " needs " + std::to_string(blocks) +
                   " blocks, more than a grid holds");
-    d.check(d.cuLaunchKernel(kernel.functions[li], static_cast<unsigned>(blocks),
-                             1, 1, static_cast<unsigned>(l.block), 1, 1,
-                             static_cast<unsigned>(l.dynamicSharedBytes),
-                             stream, params.data(), nullptr),
-            "launching " + l.entry + " [" + kernel.spec.canonical() + "] for M = " +
-                std::to_string(M));
+    CUresult r = d.cuLaunchKernel(kernel.functions[li], static_cast<unsigned>(blocks),
+                                  1, 1, static_cast<unsigned>(l.block), 1, 1,
+                                  static_cast<unsigned>(l.dynamicSharedBytes),
+                                  stream, params, nullptr);
+    if (r != 0) // CUDA_SUCCESS; the message is built only on failure
+      d.check(r, "launching " + l.entry + " [" + kernel.spec.canonical() +
+                     "] for M = " + std::to_string(M));
   }
 }
 

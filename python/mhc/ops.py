@@ -27,7 +27,15 @@ def _streams(x, layout, name="x"):
 
 
 def _flat(t, M, *rest):
+    # Already [M, *rest] and contiguous (the common case): no torch calls,
+    # which cost about a microsecond each from Python. The op checks shapes.
+    if t.dim() == len(rest) + 1 and t.is_contiguous():
+        return t
     return t.reshape(M, *rest).contiguous()
+
+
+def _unflat(t, lead, *rest):
+    return t if len(lead) == 1 else t.reshape(*lead, *rest)
 
 
 def _streams_from_logits(N):
@@ -42,7 +50,7 @@ def project(x, phi, weight=None, *, layout="nc", tf32=False):
     lead, M, n, C = _streams(x, layout)
     h, ms = torch.ops.mhc.project(_flat(x, M, *x.shape[-2:]), phi.contiguous(),
                                   None if weight is None else weight.contiguous(), n, layout, bool(tf32))
-    return h.reshape(*lead, 2 * n + n * n), ms.reshape(lead)
+    return _unflat(h, lead, 2 * n + n * n), _unflat(ms, lead)
 
 
 def scale(h, ms, alpha, beta, *, norm_eps=1e-6, pre_eps=1e-6, post_mult=2.0):
@@ -51,7 +59,7 @@ def scale(h, ms, alpha, beta, *, norm_eps=1e-6, pre_eps=1e-6, post_mult=2.0):
     n, M = _streams_from_logits(N), math.prod(h.shape[:-1])
     pre, post, logits = torch.ops.mhc.scale(_flat(h, M, N), _flat(ms, M), alpha.contiguous(), beta.contiguous(),
                                             n, float(norm_eps), float(pre_eps), float(post_mult))
-    return pre.reshape(*lead, n), post.reshape(*lead, n), logits.reshape(*lead, n, n)
+    return _unflat(pre, lead, n), _unflat(post, lead, n), _unflat(logits, lead, n, n)
 
 
 def sinkhorn(logits, *, mode="softmax_eps", iters=20, eps=1e-6):
@@ -61,14 +69,14 @@ def sinkhorn(logits, *, mode="softmax_eps", iters=20, eps=1e-6):
         raise ValueError(f"argument 'logits' must be [..., n, n]; got {tuple(logits.shape)}")
     M = math.prod(logits.shape[:-2])
     P = torch.ops.mhc.sinkhorn(_flat(logits, M, n, n), n, mode, int(iters), float(eps))
-    return P.reshape(logits.shape)
+    return P if logits.dim() == 3 else P.reshape(logits.shape)
 
 
 def aggregate(x, pre, *, layout="nc"):
     """y = sum_i pre_i x_i, the block input (F_pre)."""
     lead, M, n, C = _streams(x, layout)
     y = torch.ops.mhc.aggregate(_flat(x, M, *x.shape[-2:]), _flat(pre, M, n), n, layout)
-    return y.reshape(*lead, C)
+    return _unflat(y, lead, C)
 
 
 def expand_combine(f, post, x, P, bias=None, *, layout="nc"):
@@ -76,7 +84,7 @@ def expand_combine(f, post, x, P, bias=None, *, layout="nc"):
     lead, M, n, C = _streams(x, layout)
     out = torch.ops.mhc.expand_combine(_flat(f, M, C), _flat(post, M, n), _flat(x, M, *x.shape[-2:]),
                                        _flat(P, M, n, n), None if bias is None else bias.contiguous(), n, layout)
-    return out.reshape(x.shape)
+    return out if x.dim() == 3 else out.reshape(x.shape)
 
 
 def pre(x, phi, alpha, beta, weight=None, *, layout="nc", tf32=False, norm_eps=1e-6, pre_eps=1e-6,

@@ -23,19 +23,62 @@ c10::OperatorHandle op(const char *name) {
   return c10::Dispatcher::singleton().findSchemaOrThrow(name, "");
 }
 
+// The forward ops' signatures and handles, looked up once.
+using ProjectSig = std::tuple<Tensor, Tensor>(const Tensor &, const Tensor &,
+                                              const OptTensor &, int64_t, Str, bool);
+using ScaleSig = std::tuple<Tensor, Tensor, Tensor>(const Tensor &, const Tensor &,
+                                                    const Tensor &, const Tensor &,
+                                                    int64_t, double, double, double);
+using SinkhornSig = Tensor(const Tensor &, int64_t, Str, int64_t, double);
+using AggregateSig = Tensor(const Tensor &, const Tensor &, int64_t, Str);
+using ExpandCombineSig = Tensor(const Tensor &, const Tensor &, const Tensor &,
+                                const Tensor &, const OptTensor &, int64_t, Str);
+
+const c10::TypedOperatorHandle<ProjectSig> &projectOp() {
+  static auto handle = op("mhc::project").typed<ProjectSig>();
+  return handle;
+}
+const c10::TypedOperatorHandle<ScaleSig> &scaleOp() {
+  static auto handle = op("mhc::scale").typed<ScaleSig>();
+  return handle;
+}
+const c10::TypedOperatorHandle<SinkhornSig> &sinkhornOp() {
+  static auto handle = op("mhc::sinkhorn").typed<SinkhornSig>();
+  return handle;
+}
+const c10::TypedOperatorHandle<AggregateSig> &aggregateOp() {
+  static auto handle = op("mhc::aggregate").typed<AggregateSig>();
+  return handle;
+}
+const c10::TypedOperatorHandle<ExpandCombineSig> &expandCombineOp() {
+  static auto handle = op("mhc::expand_combine").typed<ExpandCombineSig>();
+  return handle;
+}
+
 Tensor grad(const Tensor &g, const Tensor &like) {
   return g.defined() ? g.contiguous() : at::zeros_like(like);
 }
 
 OptTensor opt(const Tensor &t) { return t.defined() ? OptTensor(t) : std::nullopt; }
 
+/// True when this call records no graph: then the wrappers below go straight
+/// to the kernel (Function::apply builds a node and its saved state on every
+/// call, a few microseconds of host time).
+bool noGraph(std::initializer_list<const Tensor *> inputs) {
+  if (!at::GradMode::is_enabled())
+    return true;
+  for (const Tensor *t : inputs)
+    if (t->defined() && t->requires_grad())
+      return false;
+  return true;
+}
+
 struct Project : torch::autograd::Function<Project> {
   static variable_list forward(AutogradContext *ctx, Tensor x, Tensor phi,
                                OptTensor weight, int64_t n, std::string layout,
                                bool tf32) {
     at::AutoDispatchBelowADInplaceOrView guard;
-    static auto fwd = op("mhc::project").typed<std::tuple<Tensor, Tensor>(
-        const Tensor &, const Tensor &, const OptTensor &, int64_t, Str, bool)>();
+    const auto &fwd = projectOp();
     auto [h, ms] = fwd.call(x, phi, weight, n, layout, tf32);
     ctx->save_for_backward({x, phi, weight.value_or(Tensor())});
     ctx->saved_data["n"] = n;
@@ -66,9 +109,7 @@ struct Scale : torch::autograd::Function<Scale> {
                                Tensor alpha, Tensor beta, int64_t n,
                                double normEps, double preEps, double postMult) {
     at::AutoDispatchBelowADInplaceOrView guard;
-    static auto fwd = op("mhc::scale").typed<std::tuple<Tensor, Tensor, Tensor>(
-        const Tensor &, const Tensor &, const Tensor &, const Tensor &, int64_t,
-        double, double, double)>();
+    const auto &fwd = scaleOp();
     auto [pre, post, logits] = fwd.call(h, ms, alpha, beta, n, normEps, preEps, postMult);
     ctx->save_for_backward({h, ms, alpha, beta, pre, post, logits});
     ctx->saved_data["n"] = n;
@@ -93,7 +134,7 @@ struct Sinkhorn : torch::autograd::Function<Sinkhorn> {
   static Tensor forward(AutogradContext *ctx, Tensor logits, int64_t n,
                         std::string mode, int64_t iters, double eps) {
     at::AutoDispatchBelowADInplaceOrView guard;
-    static auto fwd = op("mhc::sinkhorn").typed<Tensor(const Tensor &, int64_t, Str, int64_t, double)>();
+    const auto &fwd = sinkhornOp();
     Tensor P = fwd.call(logits, n, mode, iters, eps);
     ctx->save_for_backward({logits});
     ctx->saved_data["n"] = n;
@@ -117,7 +158,7 @@ struct Aggregate : torch::autograd::Function<Aggregate> {
   static Tensor forward(AutogradContext *ctx, Tensor x, Tensor pre, int64_t n,
                         std::string layout) {
     at::AutoDispatchBelowADInplaceOrView guard;
-    static auto fwd = op("mhc::aggregate").typed<Tensor(const Tensor &, const Tensor &, int64_t, Str)>();
+    const auto &fwd = aggregateOp();
     Tensor y = fwd.call(x, pre, n, layout);
     ctx->save_for_backward({x, pre, y});
     ctx->saved_data["n"] = n;
@@ -138,9 +179,7 @@ struct ExpandCombine : torch::autograd::Function<ExpandCombine> {
   static Tensor forward(AutogradContext *ctx, Tensor f, Tensor post, Tensor x,
                         Tensor P, OptTensor bias, int64_t n, std::string layout) {
     at::AutoDispatchBelowADInplaceOrView guard;
-    static auto fwd = op("mhc::expand_combine").typed<Tensor(
-        const Tensor &, const Tensor &, const Tensor &, const Tensor &,
-        const OptTensor &, int64_t, Str)>();
+    const auto &fwd = expandCombineOp();
     Tensor out = fwd.call(f, post, x, P, bias, n, layout);
     ctx->save_for_backward({f, post, x, P, bias.value_or(Tensor())});
     ctx->saved_data["n"] = n;
@@ -162,6 +201,12 @@ struct ExpandCombine : torch::autograd::Function<ExpandCombine> {
 std::tuple<Tensor, Tensor> projectAutograd(const Tensor &x, const Tensor &phi,
                                            const OptTensor &weight, int64_t n,
                                            Str layout, bool tf32) {
+  const Tensor none;
+  if (noGraph({&x, &phi, weight ? &*weight : &none})) {
+    at::AutoDispatchBelowADInplaceOrView guard;
+    const auto &fwd = projectOp();
+    return fwd.call(x, phi, weight, n, layout, tf32);
+  }
   auto out = Project::apply(x, phi, weight, n, std::string(layout), tf32);
   return {out[0], out[1]};
 }
@@ -170,22 +215,43 @@ std::tuple<Tensor, Tensor, Tensor> scaleAutograd(const Tensor &h, const Tensor &
                                                  const Tensor &alpha, const Tensor &beta,
                                                  int64_t n, double normEps,
                                                  double preEps, double postMult) {
+  if (noGraph({&h, &ms, &alpha, &beta})) {
+    at::AutoDispatchBelowADInplaceOrView guard;
+    const auto &fwd = scaleOp();
+    return fwd.call(h, ms, alpha, beta, n, normEps, preEps, postMult);
+  }
   auto out = Scale::apply(h, ms, alpha, beta, n, normEps, preEps, postMult);
   return {out[0], out[1], out[2]};
 }
 
 Tensor sinkhornAutograd(const Tensor &logits, int64_t n, Str mode, int64_t iters,
                         double eps) {
+  if (noGraph({&logits})) {
+    at::AutoDispatchBelowADInplaceOrView guard;
+    const auto &fwd = sinkhornOp();
+    return fwd.call(logits, n, mode, iters, eps);
+  }
   return Sinkhorn::apply(logits, n, std::string(mode), iters, eps);
 }
 
 Tensor aggregateAutograd(const Tensor &x, const Tensor &pre, int64_t n, Str layout) {
+  if (noGraph({&x, &pre})) {
+    at::AutoDispatchBelowADInplaceOrView guard;
+    const auto &fwd = aggregateOp();
+    return fwd.call(x, pre, n, layout);
+  }
   return Aggregate::apply(x, pre, n, std::string(layout));
 }
 
 Tensor expandCombineAutograd(const Tensor &f, const Tensor &post, const Tensor &x,
                              const Tensor &P, const OptTensor &bias, int64_t n,
                              Str layout) {
+  const Tensor none;
+  if (noGraph({&f, &post, &x, &P, bias ? &*bias : &none})) {
+    at::AutoDispatchBelowADInplaceOrView guard;
+    const auto &fwd = expandCombineOp();
+    return fwd.call(f, post, x, P, bias, n, layout);
+  }
   return ExpandCombine::apply(f, post, x, P, bias, n, std::string(layout));
 }
 

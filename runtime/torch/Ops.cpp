@@ -163,6 +163,16 @@ bool env(const char *name) {
   return v && std::string(v) == "1";
 }
 
+// Read once per process (getenv scans the environment on every call).
+bool forceReference() {
+  static const bool on = env("MHC_FORCE_REFERENCE");
+  return on;
+}
+bool logging() {
+  static const bool on = env("MHC_LOG");
+  return on;
+}
+
 void warnOnce(const std::string &message) {
   static std::mutex mutex;
   static std::set<std::string> warned;
@@ -195,7 +205,7 @@ const mhc::rt::LoadedKernel *select(const char *op, mhc::KernelSpec spec,
                                     int64_t M) {
   std::string reason;
   const Tensor &first = **inputs.begin();
-  if (env("MHC_FORCE_REFERENCE"))
+  if (forceReference())
     reason = "MHC_FORCE_REFERENCE=1";
   else if (M == 0) {
     ++mhc::stats::referenceCalls;
@@ -227,7 +237,7 @@ const mhc::rt::LoadedKernel *select(const char *op, mhc::KernelSpec spec,
   }
   if (kernel) {
     ++mhc::stats::kernelCalls;
-    if (env("MHC_LOG")) {
+    if (logging()) {
       static std::mutex mutex;
       static std::set<std::string> seen;
       std::lock_guard<std::mutex> lock(mutex);
@@ -250,8 +260,8 @@ void launch(const mhc::rt::LoadedKernel &kernel, int64_t M,
             const Tensor &like) {
   const mhc::Manifest &m = kernel.manifest;
   int64_t S = mhc::rt::Runtime::split(kernel, M);
-  std::vector<void *> buffers(m.buffers.size(), nullptr);
-  std::vector<Tensor> workspaces;
+  c10::SmallVector<void *, 16> buffers(m.buffers.size(), nullptr);
+  c10::SmallVector<Tensor, 4> workspaces;
   for (size_t i = 0; i < m.buffers.size(); ++i) {
     const mhc::BufferDesc &b = m.buffers[i];
     int64_t elems = b.elems.at(M, S);
@@ -278,7 +288,7 @@ void launch(const mhc::rt::LoadedKernel &kernel, int64_t M,
   c10::cuda::CUDAGuard guard(like.device());
   auto stream = at::cuda::getCurrentCUDAStream(like.get_device()).stream();
   try {
-    mhc::rt::Runtime::get().launch(kernel, M, buffers,
+    mhc::rt::Runtime::get().launch(kernel, M, buffers.data(), buffers.size(),
                                    reinterpret_cast<mhc::rt::CUstream>(stream));
   } catch (const mhc::rt::Error &e) {
     TORCH_CHECK(false, e.what());

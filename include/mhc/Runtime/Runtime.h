@@ -40,8 +40,8 @@ public:
   /// Launches every launch of `kernel` for M tokens. `buffers[i]` is the
   /// device address of manifest buffer i (inputs, outputs and workspaces,
   /// sized by their extents at M and split()), 16-byte aligned.
-  void launch(const LoadedKernel &kernel, int64_t M,
-              const std::vector<void *> &buffers, CUstream stream);
+  void launch(const LoadedKernel &kernel, int64_t M, void *const *buffers,
+              size_t count, CUstream stream);
 
   /// The split count the kernel uses for M tokens.
   static int64_t split(const LoadedKernel &kernel, int64_t M) {

@@ -1,0 +1,55 @@
+"""Device time of each mhc kernel, apart from host overhead: runs each op's
+forward and backward under torch.profiler and prints the CUDA time per kernel
+(median over the calls). For the GPU machine:
+
+    python3 bench/kernel_times.py [--shape n,M,C] [--ops project,...]
+"""
+
+import argparse
+import collections
+import statistics
+
+import torch
+from torch.profiler import ProfilerActivity, profile
+
+import bench
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--shape", default="4,32768,7168", metavar="n,M,C")
+    ap.add_argument("--ops", default="project,scale,sinkhorn,aggregate,expand_combine")
+    ap.add_argument("--calls", type=int, default=10)
+    a = ap.parse_args()
+    n, M, C = (int(v) for v in a.shape.split(","))
+    impl = bench.mhc_ops()
+    s = bench.make_set(M, n, C)
+    print(f"{torch.cuda.get_device_name()}, n={n} M={M} C={C}, bf16, TE conventions; median of {a.calls} calls")
+    for op in a.ops.split(","):
+        args = [t.detach().requires_grad_() if isinstance(t, torch.Tensor) and t.is_floating_point() else t
+                for t in bench.args_of(op, s, n)]
+        leaves = [t for t in args if isinstance(t, torch.Tensor) and t.requires_grad]
+
+        def step():
+            out = impl[op](*args)
+            outs = [o for o in (out if isinstance(out, (tuple, list)) else (out,)) if o.requires_grad]
+            torch.autograd.grad(outs, leaves, bench.grads_like(outs))
+
+        for _ in range(3):
+            step()
+        torch.cuda.synchronize()
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            for _ in range(a.calls):
+                step()
+            torch.cuda.synchronize()
+        times = collections.defaultdict(list)
+        for e in prof.events():
+            if e.device_type == torch.autograd.DeviceType.CUDA:
+                times[e.name].append(e.device_time_total if hasattr(e, "device_time_total") else e.cuda_time_total)
+        for name, ts in sorted(times.items(), key=lambda kv: -statistics.median(kv[1])):
+            short = name if len(name) < 70 else name[:67] + "..."
+            print(f"  {op:15s} {short:70s} {statistics.median(ts):9.1f} us  x{len(ts) // a.calls}")
+
+
+if __name__ == "__main__":
+    main()
