@@ -91,6 +91,8 @@ Value KernelBuilder::andi(Value a, Value c) {
 
 Value KernelBuilder::exp(Value a) { return math::ExpOp::create(b, loc, a); }
 Value KernelBuilder::log(Value a) { return math::LogOp::create(b, loc, a); }
+Value KernelBuilder::exp2(Value a) { return math::Exp2Op::create(b, loc, a); }
+Value KernelBuilder::log2(Value a) { return math::Log2Op::create(b, loc, a); }
 Value KernelBuilder::sqrt(Value a) { return math::SqrtOp::create(b, loc, a); }
 Value KernelBuilder::sigmoid(Value a) {
   Value one = constLike(a, 1.0);

@@ -100,17 +100,21 @@ static LogicalResult buildForward(KernelContext &ctx) {
   int64_t N = ctx.N(), K = ctx.K();
   // Chunk = 8s columns, s k-steps: the largest s in {8, 4, 2, 1} with
   // K % 8s == 0 (unsupportedReason guarantees K % 8 == 0).
-  int64_t s = 8;
+  bool precise = !spec.tf32;
+  // With tf32, x is loaded one chunk ahead (software pipelining); precise
+  // mode has no registers to spare for that and takes wider chunks instead.
+  bool prefetch = !precise;
+  int64_t s = prefetch ? 4 : 8;
   while (K % (8 * s) != 0)
     s /= 2;
   int64_t nTiles = (N + 7) / 8;
-  bool precise = !spec.tf32;
   // Registers per lane: accumulators (twice in precise mode), the B values
   // of a chunk and the x values. Large n (many n-tiles) takes one m-tile per
   // warp and narrower chunks.
   int64_t mTiles = 2;
   auto regs = [&](int64_t mt, int64_t ss) {
-    return mt * nTiles * 4 * (precise ? 2 : 1) + nTiles * 2 * ss + mt * 4 * ss;
+    return mt * nTiles * 4 * (precise ? 2 : 1) + nTiles * 2 * ss +
+           (prefetch ? 2 : 1) * mt * 4 * ss;
   };
   if (regs(mTiles, 1) > 160)
     mTiles = 1;
@@ -136,8 +140,11 @@ static LogicalResult buildForward(KernelContext &ctx) {
     l.param("x").param("phi");
     if (spec.hasWeight)
       l.param("weight");
+    // Four blocks per SM where the registers allow it without spills (tf32,
+    // n <= 4): with the split rule's grid that is about one wave.
     l.param("partials").param("M").param("S").block(threads)
-        .grid({tokensPerBlock, 0, /*timesSplit=*/true});
+        .grid({tokensPerBlock, 0, /*timesSplit=*/true})
+        .minBlocksPerSM(!precise && nTiles <= 3 ? 4 : 0);
     KernelBuilder kb = ctx.begin(l);
     Value M = l.tokens(), S = l.splits();
     Value tid = kb.threadId(), bid = kb.blockId();
@@ -178,9 +185,32 @@ static LogicalResult buildForward(KernelContext &ctx) {
       init.push_back(zeroAcc);
     for (int64_t i = 0; i < mTiles * 2; ++i)
       init.push_back(zero);
+    // x of a chunk, loaded one chunk ahead (software pipelining): raw
+    // 16-byte pieces per (m-tile, row half); addresses are clamped rows.
+    int64_t piece = std::min<int64_t>(2 * s, 16 / ::mhc::byteWidth(spec.act));
+    auto loadX = [&](Value c) {
+      Value k0 = kb.add(kb.mul(c, kb.idx(chunkK)), kb.mul(t, kb.idx(2 * s)));
+      SmallVector<Value> raw;
+      for (int64_t mt = 0; mt < mTiles; ++mt)
+        for (int h = 0; h < 2; ++h)
+          for (int64_t e = 0; e < 2 * s; e += piece)
+            raw.push_back(kb.vload(l.arg("x"), kb.add(rowOff[mt][h], kb.add(k0, kb.idx(e))), piece));
+      return raw;
+    };
+    int64_t nIter = init.size();
+    if (prefetch) {
+      SmallVector<Value> firstX = loadX(cBegin);
+      init.append(firstX.begin(), firstX.end());
+    }
     SmallVector<Value> result = kb.loop(
         cBegin, cEnd, kb.idx(1), init, [&](Value c, ValueRange it) {
-          SmallVector<Value> next(it.begin(), it.end());
+          SmallVector<Value> next(it.begin(), it.begin() + nIter);
+          SmallVector<Value> rawX(it.begin() + nIter, it.end()), ahead;
+          if (prefetch)
+            ahead = loadX(kb.min(kb.add(c, kb.idx(1)), kb.sub(cEnd, kb.idx(1))));
+          else
+            rawX = loadX(c);
+          const Value *xNext = rawX.data();
           Value k0 = kb.add(kb.mul(c, kb.idx(chunkK)), kb.mul(t, kb.idx(2 * s)));
           // B: phi * weight at this lane's 2s columns, per n-tile.
           SmallVector<Value> w;
@@ -207,7 +237,11 @@ static LogicalResult buildForward(KernelContext &ctx) {
           for (int64_t mt = 0; mt < mTiles; ++mt) {
             std::array<SmallVector<Value>, 2> xv;
             for (int h = 0; h < 2; ++h) {
-              xv[h] = loadRun(kb, l.arg("x"), kb.add(rowOff[mt][h], k0), 2 * s);
+              for (int64_t e = 0; e < 2 * s; e += piece) {
+                Value v = kb.toF32(*xNext++);
+                for (int64_t i = 0; i < piece; ++i)
+                  xv[h].push_back(kb.extract(v, i));
+              }
               Value &ms = next[mTiles * nTiles + mt * 2 + h];
               for (Value v : xv[h])
                 ms = kb.fma(v, v, ms);
@@ -246,6 +280,7 @@ static LogicalResult buildForward(KernelContext &ctx) {
           if (precise)
             for (int64_t i = 0; i < mTiles * nTiles; ++i)
               next[i] = kb.add(total[i], next[i]);
+          next.append(ahead.begin(), ahead.end());
           return next;
         });
 
@@ -438,32 +473,66 @@ static LogicalResult buildBackward(KernelContext &ctx) {
     SmallVector<Value> init(nAcc, zeroAcc);
     init.append(laneCols, zero);
 
-    auto stepBody = [&](Value step, SmallVector<Value> &acc) {
+    // One step's global loads, issued a step ahead (software pipelining:
+    // the next step's loads are in flight while this step computes). Raw
+    // values: x's runs for tokens 2t and 2t + 1 (16-byte pieces), the
+    // lane's share of the step's gh rows [8, N] (contiguous in gh; one
+    // coalesced load), and gms of the two tokens. Every address is clamped,
+    // so any step index is safe to load.
+    int64_t actBytes = ::mhc::byteWidth(spec.act);
+    int64_t piece = std::min<int64_t>(laneCols, 16 / actBytes);
+    int64_t ghLoads = (8 * N + 31) / 32;
+    Value ghEnd = kb.mul(M, kb.idx(N));
+    auto loadStep = [&](Value step) {
+      Value m0 = kb.mul(step, kb.idx(8));
+      SmallVector<Value> raw;
+      for (int u = 0; u < 2; ++u) {
+        Value tok = kb.add(m0, kb.add(kb.mul(t, kb.idx(2)), kb.idx(u)));
+        Value off = kb.add(kb.mul(kb.min(tok, lastRow), kb.idx(K)), col0);
+        for (int64_t e = 0; e < laneCols; e += piece)
+          raw.push_back(kb.vload(l.arg("x"), kb.add(off, kb.idx(e)), piece));
+      }
+      for (int64_t i = 0; i < ghLoads; ++i) {
+        Value src = kb.add(kb.mul(m0, kb.idx(N)), kb.add(lane, kb.idx(32 * i)));
+        raw.push_back(kb.load(l.arg("gh"), kb.select(kb.lt(src, ghEnd), src, kb.idx(0))));
+      }
+      for (int u = 0; u < 2; ++u) {
+        Value tok = kb.add(m0, kb.add(kb.mul(t, kb.idx(2)), kb.idx(u)));
+        raw.push_back(kb.load(l.arg("gms"), kb.min(tok, lastRow)));
+      }
+      return raw;
+    };
+    int64_t rawCount = 2 * (laneCols / piece) + ghLoads + 2;
+
+    auto stepBody = [&](Value step, SmallVector<Value> &acc, ArrayRef<Value> raw) {
       Value m0 = kb.mul(step, kb.idx(8));
       // Tokens 2t + u (x, gx, gphi's B) and g (D's B).
       std::array<Value, 2> tok, tokOk;
       std::array<SmallVector<Value>, 2> xa;
       std::array<Value, 2> gms;
+      const Value *next = raw.data();
       for (int u = 0; u < 2; ++u) {
         tok[u] = kb.add(m0, kb.add(kb.mul(t, kb.idx(2)), kb.idx(u)));
         tokOk[u] = kb.lt(tok[u], M);
-        Value row = kb.min(tok[u], lastRow);
-        for (Value v : loadRun(kb, l.arg("x"), kb.add(kb.mul(row, kb.idx(K)), col0),
-                               laneCols))
-          xa[u].push_back(kb.select(tokOk[u], v, zero));
-        gms[u] = kb.mul(kb.load(l.arg("gms"), row), twoOverK);
+        for (int64_t e = 0; e < laneCols; e += piece) {
+          Value v = kb.toF32(*next++);
+          for (int64_t i = 0; i < piece; ++i)
+            xa[u].push_back(kb.select(tokOk[u], kb.extract(v, i), zero));
+        }
       }
-      // The step's gh rows [8, N] (contiguous in gh), one coalesced load,
-      // into the warp's slice of shared memory; out-of-range tokens stage
-      // zeros. (Row stride N: at most 2-way bank conflicts for n = 4.)
+      const Value *ghRaw = next;
+      for (int u = 0; u < 2; ++u)
+        gms[u] = kb.mul(ghRaw[ghLoads + u], twoOverK);
+      // The step's gh rows into the warp's slice of shared memory;
+      // out-of-range tokens stage zeros. (Row stride N: at most 2-way bank
+      // conflicts for n = 4.)
       Value ghBase = kb.mul(warp, kb.idx(ghSlot));
-      Value ghEnd = kb.mul(M, kb.idx(N));
-      for (int64_t i = 0; i < (8 * N + 31) / 32; ++i) {
+      for (int64_t i = 0; i < ghLoads; ++i) {
         Value p = kb.add(lane, kb.idx(32 * i));
-        Value src = kb.add(kb.mul(m0, kb.idx(N)), p);
-        Value ok = kb.lt(src, ghEnd);
-        Value v = kb.load(l.arg("gh"), kb.select(ok, src, kb.idx(0)));
-        auto put = [&] { kb.store(kb.select(ok, v, zero), ghSmem, kb.add(ghBase, p)); };
+        Value ok = kb.lt(kb.add(kb.mul(m0, kb.idx(N)), p), ghEnd);
+        auto put = [&] {
+          kb.store(kb.select(ok, ghRaw[i], zero), ghSmem, kb.add(ghBase, p));
+        };
         if (32 * i + 32 <= 8 * N)
           put();
         else
@@ -547,22 +616,34 @@ static LogicalResult buildBackward(KernelContext &ctx) {
     // gphi's mma accumulators restart every run and are added into fp32
     // totals, so the tensor core's truncating accumulation never spans more
     // than 64 tokens. With tf32 (bound 2e-3) one level is enough.
+    // Iteration values: the sums, then the raw loads of the step at hand.
+    int64_t nSums = nAcc + laneCols;
     auto steps1 = [&](Value lb, Value ub, ValueRange start) {
       return kb.loop(lb, ub, kb.idx(1), start, [&](Value step, ValueRange it) {
-        SmallVector<Value> next(it.begin(), it.end());
-        stepBody(step, next);
-        return next;
+        SmallVector<Value> sums(it.begin(), it.begin() + nSums);
+        SmallVector<Value> ahead =
+            loadStep(kb.min(kb.add(step, kb.idx(1)), kb.sub(sEnd, kb.idx(1))));
+        SmallVector<Value> cur(it.begin() + nSums, it.end());
+        stepBody(step, sums, cur);
+        sums.append(ahead.begin(), ahead.end());
+        return sums;
       });
     };
+    SmallVector<Value> first = loadStep(sBegin);
+    assert(static_cast<int64_t>(first.size()) == rawCount);
+    (void)rawCount;
+    init.append(first.begin(), first.end());
     SmallVector<Value> total;
     if (!precise) {
       total = steps1(sBegin, sEnd, init);
     } else {
       total = kb.loop(
           sBegin, sEnd, kb.idx(run), init, [&](Value s0, ValueRange outer) {
+            SmallVector<Value> start(init.begin(), init.begin() + nSums);
+            start.append(outer.begin() + nSums, outer.end());
             SmallVector<Value> sums =
-                steps1(s0, kb.min(kb.add(s0, kb.idx(run)), sEnd), init);
-            for (int64_t i = 0; i < nAcc + laneCols; ++i)
+                steps1(s0, kb.min(kb.add(s0, kb.idx(run)), sEnd), start);
+            for (int64_t i = 0; i < nSums; ++i)
               sums[i] = kb.add(outer[i], sums[i]);
             return sums;
           });

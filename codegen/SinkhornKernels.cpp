@@ -5,7 +5,8 @@
 // kernel and the per-iteration vectors it needs (log mode: the potentials
 // f^t, g^t; softmax_eps mode: the row and column sums) are kept in shared
 // memory, thread-minor so the accesses are conflict-free. softmax_eps steps
-// are undone by multiplying back by (sum + eps).
+// are undone by multiplying back by (sum + eps). The log mode runs in base 2
+// (ex2/lg2 instructions; see negLog2SumExp2).
 //
 //===----------------------------------------------------------------------===//
 
@@ -19,15 +20,27 @@ using ::mhc::SinkhornMode;
 
 namespace {
 
-/// -logsumexp of `v`, max-shifted.
-Value negLogSumExp(KernelBuilder &kb, ArrayRef<Value> v) {
+/// -log2(sum_k 2^v_k), max-shifted. The log mode runs in base 2 (logits
+/// scaled by log2(e) once): potentials are log2(e) times SPEC.md's, the
+/// plans exp(L + f + g) = 2^(L2 + f2 + g2) are the same numbers, and each
+/// exp/log is one ex2/lg2 instruction instead of a range-reduced libdevice
+/// call (the kernel is issue-bound: 20 iterations x 2n^2 exponentials).
+Value negLog2SumExp2(KernelBuilder &kb, ArrayRef<Value> v) {
   Value mx = v[0];
   for (size_t k = 1; k < v.size(); ++k)
     mx = kb.max(mx, v[k]);
-  Value sum = kb.exp(kb.sub(v[0], mx));
+  Value sum = kb.exp2(kb.sub(v[0], mx));
   for (size_t k = 1; k < v.size(); ++k)
-    sum = kb.add(sum, kb.exp(kb.sub(v[k], mx)));
-  return kb.neg(kb.add(mx, kb.log(sum)));
+    sum = kb.add(sum, kb.exp2(kb.sub(v[k], mx)));
+  return kb.neg(kb.add(mx, kb.log2(sum)));
+}
+
+/// L * log2(e): the log mode's logits in base 2.
+SmallVector<Value> toBase2(KernelBuilder &kb, ArrayRef<Value> L) {
+  SmallVector<Value> out;
+  for (Value v : L)
+    out.push_back(kb.mul(v, kb.f32(1.4426950408889634)));
+  return out;
 }
 
 struct Sinkhorn {
@@ -37,14 +50,14 @@ struct Sinkhorn {
 
   Value at(ArrayRef<Value> P, int64_t i, int64_t j) { return P[i * n + j]; }
 
-  /// f_i = -LSE_j(L_ij + g_j).
+  /// f_i = -LSE_j(L_ij + g_j) (base 2: L, f, g scaled by log2(e)).
   SmallVector<Value> rowPotential(ArrayRef<Value> L, ArrayRef<Value> g) {
     SmallVector<Value> f;
     for (int64_t i = 0; i < n; ++i) {
       SmallVector<Value> v;
       for (int64_t j = 0; j < n; ++j)
         v.push_back(kb.add(L[i * n + j], g[j]));
-      f.push_back(negLogSumExp(kb, v));
+      f.push_back(negLog2SumExp2(kb, v));
     }
     return f;
   }
@@ -55,17 +68,17 @@ struct Sinkhorn {
       SmallVector<Value> v;
       for (int64_t i = 0; i < n; ++i)
         v.push_back(kb.add(L[i * n + j], f[i]));
-      g.push_back(negLogSumExp(kb, v));
+      g.push_back(negLog2SumExp2(kb, v));
     }
     return g;
   }
-  /// exp(L_ij + f_i + g_j).
+  /// exp(L_ij + f_i + g_j), from the base-2 values.
   SmallVector<Value> plan(ArrayRef<Value> L, ArrayRef<Value> f,
                           ArrayRef<Value> g) {
     SmallVector<Value> P;
     for (int64_t i = 0; i < n; ++i)
       for (int64_t j = 0; j < n; ++j)
-        P.push_back(kb.exp(kb.add(kb.add(L[i * n + j], f[i]), g[j])));
+        P.push_back(kb.exp2(kb.add(kb.add(L[i * n + j], f[i]), g[j])));
     return P;
   }
 
@@ -79,13 +92,18 @@ struct Sinkhorn {
     }
     return s;
   }
-  /// P / (sum + eps) along rows or columns, given the sums.
+  /// P / (sum + eps) along rows or columns, given the sums: n divisions
+  /// and n^2 multiplications (a correctly rounded division is ~10
+  /// instructions; x * (1/d) is within 1.5 ulp of x / d).
   SmallVector<Value> normalize(ArrayRef<Value> P, ArrayRef<Value> s,
                                bool rows) {
+    SmallVector<Value> inv;
+    for (int64_t a = 0; a < n; ++a)
+      inv.push_back(kb.div(kb.f32(1.0), kb.add(s[a], kb.f32(eps))));
     SmallVector<Value> out;
     for (int64_t i = 0; i < n; ++i)
       for (int64_t j = 0; j < n; ++j)
-        out.push_back(kb.div(P[i * n + j], kb.add(s[rows ? i : j], kb.f32(eps))));
+        out.push_back(kb.mul(P[i * n + j], inv[rows ? i : j]));
     return out;
   }
   /// softmax_j(L) + eps.
@@ -107,8 +125,9 @@ struct Sinkhorn {
       Value sum = e[0];
       for (int64_t j = 1; j < n; ++j)
         sum = kb.add(sum, e[j]);
+      Value inv = kb.div(kb.f32(1.0), sum);
       for (int64_t j = 0; j < n; ++j)
-        out.push_back(kb.div(e[j], sum));
+        out.push_back(kb.mul(e[j], inv));
     }
     return out;
   }
@@ -146,7 +165,9 @@ static LogicalResult buildForward(KernelContext &ctx) {
   int64_t n = ctx.n(), T = ctx.spec.iters;
   ctx.buffer("logits", DType::F32, BufferRole::Input, {n * n, 0});
   ctx.buffer("P", DType::F32, BufferRole::Output, {n * n, 0});
-  const int threads = 128;
+  // One token per thread: M = 32768 is only 1024 warps, so small blocks
+  // spread them over every SM.
+  const int threads = 64;
   LaunchBuilder &l = ctx.launch("main");
   l.param("logits").param("P").param("M").block(threads).grid({threads, 0});
   KernelBuilder kb = ctx.begin(l);
@@ -156,6 +177,7 @@ static LogicalResult buildForward(KernelContext &ctx) {
     SmallVector<Value> L = loadMatrix(kb, l.arg("logits"), m, n);
     SmallVector<Value> P;
     if (ctx.spec.mode == SinkhornMode::Log) {
+      L = toBase2(kb, L);
       SmallVector<Value> zero(n, kb.f32(0.0));
       SmallVector<Value> fg = kb.loop(
           kb.idx(0), kb.idx(T), kb.idx(1), concat(zero, zero),
@@ -190,7 +212,7 @@ static LogicalResult buildBackward(KernelContext &ctx) {
   // As many threads as the history leaves room for in 48 KiB (checked by
   // unsupportedReason), at most 128.
   int64_t fit = (48 * 1024) / (hist * 4);
-  const int threads = static_cast<int>(std::min<int64_t>(128, (fit / 32) * 32));
+  const int threads = static_cast<int>(std::min<int64_t>(64, (fit / 32) * 32));
   LaunchBuilder &l = ctx.launch("main");
   l.param("gP").param("logits").param("glogits").param("M").block(threads)
       .grid({threads, 0}).sharedF32(threads * hist);
@@ -216,6 +238,8 @@ static LogicalResult buildBackward(KernelContext &ctx) {
     SmallVector<Value> gP = loadMatrix(kb, l.arg("gP"), m, n);
     SmallVector<Value> gL;
     if (ctx.spec.mode == SinkhornMode::Log) {
+      // Base 2 (see negLog2SumExp2): the plans below are SPEC.md's.
+      L = toBase2(kb, L);
       // Forward, saving f^t, g^t at history[(t-1)*2n ...].
       SmallVector<Value> zero(n, kb.f32(0.0));
       SmallVector<Value> fg = kb.loop(
@@ -302,18 +326,21 @@ static LogicalResult buildBackward(KernelContext &ctx) {
       // along the normalised axis, then x = y * (s + eps).
       auto back = [&](SmallVector<Value> &Y, SmallVector<Value> &Gy,
                       ArrayRef<Value> s, bool rows) {
-        SmallVector<Value> dot(n, kb.f32(0.0));
+        SmallVector<Value> dot(n, kb.f32(0.0)), den, inv;
         for (int64_t i = 0; i < n; ++i)
           for (int64_t j = 0; j < n; ++j) {
             int64_t a = rows ? i : j;
             dot[a] = kb.fma(Gy[i * n + j], Y[i * n + j], dot[a]);
           }
+        for (int64_t a = 0; a < n; ++a) {
+          den.push_back(kb.add(s[a], kb.f32(ctx.spec.eps)));
+          inv.push_back(kb.div(kb.f32(1.0), den.back()));
+        }
         for (int64_t i = 0; i < n; ++i)
           for (int64_t j = 0; j < n; ++j) {
             int64_t a = rows ? i : j;
-            Value den = kb.add(s[a], kb.f32(ctx.spec.eps));
-            Gy[i * n + j] = kb.div(kb.sub(Gy[i * n + j], dot[a]), den);
-            Y[i * n + j] = kb.mul(Y[i * n + j], den);
+            Gy[i * n + j] = kb.mul(kb.sub(Gy[i * n + j], dot[a]), inv[a]);
+            Y[i * n + j] = kb.mul(Y[i * n + j], den[a]);
           }
       };
       SmallVector<Value> init = concat(P, gP);

@@ -30,8 +30,8 @@
 // BWD: gpu.func @mhc_project_bwd_n4_{{.*}}_partials_final(
 // BWD-NOT: atomic
 
-// PTX: mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32
-// PTX: ld.global.nc.v4.b32
+// PTX-DAG: mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32
+// PTX-DAG: ld.global.nc.v4.b32
 // PTX-NOT: atom.
 
 // BWDPTX: .entry mhc_project_bwd_n4_{{.*}}_main(
