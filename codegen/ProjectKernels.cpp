@@ -100,21 +100,17 @@ static LogicalResult buildForward(KernelContext &ctx) {
   int64_t N = ctx.N(), K = ctx.K();
   // Chunk = 8s columns, s k-steps: the largest s in {8, 4, 2, 1} with
   // K % 8s == 0 (unsupportedReason guarantees K % 8 == 0).
-  bool precise = !spec.tf32;
-  // With tf32, x is loaded one chunk ahead (software pipelining); precise
-  // mode has no registers to spare for that and takes wider chunks instead.
-  bool prefetch = !precise;
-  int64_t s = prefetch ? 4 : 8;
+  int64_t s = 8;
   while (K % (8 * s) != 0)
     s /= 2;
   int64_t nTiles = (N + 7) / 8;
+  bool precise = !spec.tf32;
   // Registers per lane: accumulators (twice in precise mode), the B values
   // of a chunk and the x values. Large n (many n-tiles) takes one m-tile per
   // warp and narrower chunks.
   int64_t mTiles = 2;
   auto regs = [&](int64_t mt, int64_t ss) {
-    return mt * nTiles * 4 * (precise ? 2 : 1) + nTiles * 2 * ss +
-           (prefetch ? 2 : 1) * mt * 4 * ss;
+    return mt * nTiles * 4 * (precise ? 2 : 1) + nTiles * 2 * ss + mt * 4 * ss;
   };
   if (regs(mTiles, 1) > 160)
     mTiles = 1;
@@ -140,11 +136,8 @@ static LogicalResult buildForward(KernelContext &ctx) {
     l.param("x").param("phi");
     if (spec.hasWeight)
       l.param("weight");
-    // Four blocks per SM where the registers allow it without spills (tf32,
-    // n <= 4): with the split rule's grid that is about one wave.
     l.param("partials").param("M").param("S").block(threads)
-        .grid({tokensPerBlock, 0, /*timesSplit=*/true})
-        .minBlocksPerSM(!precise && nTiles <= 3 ? 4 : 0);
+        .grid({tokensPerBlock, 0, /*timesSplit=*/true});
     KernelBuilder kb = ctx.begin(l);
     Value M = l.tokens(), S = l.splits();
     Value tid = kb.threadId(), bid = kb.blockId();
@@ -185,32 +178,9 @@ static LogicalResult buildForward(KernelContext &ctx) {
       init.push_back(zeroAcc);
     for (int64_t i = 0; i < mTiles * 2; ++i)
       init.push_back(zero);
-    // x of a chunk, loaded one chunk ahead (software pipelining): raw
-    // 16-byte pieces per (m-tile, row half); addresses are clamped rows.
-    int64_t piece = std::min<int64_t>(2 * s, 16 / ::mhc::byteWidth(spec.act));
-    auto loadX = [&](Value c) {
-      Value k0 = kb.add(kb.mul(c, kb.idx(chunkK)), kb.mul(t, kb.idx(2 * s)));
-      SmallVector<Value> raw;
-      for (int64_t mt = 0; mt < mTiles; ++mt)
-        for (int h = 0; h < 2; ++h)
-          for (int64_t e = 0; e < 2 * s; e += piece)
-            raw.push_back(kb.vload(l.arg("x"), kb.add(rowOff[mt][h], kb.add(k0, kb.idx(e))), piece));
-      return raw;
-    };
-    int64_t nIter = init.size();
-    if (prefetch) {
-      SmallVector<Value> firstX = loadX(cBegin);
-      init.append(firstX.begin(), firstX.end());
-    }
     SmallVector<Value> result = kb.loop(
         cBegin, cEnd, kb.idx(1), init, [&](Value c, ValueRange it) {
-          SmallVector<Value> next(it.begin(), it.begin() + nIter);
-          SmallVector<Value> rawX(it.begin() + nIter, it.end()), ahead;
-          if (prefetch)
-            ahead = loadX(kb.min(kb.add(c, kb.idx(1)), kb.sub(cEnd, kb.idx(1))));
-          else
-            rawX = loadX(c);
-          const Value *xNext = rawX.data();
+          SmallVector<Value> next(it.begin(), it.end());
           Value k0 = kb.add(kb.mul(c, kb.idx(chunkK)), kb.mul(t, kb.idx(2 * s)));
           // B: phi * weight at this lane's 2s columns, per n-tile.
           SmallVector<Value> w;
@@ -237,11 +207,7 @@ static LogicalResult buildForward(KernelContext &ctx) {
           for (int64_t mt = 0; mt < mTiles; ++mt) {
             std::array<SmallVector<Value>, 2> xv;
             for (int h = 0; h < 2; ++h) {
-              for (int64_t e = 0; e < 2 * s; e += piece) {
-                Value v = kb.toF32(*xNext++);
-                for (int64_t i = 0; i < piece; ++i)
-                  xv[h].push_back(kb.extract(v, i));
-              }
+              xv[h] = loadRun(kb, l.arg("x"), kb.add(rowOff[mt][h], k0), 2 * s);
               Value &ms = next[mTiles * nTiles + mt * 2 + h];
               for (Value v : xv[h])
                 ms = kb.fma(v, v, ms);
@@ -280,7 +246,6 @@ static LogicalResult buildForward(KernelContext &ctx) {
           if (precise)
             for (int64_t i = 0; i < mTiles * nTiles; ++i)
               next[i] = kb.add(total[i], next[i]);
-          next.append(ahead.begin(), ahead.end());
           return next;
         });
 

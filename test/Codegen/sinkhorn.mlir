@@ -1,6 +1,7 @@
 // Kernels of mhc.sinkhorn: one thread per token, T iterations as an scf.for
 // over the n x n matrix in registers; the backward keeps the iteration
-// history in shared memory and walks it in reverse.
+// history in shared memory and walks it in reverse. The log mode runs in
+// base 2: logits scaled by log2(e), math.exp2 and lg2.approx.
 // RUN: mhc-compile --spec 'sinkhorn.fwd;n=4;mode=log;iters=20;arch=sm_90a' --print-ir | FileCheck %s --check-prefix=LOG
 // RUN: mhc-compile --spec 'sinkhorn.fwd;n=3;mode=softmax_eps;iters=10;eps=9.99999975e-06;arch=sm_90a' --print-ir | FileCheck %s --check-prefix=SOFT
 // RUN: mhc-compile --spec 'sinkhorn.bwd;n=4;mode=log;iters=20;arch=sm_90a' --print-ir | FileCheck %s --check-prefix=BWD
@@ -8,9 +9,11 @@
 
 // LOG: gpu.func @mhc_sinkhorn_fwd_n4_{{.*}}_main(%{{.*}}: memref<?xf32>, %{{.*}}: memref<?xf32>, %{{.*}}: i64)
 // LOG-DAG: arith.constant 20 : index
+// LOG: arith.constant 1.44269502 : f32
 // LOG: scf.for %{{.*}} = %{{.*}} to %c20 step %c1 iter_args(
-// LOG: math.log
-// LOG: math.exp
+// LOG: math.exp2
+// LOG: llvm.call_intrinsic "llvm.nvvm.lg2.approx.f"
+// LOG-NOT: math.log
 
 // SOFT: arith.constant 9.99999974E-6 : f32
 // SOFT: scf.for %{{.*}} = %c1 to %c10 step %c1 iter_args(

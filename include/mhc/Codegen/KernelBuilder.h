@@ -60,8 +60,8 @@ public:
   // Math (libdevice-accurate).
   Value exp(Value a);
   Value log(Value a);
-  /// 2^a and log2(a): libdevice maps them to single ex2/lg2 instructions
-  /// (~2 ulp), far cheaper than the range-reduced exp/log.
+  /// 2^a (libdevice: one ex2.approx) and log2(a) (lg2.approx.f32; f32
+  /// only): single MUFU instructions, far cheaper than accurate exp/log.
   Value exp2(Value a);
   Value log2(Value a);
   Value sqrt(Value a);
