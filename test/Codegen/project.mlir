@@ -36,7 +36,7 @@
 
 // BWDPTX: .entry mhc_project_bwd_n4_{{.*}}_main(
 // BWDPTX: .maxntid 128, 1, 1
-// BWDPTX: .minnctapersm 4
+// BWDPTX: .minnctapersm 3
 // BWDPTX: .shared .align 4 .b8 {{.*}}[24576];
 // BWDPTX: st.shared.v4.b32
 // BWDPTX: bar.warp.sync
