@@ -279,27 +279,33 @@ static LogicalResult buildForward(KernelContext &ctx) {
   }
 
   {
-    const int rthreads = 128;
+    // A thread per (token, column): with few tokens S is large (up to 64)
+    // and a thread per token would add S * (N + 1) values in sequence.
+    const int rthreads = 256;
+    int64_t width = N + 1, rows = rthreads / width;
     LaunchBuilder &l = ctx.launch("reduce");
     l.param("partials").param("h").param("ms").param("M").param("S")
-        .block(rthreads).grid({rthreads, 0});
+        .block(rthreads).grid({rows, 0});
     KernelBuilder kb = ctx.begin(l);
-    Value M = l.tokens();
-    Value m = kb.add(kb.mul(kb.blockId(), kb.idx(rthreads)), kb.threadId());
-    kb.when(kb.lt(m, M), [&] {
-      SmallVector<Value> init(N + 1, kb.f32(0.0));
+    Value M = l.tokens(), tid = kb.threadId();
+    Value m = kb.add(kb.mul(kb.blockId(), kb.idx(rows)), kb.div(tid, kb.idx(width)));
+    Value col = kb.rem(tid, kb.idx(width));
+    kb.when(kb.andi(kb.lt(tid, kb.idx(rows * width)), kb.lt(m, M)), [&] {
+      Value item = kb.add(kb.mul(m, kb.idx(width)), col);
+      Value stride = kb.mul(M, kb.idx(width));
       SmallVector<Value> sum = kb.loop(
-          kb.idx(0), l.splits(), kb.idx(1), init, [&](Value sp, ValueRange it) {
-            Value base = kb.mul(kb.add(kb.mul(sp, M), m), kb.idx(N + 1));
-            SmallVector<Value> next;
-            for (int64_t col = 0; col <= N; ++col)
-              next.push_back(kb.add(
-                  it[col], kb.load(l.arg("partials"), kb.add(base, kb.idx(col)))));
-            return next;
+          kb.idx(0), l.splits(), kb.idx(1), ValueRange{kb.f32(0.0)},
+          [&](Value sp, ValueRange it) -> SmallVector<Value> {
+            Value v = kb.load(l.arg("partials"), kb.add(kb.mul(sp, stride), item));
+            return {kb.add(it[0], v)};
           });
-      for (int64_t col = 0; col < N; ++col)
-        kb.store(sum[col], l.arg("h"), kb.add(kb.mul(m, kb.idx(N)), kb.idx(col)));
-      kb.store(kb.div(sum[N], kb.f32(static_cast<double>(K))), l.arg("ms"), m);
+      Value isMs = kb.eq(col, kb.idx(N));
+      kb.when(isMs, [&] {
+        kb.store(kb.div(sum[0], kb.f32(static_cast<double>(K))), l.arg("ms"), m);
+      });
+      kb.when(kb.lt(col, kb.idx(N)), [&] {
+        kb.store(sum[0], l.arg("h"), kb.add(kb.mul(m, kb.idx(N)), col));
+      });
     });
   }
   return success();
