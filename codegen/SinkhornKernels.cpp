@@ -12,6 +12,8 @@
 
 #include "Families.h"
 
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+
 using namespace mlir;
 using namespace mlir::mhc;
 using ::mhc::BufferRole;
@@ -79,6 +81,52 @@ struct Sinkhorn {
     for (int64_t i = 0; i < n; ++i)
       for (int64_t j = 0; j < n; ++j)
         P.push_back(kb.exp2(kb.add(kb.add(L[i * n + j], f[i]), g[j])));
+    return P;
+  }
+
+  /// The scaling (linear) form of the log mode: K = 2^(L2 - rowmax), and
+  /// with u = e^(f + rowmax), v = e^g the iteration is u = 1 / (K v),
+  /// v = 1 / (K^T u) and every plan exp(L + f + g) is K_ij u_i v_j: 2n
+  /// reciprocals per iteration instead of 2n^2 exponentials and 2n logs.
+  SmallVector<Value> kernelMatrix(ArrayRef<Value> L2) {
+    SmallVector<Value> K;
+    for (int64_t i = 0; i < n; ++i) {
+      Value mx = L2[i * n];
+      for (int64_t j = 1; j < n; ++j)
+        mx = kb.max(mx, L2[i * n + j]);
+      for (int64_t j = 0; j < n; ++j)
+        K.push_back(kb.exp2(kb.sub(L2[i * n + j], mx)));
+    }
+    return K;
+  }
+  /// 1 / (K v) over rows (or 1 / (K^T u) over columns); `ok` turns false
+  /// when a sum leaves [2^-100, 2^100] (or is NaN): the caller then redoes
+  /// the token in the log domain, which has no range limit.
+  SmallVector<Value> scale(ArrayRef<Value> K, ArrayRef<Value> w, bool rows,
+                           Value &ok) {
+    SmallVector<Value> out;
+    for (int64_t a = 0; a < n; ++a) {
+      Value acc = kb.f32(0.0);
+      for (int64_t b = 0; b < n; ++b)
+        acc = kb.fma(rows ? K[a * n + b] : K[b * n + a], w[b], acc);
+      ok = kb.andi(ok, kb.andi(kb.lt(kb.f32(0x1p-100), acc),
+                               kb.lt(acc, kb.f32(0x1p100))));
+      // In that range rcp.approx.ftz is within 1 ulp (no denormals).
+      out.push_back(LLVM::CallIntrinsicOp::create(
+                        kb.b, kb.loc, kb.b.getF32Type(),
+                        kb.b.getStringAttr("llvm.nvvm.rcp.approx.ftz.f"),
+                        ValueRange{acc})
+                        .getResult(0));
+    }
+    return out;
+  }
+  /// K_ij u_i v_j.
+  SmallVector<Value> scaledPlan(ArrayRef<Value> K, ArrayRef<Value> u,
+                                ArrayRef<Value> v) {
+    SmallVector<Value> P;
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t j = 0; j < n; ++j)
+        P.push_back(kb.mul(kb.mul(K[i * n + j], u[i]), v[j]));
     return P;
   }
 
@@ -178,26 +226,51 @@ static LogicalResult buildForward(KernelContext &ctx) {
     SmallVector<Value> P;
     if (ctx.spec.mode == SinkhornMode::Log) {
       L = toBase2(kb, L);
-      SmallVector<Value> zero(n, kb.f32(0.0));
-      SmallVector<Value> fg = kb.loop(
-          kb.idx(0), kb.idx(T), kb.idx(1), concat(zero, zero),
-          [&](Value, ValueRange it) {
-            SmallVector<Value> g(it.begin() + n, it.end());
-            SmallVector<Value> f = sk.rowPotential(L, g);
-            return concat(f, sk.colPotential(L, f));
+      // Scaling form first (MUFU-light); the log domain only for tokens
+      // whose sums left the safe range.
+      SmallVector<Value> K = sk.kernelMatrix(L);
+      SmallVector<Value> ones(n, kb.f32(1.0));
+      SmallVector<Value> init = concat(ones, ones);
+      init.push_back(kb.boolean(true));
+      SmallVector<Value> uv = kb.loop(
+          kb.idx(0), kb.idx(T), kb.idx(1), init, [&](Value, ValueRange it) {
+            SmallVector<Value> v(it.begin() + n, it.begin() + 2 * n);
+            Value ok = it[2 * n];
+            SmallVector<Value> u = sk.scale(K, v, true, ok);
+            SmallVector<Value> next = concat(u, sk.scale(K, u, false, ok));
+            next.push_back(ok);
+            return next;
           });
-      P = sk.plan(L, ArrayRef<Value>(fg).take_front(n),
-                  ArrayRef<Value>(fg).drop_front(n));
-    } else {
-      P = sk.softmaxPlusEps(L);
-      P = sk.normalize(P, sk.sums(P, false), false);
-      P = kb.loop(kb.idx(1), kb.idx(T), kb.idx(1), P,
-                  [&](Value, ValueRange it) {
-                    SmallVector<Value> Q(it.begin(), it.end());
-                    Q = sk.normalize(Q, sk.sums(Q, true), true);
-                    return sk.normalize(Q, sk.sums(Q, false), false);
-                  });
+      Value ok = uv[2 * n];
+      kb.when(ok, [&] {
+        storeMatrix(kb,
+                    sk.scaledPlan(K, ArrayRef<Value>(uv).take_front(n),
+                                  ArrayRef<Value>(uv).slice(n, n)),
+                    l.arg("P"), m, n);
+      });
+      kb.when(kb.select(ok, kb.boolean(false), kb.boolean(true)), [&] {
+        SmallVector<Value> zero(n, kb.f32(0.0));
+        SmallVector<Value> fg = kb.loop(
+            kb.idx(0), kb.idx(T), kb.idx(1), concat(zero, zero),
+            [&](Value, ValueRange it) {
+              SmallVector<Value> g(it.begin() + n, it.end());
+              SmallVector<Value> f = sk.rowPotential(L, g);
+              return concat(f, sk.colPotential(L, f));
+            });
+        storeMatrix(kb,
+                    sk.plan(L, ArrayRef<Value>(fg).take_front(n),
+                            ArrayRef<Value>(fg).drop_front(n)),
+                    l.arg("P"), m, n);
+      });
+      return;
     }
+    P = sk.softmaxPlusEps(L);
+    P = sk.normalize(P, sk.sums(P, false), false);
+    P = kb.loop(kb.idx(1), kb.idx(T), kb.idx(1), P, [&](Value, ValueRange it) {
+      SmallVector<Value> Q(it.begin(), it.end());
+      Q = sk.normalize(Q, sk.sums(Q, true), true);
+      return sk.normalize(Q, sk.sums(Q, false), false);
+    });
     storeMatrix(kb, P, l.arg("P"), m, n);
   });
   return success();
@@ -240,67 +313,95 @@ static LogicalResult buildBackward(KernelContext &ctx) {
     if (ctx.spec.mode == SinkhornMode::Log) {
       // Base 2 (see negLog2SumExp2): the plans below are SPEC.md's.
       L = toBase2(kb, L);
-      // Forward, saving f^t, g^t at history[(t-1)*2n ...].
-      SmallVector<Value> zero(n, kb.f32(0.0));
-      SmallVector<Value> fg = kb.loop(
-          kb.idx(0), kb.idx(T), kb.idx(1), concat(zero, zero),
-          [&](Value t, ValueRange it) {
-            SmallVector<Value> g(it.begin() + n, it.end());
-            SmallVector<Value> f = sk.rowPotential(L, g);
-            SmallVector<Value> next = concat(f, sk.colPotential(L, f));
-            save(kb.mul(t, kb.idx(2 * n)), next);
-            return next;
-          });
-      ArrayRef<Value> fT = ArrayRef<Value>(fg).take_front(n);
-      ArrayRef<Value> gT = ArrayRef<Value>(fg).drop_front(n);
-      SmallVector<Value> P = sk.plan(L, fT, gT);
-      // Through P = exp(f + L + g).
-      SmallVector<Value> gL0, gf(n, kb.f32(0.0)), gg(n, kb.f32(0.0));
-      for (int64_t i = 0; i < n; ++i)
-        for (int64_t j = 0; j < n; ++j) {
-          Value d = kb.mul(gP[i * n + j], P[i * n + j]);
-          gL0.push_back(d);
-          gf[i] = kb.add(gf[i], d);
-          gg[j] = kb.add(gg[j], d);
-        }
-      // Iterations T..1, as t' = T-1..0 with f^t at history[t'*2n].
-      SmallVector<Value> init = concat(concat(gL0, gg), gf);
-      SmallVector<Value> out = kb.loop(
-          kb.idx(0), kb.idx(T), kb.idx(1), init, [&](Value r, ValueRange it) {
-            Value t = kb.sub(kb.idx(T - 1), r);
-            SmallVector<Value> G(it.begin(), it.begin() + n * n);
-            SmallVector<Value> ggt(it.begin() + n * n, it.begin() + n * n + n);
-            SmallVector<Value> gft(it.begin() + n * n + n, it.end());
-            SmallVector<Value> cur = restore(kb.mul(t, kb.idx(2 * n)), 2 * n);
-            ArrayRef<Value> f(cur.data(), n), g(cur.data() + n, n);
-            // g^{t-1}: zero for the first iteration.
-            Value first = kb.eq(t, kb.idx(0));
-            Value prevBase = kb.mul(kb.select(first, kb.idx(0), kb.sub(t, kb.idx(1))), kb.idx(2 * n));
-            SmallVector<Value> prev = restore(prevBase, 2 * n);
-            SmallVector<Value> gPrev;
-            for (int64_t j = 0; j < n; ++j)
-              gPrev.push_back(kb.select(first, kb.f32(0.0), prev[n + j]));
-            // g^t_j = -LSE_i(L_ij + f^t_i): A = exp(L + f^t + g^t).
-            SmallVector<Value> A = sk.plan(L, f, g);
-            for (int64_t i = 0; i < n; ++i)
-              for (int64_t j = 0; j < n; ++j) {
-                Value d = kb.mul(ggt[j], A[i * n + j]);
-                G[i * n + j] = kb.sub(G[i * n + j], d);
-                gft[i] = kb.sub(gft[i], d);
+      SmallVector<Value> K = sk.kernelMatrix(L);
+      // The gradient through the log mode, with the forward run in the
+      // scaling form (history u^t, v^t; plans K_ij u_i v_j; `ok` tracks the
+      // sums' range) or in the log domain (history f^t, g^t; plans
+      // exp2(L2 + f + g)). Both keep 2n floats per iteration.
+      auto logModeGrad = [&](bool scaling, Value *ok) {
+        SmallVector<Value> start(2 * n, kb.f32(scaling ? 1.0 : 0.0));
+        if (scaling)
+          start.push_back(kb.boolean(true));
+        SmallVector<Value> fg = kb.loop(
+            kb.idx(0), kb.idx(T), kb.idx(1), start,
+            [&](Value t, ValueRange it) {
+              SmallVector<Value> g(it.begin() + n, it.begin() + 2 * n), next;
+              if (scaling) {
+                Value fine = it[2 * n];
+                SmallVector<Value> u = sk.scale(K, g, true, fine);
+                next = concat(u, sk.scale(K, u, false, fine));
+                save(kb.mul(t, kb.idx(2 * n)), next);
+                next.push_back(fine);
+                return next;
               }
-            // f^t_i = -LSE_j(L_ij + g^{t-1}_j): B = exp(L + g^{t-1} + f^t).
-            SmallVector<Value> B = sk.plan(L, f, gPrev);
-            SmallVector<Value> ggPrev(n, kb.f32(0.0));
-            for (int64_t i = 0; i < n; ++i)
-              for (int64_t j = 0; j < n; ++j) {
-                Value d = kb.mul(gft[i], B[i * n + j]);
-                G[i * n + j] = kb.sub(G[i * n + j], d);
-                ggPrev[j] = kb.sub(ggPrev[j], d);
-              }
-            SmallVector<Value> zeroF(n, kb.f32(0.0));
-            return concat(concat(G, ggPrev), zeroF);
-          });
-      gL.assign(out.begin(), out.begin() + n * n);
+              SmallVector<Value> f = sk.rowPotential(L, g);
+              next = concat(f, sk.colPotential(L, f));
+              save(kb.mul(t, kb.idx(2 * n)), next);
+              return next;
+            });
+        if (scaling)
+          *ok = fg[2 * n];
+        auto plan = [&](ArrayRef<Value> f, ArrayRef<Value> g) {
+          return scaling ? sk.scaledPlan(K, f, g) : sk.plan(L, f, g);
+        };
+        SmallVector<Value> P = plan(ArrayRef<Value>(fg).take_front(n),
+                                    ArrayRef<Value>(fg).slice(n, n));
+        // Through P = exp(f + L + g).
+        SmallVector<Value> gL0, gf(n, kb.f32(0.0)), gg(n, kb.f32(0.0));
+        for (int64_t i = 0; i < n; ++i)
+          for (int64_t j = 0; j < n; ++j) {
+            Value d = kb.mul(gP[i * n + j], P[i * n + j]);
+            gL0.push_back(d);
+            gf[i] = kb.add(gf[i], d);
+            gg[j] = kb.add(gg[j], d);
+          }
+        // Iterations T..1, as t' = T-1..0 with f^t at history[t'*2n].
+        SmallVector<Value> init = concat(concat(gL0, gg), gf);
+        SmallVector<Value> out = kb.loop(
+            kb.idx(0), kb.idx(T), kb.idx(1), init, [&](Value r, ValueRange it) {
+              Value t = kb.sub(kb.idx(T - 1), r);
+              SmallVector<Value> G(it.begin(), it.begin() + n * n);
+              SmallVector<Value> ggt(it.begin() + n * n, it.begin() + n * n + n);
+              SmallVector<Value> gft(it.begin() + n * n + n, it.end());
+              SmallVector<Value> cur = restore(kb.mul(t, kb.idx(2 * n)), 2 * n);
+              ArrayRef<Value> f(cur.data(), n), g(cur.data() + n, n);
+              // g^{t-1}: g = 0 (v = 1) before the first iteration.
+              Value first = kb.eq(t, kb.idx(0));
+              Value prevBase = kb.mul(kb.select(first, kb.idx(0), kb.sub(t, kb.idx(1))), kb.idx(2 * n));
+              SmallVector<Value> prev = restore(prevBase, 2 * n);
+              SmallVector<Value> gPrev;
+              for (int64_t j = 0; j < n; ++j)
+                gPrev.push_back(kb.select(first, kb.f32(scaling ? 1.0 : 0.0), prev[n + j]));
+              // g^t_j = -LSE_i(L_ij + f^t_i): A = exp(L + f^t + g^t).
+              SmallVector<Value> A = plan(f, g);
+              for (int64_t i = 0; i < n; ++i)
+                for (int64_t j = 0; j < n; ++j) {
+                  Value d = kb.mul(ggt[j], A[i * n + j]);
+                  G[i * n + j] = kb.sub(G[i * n + j], d);
+                  gft[i] = kb.sub(gft[i], d);
+                }
+              // f^t_i = -LSE_j(L_ij + g^{t-1}_j): B = exp(L + g^{t-1} + f^t).
+              SmallVector<Value> B = plan(f, gPrev);
+              SmallVector<Value> ggPrev(n, kb.f32(0.0));
+              for (int64_t i = 0; i < n; ++i)
+                for (int64_t j = 0; j < n; ++j) {
+                  Value d = kb.mul(gft[i], B[i * n + j]);
+                  G[i * n + j] = kb.sub(G[i * n + j], d);
+                  ggPrev[j] = kb.sub(ggPrev[j], d);
+                }
+              SmallVector<Value> zeroF(n, kb.f32(0.0));
+              return concat(concat(G, ggPrev), zeroF);
+            });
+        out.resize(n * n);
+        return out;
+      };
+      Value ok;
+      SmallVector<Value> fast = logModeGrad(true, &ok);
+      kb.when(ok, [&] { storeMatrix(kb, fast, l.arg("glogits"), m, n); });
+      kb.when(kb.select(ok, kb.boolean(false), kb.boolean(true)), [&] {
+        storeMatrix(kb, logModeGrad(false, nullptr), l.arg("glogits"), m, n);
+      });
+      return;
     } else {
       // Forward, saving each normalisation's sums: step 0 is the first
       // column step, then rows/columns alternate.

@@ -1,7 +1,10 @@
 // Kernels of mhc.sinkhorn: one thread per token, T iterations as an scf.for
 // over the n x n matrix in registers; the backward keeps the iteration
 // history in shared memory and walks it in reverse. The log mode runs in
-// base 2: logits scaled by log2(e), math.exp2 and lg2.approx.
+// base 2 (logits scaled by log2(e)) and in the scaling form first: K =
+// exp2(L2 - rowmax) once, then u = 1 / (K v), v = 1 / (K^T u) per iteration
+// (rcp.approx); a token whose sums leave [2^-100, 2^100] is redone in the
+// log domain (exp2, lg2.approx).
 // RUN: mhc-compile --spec 'sinkhorn.fwd;n=4;mode=log;iters=20;arch=sm_90a' --print-ir | FileCheck %s --check-prefix=LOG
 // RUN: mhc-compile --spec 'sinkhorn.fwd;n=3;mode=softmax_eps;iters=10;eps=9.99999975e-06;arch=sm_90a' --print-ir | FileCheck %s --check-prefix=SOFT
 // RUN: mhc-compile --spec 'sinkhorn.bwd;n=4;mode=log;iters=20;arch=sm_90a' --print-ir | FileCheck %s --check-prefix=BWD
@@ -10,6 +13,11 @@
 // LOG: gpu.func @mhc_sinkhorn_fwd_n4_{{.*}}_main(%{{.*}}: memref<?xf32>, %{{.*}}: memref<?xf32>, %{{.*}}: i64)
 // LOG-DAG: arith.constant 20 : index
 // LOG: arith.constant 1.44269502 : f32
+// LOG-COUNT-16: math.exp2
+// LOG: scf.for %{{.*}} = %{{.*}} to %c20 step %c1 iter_args(
+// LOG-COUNT-8: llvm.call_intrinsic "llvm.nvvm.rcp.approx.ftz.f"
+// LOG: scf.if
+// LOG: scf.if
 // LOG: scf.for %{{.*}} = %{{.*}} to %c20 step %c1 iter_args(
 // LOG: math.exp2
 // LOG: llvm.call_intrinsic "llvm.nvvm.lg2.approx.f"

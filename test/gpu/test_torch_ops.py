@@ -64,9 +64,11 @@ def call(s, t):
     return {"gf": gf, "gpost": gpost, "gx": gx, "gP": gP, **({"gbias": gb} if "bias" in t else {})}
 
 
-def check(s, M, seed):
+def check(s, M, seed, adjust=None):
     gen = torch.Generator(device="cuda").manual_seed(seed)
     t = make_inputs(s, M, gen)
+    if adjust:
+        adjust(t, gen)
     got = call(s, t)
     again = call(s, t)
     want = reference(s, t)
@@ -104,6 +106,27 @@ def test_parity(op, d, cfg):
     check(s, cfg["M"], SEED + hash((op, d, tuple(cfg.values()))) % 100000)
     after = mhc._C.stats()
     # Both calls ran the generated kernel; none fell back.
+    assert after["kernel_calls"] - before["kernel_calls"] == 2, (before, after)
+    assert after["reference_calls"] == before["reference_calls"], (before, after)
+
+
+@pytest.mark.parametrize("d", ["fwd", "bwd"])
+@pytest.mark.parametrize("n", [4, 8])
+def test_sinkhorn_log_mode_wide_logits_take_the_log_domain(n, d):
+    """The log mode runs in the scaling form u = 1/(K v), v = 1/(K^T u) and
+    redoes a token in the log domain when a sum leaves [2^-100, 2^100]. Here
+    every other token has a first column of logits near -75 (its K entries
+    are ~2^-108, its sum below 2^-100): those tokens take the log domain,
+    the others the scaling form, and all must match float64 SPEC.md."""
+    s = spec("sinkhorn", d, n, mode="log")
+
+    def widen(t, gen):
+        L = t["logits"]
+        L[::2, :, 0] = -75.0 + torch.rand(L[::2, :, 0].shape, generator=gen, device=L.device)
+
+    before = mhc._C.stats()
+    check(s, 4096, SEED + 17 * n + (d == "bwd"), adjust=widen)
+    after = mhc._C.stats()
     assert after["kernel_calls"] - before["kernel_calls"] == 2, (before, after)
     assert after["reference_calls"] == before["reference_calls"], (before, after)
 
