@@ -7,6 +7,7 @@ forward and backward under torch.profiler and prints the CUDA time per kernel
 
 import argparse
 import collections
+import json
 import statistics
 
 import torch
@@ -20,7 +21,9 @@ def main():
     ap.add_argument("--shape", default="4,32768,7168", metavar="n,M,C")
     ap.add_argument("--ops", default="project,scale,sinkhorn,aggregate,expand_combine")
     ap.add_argument("--calls", type=int, default=10)
+    ap.add_argument("--json", default=None, help="also write the times here")
     a = ap.parse_args()
+    result = dict(device=torch.cuda.get_device_name(), shape=a.shape, kernels=[])
     n, M, C = (int(v) for v in a.shape.split(","))
     impl = bench.mhc_ops()
     s = bench.make_set(M, n, C)
@@ -49,6 +52,10 @@ def main():
         for name, ts in sorted(times.items(), key=lambda kv: -statistics.median(kv[1])):
             short = name if len(name) < 70 else name[:67] + "..."
             print(f"  {op:15s} {short:70s} {statistics.median(ts):9.1f} us  x{len(ts) // a.calls}")
+            result["kernels"].append(dict(op=op, kernel=name, us=round(statistics.median(ts), 1)))
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(result, f, indent=1)
 
 
 if __name__ == "__main__":

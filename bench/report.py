@@ -1,6 +1,8 @@
-"""Writes docs/PERF.md from a bench/bench.py perf.json.
+"""Writes the tables of docs/PERF.md from bench/bench.py perf.json files
+(several runs of one session are merged: rows, dispatch and cold-JIT numbers)
+and, optionally, bench/kernel_times.py JSON files (--kernels FILE ...).
 
-    python3 bench/report.py docs/perf.json > docs/PERF.md
+    python3 bench/report.py docs/perf.json [more.json ...] [--kernels k.json ...]
 """
 
 import json
@@ -18,8 +20,24 @@ TARGETS = """| target (H100, n = 4, bf16, M = 32768, C in {4096, 7168}) | status
 | warm dispatch <= 5 us host time per op | {disp} |"""
 
 
+def load(argv):
+    """Merges perf.json files (and kernel_times JSONs after --kernels)."""
+    runs, kernels, into = [], [], None
+    for arg in argv:
+        if arg == "--kernels":
+            into = kernels
+            continue
+        (kernels if into is kernels else runs).append(json.load(open(arg)))
+    d = dict(runs[0])
+    d["rows"] = [r for run in runs for r in run["rows"]]
+    for key in ("dispatch_us", "cold_compile_s"):
+        d[key] = {k: v for run in runs for k, v in run.get(key, {}).items()}
+    d["kernel_times"] = kernels
+    return d
+
+
 def main():
-    d = json.load(open(sys.argv[1]))
+    d = load(sys.argv[1:])
     rows = d["rows"]
     idx = {(r["impl"], r["op"], r["n"], r["M"], r["C"]): r for r in rows}
     bw = d["copy_bandwidth"]
@@ -60,6 +78,14 @@ def main():
     print("\nCold compile (mhc-compile wall time per kernel, n = 4 bf16 C = 7168, on the GPU machine):\n")
     print(", ".join(f"{k} {v} s" for k, v in d["cold_compile_s"].items()))
     print()
+    for kt in d["kernel_times"]:
+        n, M, C = kt["shape"].split(",")
+        print(f"\n## Device time per kernel (bench/kernel_times.py, torch.profiler), n = {n}, M = {M}, C = {C}\n")
+        print("GPU time of each launch, without host overhead (median of 10 calls).\n")
+        print("| op | kernel | us |")
+        print("| --- | --- | ---: |")
+        for k in kt["kernels"]:
+            print(f"| {k['op']} | {k['kernel']} | {k['us']} |")
 
 
 if __name__ == "__main__":
