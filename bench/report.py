@@ -20,6 +20,15 @@ TARGETS = """| target (H100, n = 4, bf16, M = 32768, C in {4096, 7168}) | status
 | warm dispatch <= 5 us host time per op | {disp} |"""
 
 
+def command(line):
+    """A run's command line with this machine's paths replaced."""
+    out, prev = ["python3 bench/bench.py"], None
+    for tok in line.split()[1:]:
+        out.append("<TE checkout>" if prev == "--te" else "<out>" if prev == "--out" else tok)
+        prev = tok
+    return " ".join(out)
+
+
 def load(argv):
     """Merges perf.json files (and kernel_times JSONs after --kernels)."""
     runs, kernels, into = [], [], None
@@ -29,6 +38,8 @@ def load(argv):
             continue
         (kernels if into is kernels else runs).append(json.load(open(arg)))
     d = dict(runs[0])
+    d["commands"] = [run["command"] for run in runs]
+    d["runs"] = runs
     d["rows"] = [r for run in runs for r in run["rows"]]
     for key in ("dispatch_us", "cold_compile_s"):
         d[key] = {k: v for run in runs for k, v in run.get(key, {}).items()}
@@ -42,16 +53,22 @@ def main():
     idx = {(r["impl"], r["op"], r["n"], r["M"], r["C"]): r for r in rows}
     bw = d["copy_bandwidth"]
     print("# Performance\n")
-    print(f"Device: {d['device']}. Date: {d['date']}. Measured copy bandwidth "
-          f"{bw / 1e12:.2f} TB/s (device-to-device, read + write), the SOL reference.\n")
-    print("Command (on the GPU machine, after test/gpu/setup-gpu.sh): `python3 bench/bench.py --te <TE checkout>`;"
-          " the Transformer Engine column loads `transformer_engine/{common,pytorch}/triton/mhc.py` from an outside"
-          f" checkout (TE main at d0067d0, PR #2978 merged) with a stand-in for general_gemm. TE: {d['te']}.\n")
+    bws = ", ".join(f"{r['copy_bandwidth'] / 1e12:.2f}" for r in d["runs"])
+    print(f"Device: {d['device']}. Date: {d['date']}. Measured copy bandwidth {bws} TB/s"
+          " (device-to-device, read + write; one per run), the SOL reference.\n")
+    print("Command (on the GPU machine, after test/gpu/setup-gpu.sh): `python3 bench/bench.py --te <TE checkout>"
+          " [--shape n,M,C ...]`; this table merges the runs "
+          + "; ".join(f"`{command(r)}`" for r in d["commands"])
+          + ". The Transformer Engine column loads `transformer_engine/{common,pytorch}/triton/mhc.py` from an"
+          f" outside checkout (TE main at d0067d0, PR #2978 merged) with a stand-in for general_gemm. TE: {d['te']}.\n")
     print("Method: CUDA events, median of 30 (forward) / 20 (forward+backward) runs after 5 warm-up runs,"
-          " inputs rotated when smaller than 4x L2. backward = (forward + backward) - forward through autograd"
-          " for every column. All columns use TE's conventions (layout (C, n), norm_eps = FLT_EPSILON,"
-          " pre_eps = 0, log Sinkhorn with 20 iterations, TF32 projection). % SOL = fewest IO bytes"
-          " (bench/bench.py io_bytes) / measured time / copy bandwidth. Raw numbers: docs/perf.json.\n")
+          " inputs rotated when smaller than 4x L2. backward = (forward + backward) - forward, through"
+          " torch.autograd.grad (no accumulation into .grad) for every column. All columns use TE's conventions"
+          " (layout (C, n), norm_eps = FLT_EPSILON, pre_eps = 0, log Sinkhorn with 20 iterations, TF32"
+          " projection); torch.compile compiles plain PyTorch SPEC.md per static shape with TF32 matmuls."
+          " % SOL = fewest IO bytes (bench/bench.py io_bytes) / measured time / the copy bandwidth measured"
+          " in the same run. Small ops (scale, sinkhorn; everything at M = 128) are host-bound under this"
+          " method: see the device times per kernel at the end. Raw numbers: docs/perf/.\n")
     shapes = sorted({(r["n"], r["M"], r["C"]) for r in rows})
     for n, M, C in shapes:
         print(f"\n## n = {n}, M = {M}, C = {C} (bf16 activations, fp32 mixing)\n")
