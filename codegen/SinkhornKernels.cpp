@@ -89,15 +89,21 @@ struct Sinkhorn {
   /// v = 1 / (K^T u) and every plan exp(L + f + g) is K_ij u_i v_j: 2n
   /// reciprocals per iteration instead of 2n^2 exponentials and 2n logs.
   SmallVector<Value> kernelMatrix(ArrayRef<Value> L2) {
-    SmallVector<Value> K;
+    return rowShiftedExp(L2, /*base2=*/true);
+  }
+  /// exp(L_ij - max_j L_ij) (or 2^(...)): every entry <= 1, no overflow.
+  SmallVector<Value> rowShiftedExp(ArrayRef<Value> L, bool base2) {
+    SmallVector<Value> E;
     for (int64_t i = 0; i < n; ++i) {
-      Value mx = L2[i * n];
+      Value mx = L[i * n];
       for (int64_t j = 1; j < n; ++j)
-        mx = kb.max(mx, L2[i * n + j]);
-      for (int64_t j = 0; j < n; ++j)
-        K.push_back(kb.exp2(kb.sub(L2[i * n + j], mx)));
+        mx = kb.max(mx, L[i * n + j]);
+      for (int64_t j = 0; j < n; ++j) {
+        Value d = kb.sub(L[i * n + j], mx);
+        E.push_back(base2 ? kb.exp2(d) : kb.exp(d));
+      }
     }
-    return K;
+    return E;
   }
   /// 1 / (K v) over rows (or 1 / (K^T u) over columns); `ok` turns false
   /// when a sum leaves [2^-100, 2^100] (or is NaN): the caller then redoes
@@ -145,9 +151,14 @@ struct Sinkhorn {
   /// instructions; x * (1/d) is within 1.5 ulp of x / d).
   SmallVector<Value> normalize(ArrayRef<Value> P, ArrayRef<Value> s,
                                bool rows) {
+    return normalize(P, s, rows, eps);
+  }
+  SmallVector<Value> normalize(ArrayRef<Value> P, ArrayRef<Value> s,
+                               bool rows, float addend) {
     SmallVector<Value> inv;
     for (int64_t a = 0; a < n; ++a)
-      inv.push_back(kb.div(kb.f32(1.0), kb.add(s[a], kb.f32(eps))));
+      inv.push_back(addend == 0.0f ? kb.div(kb.f32(1.0), s[a])
+                                   : kb.div(kb.f32(1.0), kb.add(s[a], kb.f32(addend))));
     SmallVector<Value> out;
     for (int64_t i = 0; i < n; ++i)
       for (int64_t j = 0; j < n; ++j)
@@ -162,22 +173,8 @@ struct Sinkhorn {
     return S;
   }
   SmallVector<Value> softmax(ArrayRef<Value> L) {
-    SmallVector<Value> out;
-    for (int64_t i = 0; i < n; ++i) {
-      Value mx = L[i * n];
-      for (int64_t j = 1; j < n; ++j)
-        mx = kb.max(mx, L[i * n + j]);
-      SmallVector<Value> e;
-      for (int64_t j = 0; j < n; ++j)
-        e.push_back(kb.exp(kb.sub(L[i * n + j], mx)));
-      Value sum = e[0];
-      for (int64_t j = 1; j < n; ++j)
-        sum = kb.add(sum, e[j]);
-      Value inv = kb.div(kb.f32(1.0), sum);
-      for (int64_t j = 0; j < n; ++j)
-        out.push_back(kb.mul(e[j], inv));
-    }
-    return out;
+    SmallVector<Value> e = rowShiftedExp(L, /*base2=*/false);
+    return normalize(e, sums(e, /*rows=*/true), /*rows=*/true, /*eps=*/0.0f);
   }
 };
 
