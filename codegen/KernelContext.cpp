@@ -121,7 +121,7 @@ void mlir::mhc::forEachTokenChunk(
   if (rows == 1) {
     kb.when(kb.lt(m0, M), [&] {
       SmallVector<Value> token = perToken(m0);
-      chunkLoop(kb, chunks, threads, 1, {},
+      chunkLoop(kb, chunks, threads, chunkUnroll(chunks, threads, 4), {},
                 [&](Value chunk, ValueRange) -> SmallVector<Value> {
                   body(m0, chunk, token);
                   return {};
