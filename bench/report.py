@@ -23,7 +23,8 @@ TARGETS = """| target (H100, n = 4, bf16, M = 32768, C in {4096, 7168}) | status
 def command(line):
     """A run's command line with this machine's paths replaced."""
     out, prev = ["python3 bench/bench.py"], None
-    for tok in line.split()[1:]:
+    toks = line.split()
+    for tok in toks[1:] if toks[0].endswith(".py") else toks:
         out.append("<TE checkout>" if prev == "--te" else "<out>" if prev == "--out" else tok)
         prev = tok
     return " ".join(out)
