@@ -8,17 +8,6 @@ and, optionally, bench/kernel_times.py JSON files (--kernels FILE ...).
 import json
 import sys
 
-TARGETS = """| target (H100, n = 4, bf16, M = 32768, C in {4096, 7168}) | status in this run |
-| --- | --- |
-| every op fwd and bwd >= 1.0x TE and >= 93% of copy-bandwidth SOL | {ops} |
-| projection backward >= 3x TE | {proj} |
-| sinkhorn fwd+bwd <= 30 us at M = 32768 | {sink} |
-| whole layer fwd+bwd >= 1.5x TE and >= 1.5x torch.compile | {layer} |
-| M = 128, C = 4096: layer forward <= 60 us | {small} |
-| n = 8 kernels at the same % of SOL as n = 4 | {n8} |
-| cold JIT compile <= 1 s per kernel | {cold} |
-| warm dispatch <= 5 us host time per op | {disp} |"""
-
 
 def command(line):
     """A run's command line with this machine's paths replaced."""

@@ -74,7 +74,7 @@ static LogicalResult buildBackward(KernelContext &ctx) {
     pre.push_back(kb.load(l.arg("pre"), kb.add(kb.mul(m, kb.idx(n)), kb.idx(i))));
   SmallVector<Value> zeros(n, kb.f32(0.0));
   SmallVector<Value> partial = chunkLoop(
-      kb, chunks, threads, chunkUnroll(chunks, threads, 2), zeros,
+      kb, chunks, threads, 2, zeros,
       [&](Value chunk, ValueRange acc) {
         Value c0 = kb.mul(chunk, kb.idx(w));
         SmallVector<Value> gy =

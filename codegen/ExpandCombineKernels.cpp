@@ -120,7 +120,7 @@ static LogicalResult buildBackward(KernelContext &ctx) {
     P.push_back(kb.load(l.arg("P"), kb.add(kb.mul(m, kb.idx(n * n)), kb.idx(k))));
   SmallVector<Value> zeros(reduced, kb.f32(0.0));
   SmallVector<Value> part = chunkLoop(
-      kb, chunks, threads, chunkUnroll(chunks, threads, 2), zeros,
+      kb, chunks, threads, 2, zeros,
       [&](Value chunk, ValueRange it) {
         SmallVector<Value> next(it.begin(), it.end());
         Value c0 = kb.mul(chunk, kb.idx(w));

@@ -71,19 +71,17 @@ void forEachTokenChunk(
     function_ref<void(Value, Value, ArrayRef<Value>)> body);
 
 /// for (chunk = thread; chunk < chunks; chunk += threads) body(chunk, it),
-/// with `unroll` bodies per iteration when every thread's count divides by
-/// it (no guards; noalias buffers let the next chunk's loads start before
-/// this chunk's stores). Returns the final iteration values.
+/// with up to `unroll` bodies per iteration: `unroll` is halved until every
+/// thread's chunk count divides by it, so no body needs a guard (noalias
+/// buffers let the next chunk's loads start before this chunk's stores).
+/// Returns the final iteration values. Measured on H100 (bf16, (C, n), M =
+/// 32768, C = 7168): the backward loops take 2 (expand_combine n = 4: 86% ->
+/// 99% of copy bandwidth), the forward ones 4 (expand_combine n = 8: 3451 ->
+/// 2971 (x2) -> 2700 us (x4), ~99%; n = 4 and aggregate unchanged within 1%).
 SmallVector<Value>
 chunkLoop(KernelBuilder &kb, int64_t chunks, int threads, int unroll,
           ValueRange init,
           function_ref<SmallVector<Value>(Value, ValueRange)> body);
-/// `preferred` halved until every thread's chunk count divides by it.
-/// Measured on H100 (bf16, (C, n), M = 32768, C = 7168): the backward loops
-/// take 2 (expand_combine n = 4: 86% -> 99% of copy bandwidth), the forward
-/// ones 4 (expand_combine n = 8: 3451 -> 2971 (x2) -> 2700 us (x4), ~99%;
-/// n = 4 and aggregate unchanged within 1%).
-int chunkUnroll(int64_t chunks, int threads, int preferred);
 
 /// Sums each of `values` over the threads of the block, in a fixed order;
 /// thread v (v < values.size()) gets the total of values[v]. `scratch` needs

@@ -121,7 +121,7 @@ void mlir::mhc::forEachTokenChunk(
   if (rows == 1) {
     kb.when(kb.lt(m0, M), [&] {
       SmallVector<Value> token = perToken(m0);
-      chunkLoop(kb, chunks, threads, chunkUnroll(chunks, threads, 4), {},
+      chunkLoop(kb, chunks, threads, 4, {},
                 [&](Value chunk, ValueRange) -> SmallVector<Value> {
                   body(m0, chunk, token);
                   return {};
@@ -136,18 +136,12 @@ void mlir::mhc::forEachTokenChunk(
   });
 }
 
-int mlir::mhc::chunkUnroll(int64_t chunks, int threads, int preferred) {
-  int u = preferred;
-  while (u > 1 && chunks % (static_cast<int64_t>(u) * threads) != 0)
-    u /= 2;
-  return u;
-}
-
 SmallVector<Value> mlir::mhc::chunkLoop(
     KernelBuilder &kb, int64_t chunks, int threads, int unroll, ValueRange init,
     function_ref<SmallVector<Value>(Value, ValueRange)> body) {
-  if (unroll < 1 || chunks % (static_cast<int64_t>(unroll) * threads) != 0)
-    unroll = 1;
+  while (unroll > 1 && chunks % (static_cast<int64_t>(unroll) * threads) != 0)
+    unroll /= 2;
+  unroll = std::max(unroll, 1);
   return kb.loop(kb.threadId(), kb.idx(chunks), kb.idx(unroll * threads), init,
                  [&](Value chunk, ValueRange it) {
                    SmallVector<Value> vals(it.begin(), it.end());

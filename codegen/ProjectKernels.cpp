@@ -81,6 +81,23 @@ std::pair<Value, Value> splitTf32(KernelBuilder &kb, Value v) {
   return {hi, roundTf32(kb, kb.sub(v, hi))};
 }
 
+/// The tf32 parts of each value: hi (rounded to nearest) and, with `split`,
+/// lo (the rounded rest); without it only hi, which the tf32 mode multiplies.
+std::pair<SmallVector<Value>, SmallVector<Value>>
+tf32Parts(KernelBuilder &kb, ArrayRef<Value> values, bool split) {
+  SmallVector<Value> hi, lo;
+  for (Value v : values) {
+    if (!split) {
+      hi.push_back(roundTf32(kb, v));
+      continue;
+    }
+    auto [h, l] = splitTf32(kb, v);
+    hi.push_back(h);
+    lo.push_back(l);
+  }
+  return {hi, lo};
+}
+
 Value fragment(KernelBuilder &kb, ArrayRef<Value> elems) {
   auto type = VectorType::get({static_cast<int64_t>(elems.size()), 1},
                               kb.b.getF32Type());
@@ -402,12 +419,7 @@ static LogicalResult buildBackward(KernelContext &ctx) {
       for (int64_t kt = 0; kt < T; ++kt) {
         SmallVector<Value> a = {rowVals[0][2 * kt], rowVals[0][2 * kt + 1],
                                 rowVals[1][2 * kt], rowVals[1][2 * kt + 1]};
-        SmallVector<Value> hi, lo;
-        for (Value v : a) {
-          auto [vh, vl] = splitTf32(kb, v);
-          hi.push_back(vh);
-          lo.push_back(vl);
-        }
+        auto [hi, lo] = tf32Parts(kb, a, precise);
         for (int64_t i = 0; i < 4; ++i) {
           kb.store(hi[i], smem, kb.add(slot(kt, rs, 0), kb.idx(i)));
           if (precise)
@@ -528,12 +540,7 @@ static LogicalResult buildBackward(KernelContext &ctx) {
         SmallVector<Value> a = {xa[0][2 * kt], xa[0][2 * kt + 1],
                                 xa[1][2 * kt], xa[1][2 * kt + 1]};
         if (splitX || roundX) {
-          SmallVector<Value> hi, lo;
-          for (Value v : a) {
-            auto [vh, vl] = splitTf32(kb, v);
-            hi.push_back(vh);
-            lo.push_back(vl);
-          }
+          auto [hi, lo] = tf32Parts(kb, a, splitX);
           a = hi;
           if (splitX)
             axLo.push_back(fragment(kb, lo));
@@ -549,13 +556,11 @@ static LogicalResult buildBackward(KernelContext &ctx) {
         // t + 4 are physical 2t and 2t + 1): B = gh[m0 + 2t + u][8rs + g].
         Value bg0 = ghAt(kb.mul(t, kb.idx(2)), rs, g);
         Value bg1 = ghAt(kb.add(kb.mul(t, kb.idx(2)), kb.idx(1)), rs, g);
-        auto [bd0h, bd0l] = splitTf32(kb, bd0);
-        auto [bd1h, bd1l] = splitTf32(kb, bd1);
-        auto [bg0h, bg0l] = splitTf32(kb, bg0);
-        auto [bg1h, bg1l] = splitTf32(kb, bg1);
-        Value bdHi = fragment(kb, {bd0h, bd1h}), bgHi = fragment(kb, {bg0h, bg1h});
-        Value bdLo = precise ? fragment(kb, {bd0l, bd1l}) : Value();
-        Value bgLo = precise ? fragment(kb, {bg0l, bg1l}) : Value();
+        auto [bdH, bdL] = tf32Parts(kb, {bd0, bd1}, precise);
+        auto [bgH, bgL] = tf32Parts(kb, {bg0, bg1}, precise);
+        Value bdHi = fragment(kb, bdH), bgHi = fragment(kb, bgH);
+        Value bdLo = precise ? fragment(kb, bdL) : Value();
+        Value bgLo = precise ? fragment(kb, bgL) : Value();
         for (int64_t kt = 0; kt < T; ++kt) {
           Value aHi = aFragment(kt, rs, 0);
           d[kt] = mma(kb, aHi, bdHi, d[kt]);

@@ -55,6 +55,14 @@ const c10::TypedOperatorHandle<ExpandCombineSig> &expandCombineOp() {
   return handle;
 }
 
+/// Calls `op` below the Autograd key: the kernel itself, recording nothing.
+template <typename Sig, typename... Args>
+decltype(auto) belowAutograd(const c10::TypedOperatorHandle<Sig> &op,
+                             Args &&...args) {
+  at::AutoDispatchBelowADInplaceOrView guard;
+  return op.call(std::forward<Args>(args)...);
+}
+
 Tensor grad(const Tensor &g, const Tensor &like) {
   return g.defined() ? g.contiguous() : at::zeros_like(like);
 }
@@ -77,9 +85,7 @@ struct Project : torch::autograd::Function<Project> {
   static variable_list forward(AutogradContext *ctx, Tensor x, Tensor phi,
                                OptTensor weight, int64_t n, std::string layout,
                                bool tf32) {
-    at::AutoDispatchBelowADInplaceOrView guard;
-    const auto &fwd = projectOp();
-    auto [h, ms] = fwd.call(x, phi, weight, n, layout, tf32);
+    auto [h, ms] = belowAutograd(projectOp(), x, phi, weight, n, layout, tf32);
     ctx->save_for_backward({x, phi, weight.value_or(Tensor())});
     ctx->saved_data["n"] = n;
     ctx->saved_data["layout"] = layout;
@@ -108,9 +114,8 @@ struct Scale : torch::autograd::Function<Scale> {
   static variable_list forward(AutogradContext *ctx, Tensor h, Tensor ms,
                                Tensor alpha, Tensor beta, int64_t n,
                                double normEps, double preEps, double postMult) {
-    at::AutoDispatchBelowADInplaceOrView guard;
-    const auto &fwd = scaleOp();
-    auto [pre, post, logits] = fwd.call(h, ms, alpha, beta, n, normEps, preEps, postMult);
+    auto [pre, post, logits] = belowAutograd(scaleOp(), h, ms, alpha, beta, n,
+                                             normEps, preEps, postMult);
     ctx->save_for_backward({h, ms, alpha, beta, pre, post, logits});
     ctx->saved_data["n"] = n;
     ctx->saved_data["eps"] = std::vector<double>{normEps, preEps, postMult};
@@ -133,9 +138,7 @@ struct Scale : torch::autograd::Function<Scale> {
 struct Sinkhorn : torch::autograd::Function<Sinkhorn> {
   static Tensor forward(AutogradContext *ctx, Tensor logits, int64_t n,
                         std::string mode, int64_t iters, double eps) {
-    at::AutoDispatchBelowADInplaceOrView guard;
-    const auto &fwd = sinkhornOp();
-    Tensor P = fwd.call(logits, n, mode, iters, eps);
+    Tensor P = belowAutograd(sinkhornOp(), logits, n, mode, iters, eps);
     ctx->save_for_backward({logits});
     ctx->saved_data["n"] = n;
     ctx->saved_data["mode"] = mode;
@@ -157,9 +160,7 @@ struct Sinkhorn : torch::autograd::Function<Sinkhorn> {
 struct Aggregate : torch::autograd::Function<Aggregate> {
   static Tensor forward(AutogradContext *ctx, Tensor x, Tensor pre, int64_t n,
                         std::string layout) {
-    at::AutoDispatchBelowADInplaceOrView guard;
-    const auto &fwd = aggregateOp();
-    Tensor y = fwd.call(x, pre, n, layout);
+    Tensor y = belowAutograd(aggregateOp(), x, pre, n, layout);
     ctx->save_for_backward({x, pre, y});
     ctx->saved_data["n"] = n;
     ctx->saved_data["layout"] = layout;
@@ -178,9 +179,7 @@ struct Aggregate : torch::autograd::Function<Aggregate> {
 struct ExpandCombine : torch::autograd::Function<ExpandCombine> {
   static Tensor forward(AutogradContext *ctx, Tensor f, Tensor post, Tensor x,
                         Tensor P, OptTensor bias, int64_t n, std::string layout) {
-    at::AutoDispatchBelowADInplaceOrView guard;
-    const auto &fwd = expandCombineOp();
-    Tensor out = fwd.call(f, post, x, P, bias, n, layout);
+    Tensor out = belowAutograd(expandCombineOp(), f, post, x, P, bias, n, layout);
     ctx->save_for_backward({f, post, x, P, bias.value_or(Tensor())});
     ctx->saved_data["n"] = n;
     ctx->saved_data["layout"] = layout;
@@ -203,9 +202,7 @@ std::tuple<Tensor, Tensor> projectAutograd(const Tensor &x, const Tensor &phi,
                                            Str layout, bool tf32) {
   const Tensor none;
   if (noGraph({&x, &phi, weight ? &*weight : &none})) {
-    at::AutoDispatchBelowADInplaceOrView guard;
-    const auto &fwd = projectOp();
-    return fwd.call(x, phi, weight, n, layout, tf32);
+    return belowAutograd(projectOp(), x, phi, weight, n, layout, tf32);
   }
   auto out = Project::apply(x, phi, weight, n, std::string(layout), tf32);
   return {out[0], out[1]};
@@ -216,9 +213,7 @@ std::tuple<Tensor, Tensor, Tensor> scaleAutograd(const Tensor &h, const Tensor &
                                                  int64_t n, double normEps,
                                                  double preEps, double postMult) {
   if (noGraph({&h, &ms, &alpha, &beta})) {
-    at::AutoDispatchBelowADInplaceOrView guard;
-    const auto &fwd = scaleOp();
-    return fwd.call(h, ms, alpha, beta, n, normEps, preEps, postMult);
+    return belowAutograd(scaleOp(), h, ms, alpha, beta, n, normEps, preEps, postMult);
   }
   auto out = Scale::apply(h, ms, alpha, beta, n, normEps, preEps, postMult);
   return {out[0], out[1], out[2]};
@@ -227,18 +222,14 @@ std::tuple<Tensor, Tensor, Tensor> scaleAutograd(const Tensor &h, const Tensor &
 Tensor sinkhornAutograd(const Tensor &logits, int64_t n, Str mode, int64_t iters,
                         double eps) {
   if (noGraph({&logits})) {
-    at::AutoDispatchBelowADInplaceOrView guard;
-    const auto &fwd = sinkhornOp();
-    return fwd.call(logits, n, mode, iters, eps);
+    return belowAutograd(sinkhornOp(), logits, n, mode, iters, eps);
   }
   return Sinkhorn::apply(logits, n, std::string(mode), iters, eps);
 }
 
 Tensor aggregateAutograd(const Tensor &x, const Tensor &pre, int64_t n, Str layout) {
   if (noGraph({&x, &pre})) {
-    at::AutoDispatchBelowADInplaceOrView guard;
-    const auto &fwd = aggregateOp();
-    return fwd.call(x, pre, n, layout);
+    return belowAutograd(aggregateOp(), x, pre, n, layout);
   }
   return Aggregate::apply(x, pre, n, std::string(layout));
 }
@@ -248,9 +239,7 @@ Tensor expandCombineAutograd(const Tensor &f, const Tensor &post, const Tensor &
                              Str layout) {
   const Tensor none;
   if (noGraph({&f, &post, &x, &P, bias ? &*bias : &none})) {
-    at::AutoDispatchBelowADInplaceOrView guard;
-    const auto &fwd = expandCombineOp();
-    return fwd.call(f, post, x, P, bias, n, layout);
+    return belowAutograd(expandCombineOp(), f, post, x, P, bias, n, layout);
   }
   return ExpandCombine::apply(f, post, x, P, bias, n, std::string(layout));
 }
