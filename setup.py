@@ -19,6 +19,7 @@ sources = [
     "runtime/torch/Module.cpp",
     "runtime/torch/Ops.cpp",
     "runtime/torch/Autograd.cpp",
+    "runtime/torch/Layer.cpp",
     "runtime/torch/Reference.cpp",
     "runtime/CudaDriver.cpp",
     "runtime/KernelCache.cpp",

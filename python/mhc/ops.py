@@ -89,11 +89,18 @@ def expand_combine(f, post, x, P, bias=None, *, layout="nc"):
 
 def pre(x, phi, alpha, beta, weight=None, *, layout="nc", tf32=False, norm_eps=1e-6, pre_eps=1e-6,
         post_mult=2.0, mode="softmax_eps", iters=20, eps=1e-6):
-    """One layer's pre step: returns (y, post, P) for the block input y."""
-    h, ms = project(x, phi, weight, layout=layout, tf32=tf32)
-    pre_w, post_w, logits = scale(h, ms, alpha, beta, norm_eps=norm_eps, pre_eps=pre_eps, post_mult=post_mult)
-    P = sinkhorn(logits, mode=mode, iters=iters, eps=eps)
-    return aggregate(x, pre_w, layout=layout), post_w, P
+    """One layer's pre step: returns (y, post, P) for the block input y.
+
+    project -> scale -> sinkhorn -> aggregate in one torch.ops.mhc.pre call
+    (one Python-to-C++ crossing instead of four; each inner op keeps its own
+    autograd), so a small layer is not bound by host time.
+    """
+    lead, M, n, C = _streams(x, layout)
+    y, post_w, P = torch.ops.mhc.pre(_flat(x, M, *x.shape[-2:]), phi.contiguous(), alpha.contiguous(),
+                                     beta.contiguous(), None if weight is None else weight.contiguous(), n, layout,
+                                     bool(tf32), float(norm_eps), float(pre_eps), float(post_mult), mode, int(iters),
+                                     float(eps))
+    return _unflat(y, lead, C), _unflat(post_w, lead, n), (P if len(lead) == 1 else P.reshape(*lead, n, n))
 
 
 def post(f, post_w, x, P, bias=None, *, layout="nc"):

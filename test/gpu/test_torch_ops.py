@@ -296,6 +296,7 @@ def _cuda_samples():
         "aggregate_backward": (f, x, pre, n, "nc"),
         "expand_combine": (f, post, x, P, bias, n, "nc"),
         "expand_combine_backward": (x, f, post, x, P, bias, n, "nc"),
+        "pre": (x, phi, alpha, beta, w, n, "nc", False, 1e-6, 1e-6, 2.0, "log", 20, 0.0),
     }
 
 

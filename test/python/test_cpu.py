@@ -116,6 +116,8 @@ def _samples():
         "aggregate_backward": (t["f"], t["x"], pre, n, "nc"),
         "expand_combine": (t["f"], post, t["x"], P, t["bias"], n, "nc"),
         "expand_combine_backward": (t["x"], t["f"], post, t["x"], P, None, n, "nc"),
+        "pre": (t["x"], t["phi"], t["alpha"], t["beta"], t["weight"], n, "nc", False, 1e-6, 1e-6, 2.0, "log", 5,
+                0.0),
     }
 
 
@@ -125,6 +127,25 @@ def test_opcheck(op):
     args = tuple(a.requires_grad_() if isinstance(a, torch.Tensor) and not op.endswith("backward") else a
                  for a in args)
     torch.library.opcheck(getattr(torch.ops.mhc, op), args)
+
+
+@pytest.mark.parametrize("layout", ["nc", "cn"])
+def test_pre_is_the_four_ops(layout):
+    """torch.ops.mhc.pre gives what project, scale, sinkhorn, aggregate give, bit for bit, with gradients."""
+    M, n, C = 5, 3, 8
+    t = {k: v.requires_grad_() for k, v in inputs(M, n, C, layout).items()}
+    kw = dict(norm_eps=1e-5, pre_eps=1e-6, post_mult=2.0)
+    got = mhc.pre(t["x"], t["phi"], t["alpha"], t["beta"], t["weight"], layout=layout, mode="softmax_eps", iters=7,
+                  eps=1e-6, **kw)
+    h, ms = mhc.project(t["x"], t["phi"], t["weight"], layout=layout)
+    pre_w, post_w, L = mhc.scale(h, ms, t["alpha"], t["beta"], **kw)
+    want = (mhc.aggregate(t["x"], pre_w, layout=layout), post_w, mhc.sinkhorn(L, mode="softmax_eps", iters=7))
+    for a, b in zip(got, want):
+        assert a.shape == b.shape and torch.equal(a, b)
+    leaves = [t[k] for k in ("x", "phi", "weight", "alpha", "beta")]
+    g = [torch.randn_like(o) for o in got]
+    for a, b in zip(torch.autograd.grad(got, leaves, g), torch.autograd.grad(want, leaves, g)):
+        assert torch.equal(a, b)
 
 
 def test_compile_fullgraph_matches_eager():
@@ -204,6 +225,8 @@ def test_bad_inputs_name_the_argument():
         torch.ops.mhc.sinkhorn(torch.randn(5, 4, 4), 4, "log", 0, 0.0)
     with pytest.raises(ValueError, match=r"argument 'x' must be a tensor \[\.\.\., n, C\]"):
         mhc.aggregate(torch.randn(16), pre)
+    with pytest.raises(ValueError, match=r"argument 'phi' must have shape \[N, K\] = \[2n \+ n\^2, n\*C\] = \[24, 64\]"):
+        mhc.pre(x, torch.randn(20, 64), torch.rand(3), torch.rand(24))
     with pytest.raises(ValueError, match="not 2n \\+ n\\^2"):
         mhc.scale(torch.randn(5, 23), torch.rand(5), torch.rand(3), torch.rand(23))
 
