@@ -208,13 +208,39 @@ def reference(spec, t):
     raise ValueError(op)
 
 
-def bound(spec, out_dtype):
-    """SPEC.md's bounds: TF32 products 2e-3, bf16/f16 outputs 1e-2, else 1e-5."""
+def bound(spec, out_dtype, kappa=1.0):
+    """SPEC.md's bounds: TF32 products 2e-3, bf16/f16 outputs 1e-2, else 1e-5,
+    times max(1, kappa) for Sinkhorn's backward (see cancellation())."""
     if out_dtype in (torch.bfloat16, torch.float16):
         return 1e-2
     if spec["op"] == "project" and spec.get("tf32"):
         return 2e-3
+    if spec["op"] == "sinkhorn" and spec["dir"] == "bwd":
+        return 1e-5 * max(1.0, kappa)
     return 1e-5
+
+
+def cancellation(spec, t, want):
+    """kappa = ||P * gP|| / ||glogits||: how much larger than Sinkhorn's input
+    gradient the terms are whose difference it is (1 for other ops).
+
+    glogits sums to zero along every row and column (P does not change when a
+    constant is added to a row or column of L), so for small n it is the
+    difference of nearly equal terms of size |P * gP|, and every fp32
+    evaluation errs by ~1e-7 * |P * gP|, not 1e-7 * |glogits|. Measured with
+    n = 2, M = 1 (a single 2x2 gradient) over 3000 seeds: the fp32 ATen
+    reference (torch.ops.mhc.* on CPU) misses 1e-5 for 2.3% of inputs in log
+    mode (worst 2.6e-3, kappa up to 5e4), while err / max(1, kappa) stays
+    <= 4.5e-7; the CUDA kernel's spread matches the reference's
+    (test/gpu/sinkhorn_error_spread.py). This is SPEC.md's written reason
+    for scaling the 1e-5 bound by kappa.
+    """
+    if spec["op"] != "sinkhorn" or spec["dir"] != "bwd":
+        return 1.0
+    L = t["logits"].double()
+    P = ref.sinkhorn(L, spec["mode"], spec["iters"], spec.get("eps", 0.0))
+    g = want["glogits"].detach()
+    return ((P * t["gP"].double()).norm() / g.norm().clamp_min(1e-300)).item()
 
 
 def check(bundle, m, seed):
@@ -224,6 +250,7 @@ def check(bundle, m, seed):
     got = bundle.run(m, t)
     again = bundle.run(m, t)
     want = reference(spec, t)
+    kappa = cancellation(spec, t, want)
     rows = []
     for name, g in got.items():
         r = want[name].detach().reshape(-1)
@@ -232,7 +259,7 @@ def check(bundle, m, seed):
         err = (g64 - r).norm().item() / max(r.norm().item(), 1e-300)
         maxerr = (g64 - r).abs().max().item() if r.numel() else 0.0
         scale = r.abs().max().item() if r.numel() else 0.0
-        b = bound(spec, g.dtype)
+        b = bound(spec, g.dtype, kappa)
         finite = bool(torch.isfinite(g64).all().item()) == bool(torch.isfinite(r).all().item())
         det = torch.equal(g.view(torch.uint8) if g.dtype != torch.float32 else g.view(torch.int32),
                           again[name].view(torch.uint8) if g.dtype != torch.float32 else again[name].view(torch.int32))

@@ -19,7 +19,7 @@ import torch
 import mhc
 
 sys.path.insert(0, os.path.dirname(__file__))
-from kernels import DT, bound, make_inputs, reference  # noqa: E402
+from kernels import DT, bound, cancellation, make_inputs, reference  # noqa: E402
 
 assert torch.cuda.is_available(), "the GPU suite needs a GPU"
 SEED = int.from_bytes(os.urandom(4), "little")
@@ -72,12 +72,13 @@ def check(s, M, seed, adjust=None):
     got = call(s, t)
     again = call(s, t)
     want = reference(s, t)
+    kappa = cancellation(s, t, want)
     name = f"{s['op']}.{s['dir']}"
     for k, g in got.items():
         r = want[k].detach().reshape(-1)
         g64 = g.reshape(-1).double()
         err = ((g64 - r).norm() / r.norm().clamp_min(1e-300)).item()
-        b = bound(s, g.dtype)
+        b = bound(s, g.dtype, kappa)
         RESULTS.append((name, err, b, f"{s} M={M} {k}"))
         assert torch.isfinite(g64).all(), f"{name} {k}: non-finite output"
         assert err <= b, f"{name} {k}: rel err {err:.3e} > {b:.0e} ({s}, M={M})"
