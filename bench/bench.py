@@ -229,6 +229,20 @@ def measure(impl, op, M, n, C, bw, sets_fwd):
 _GRADS = {}
 
 
+def graph_time(fn, args):
+    """Median milliseconds of replaying a CUDA graph of fn(*args) (forward)."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(3):
+            fn(*args)
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        fn(*args)
+    return timeit(graph.replay, [()])
+
+
 def grads_like(outs):
     key = tuple((o.shape, o.dtype) for o in outs)
     if key not in _GRADS:
@@ -316,6 +330,16 @@ def main():
                 print(f"  n={n} M={M:5d} C={C} {op:15s} {name:14s} fwd {f_ms * 1e3:9.1f} us  bwd {b_ms * 1e3:9.1f} us"
                       + (f"  SOL fwd {row['fwd_sol']:.0%} bwd {row['bwd_sol']:.0%}" if row.get("fwd_sol") else ""),
                       flush=True)
+                if op == "layer" and M <= 1024:
+                    # Small layers are host-bound; a CUDA graph replays the
+                    # same kernels without the per-op host work.
+                    try:
+                        g_ms = graph_time(fn["layer"], fsets[0])
+                    except Exception as e:
+                        print(f"  {name} layer (CUDA graph) n={n} M={M} C={C}: {e!r}"[:300])
+                        continue
+                    rows.append(dict(impl=name, op="layer_graph", n=n, M=M, C=C, fwd_us=g_ms * 1e3, bwd_us=0.0))
+                    print(f"  n={n} M={M:5d} C={C} {'layer (graph)':15s} {name:14s} fwd {g_ms * 1e3:9.1f} us", flush=True)
         del sets, s0
         torch.cuda.empty_cache()
     dispatch = {} if a.no_extras else dispatch_overhead()
@@ -332,17 +356,20 @@ def main():
 def dispatch_overhead(calls=2000):
     """Host microseconds per warm call (tiny inputs, no sync in the loop)."""
     out = {}
+    impl = mhc_ops()
     x = torch.randn(1, 64, 4, device=DEV, dtype=torch.bfloat16)
     pre = torch.rand(1, 4, device=DEV)
     L = torch.randn(1, 4, 4, device=DEV)
     y = torch.randn(1, 64, device=DEV, dtype=torch.bfloat16)
-    phi, alpha, beta = torch.randn(24, 64, device=DEV) / 8, torch.rand(3, device=DEV), torch.zeros(24, device=DEV)
+    phi, alpha, beta = torch.randn(24, 256, device=DEV) / 16, torch.rand(3, device=DEV), torch.zeros(24, device=DEV)
     for name, fn in (("torch.mul (a native op, the floor)", lambda: torch.mul(y, y)),
                      ("torch.ops.mhc.aggregate", lambda: torch.ops.mhc.aggregate(x, pre, 4, "cn")),
                      ("torch.ops.mhc.sinkhorn", lambda: torch.ops.mhc.sinkhorn(L, 4, "log", 20, 0.0)),
                      ("mhc.aggregate (Python API)", lambda: mhc.aggregate(x, pre, layout="cn")),
                      ("torch.ops.mhc.pre (4 ops, 5 kernels)", lambda: torch.ops.mhc.pre(
-                         x, phi, alpha, beta, None, 4, "cn", True, FLT_EPS, 0.0, 2.0, "log", 20, 0.0))):
+                         x, phi, alpha, beta, None, 4, "cn", True, FLT_EPS, 0.0, 2.0, "log", 20, 0.0)),
+                     ("layer: mhc.pre + mhc.post (6 kernels)", lambda: layer(
+                         impl, dict(x=x, phi=phi, alpha=alpha, beta=beta), 4))):
         for _ in range(50):
             fn()
         torch.cuda.synchronize()

@@ -65,16 +65,18 @@ def main():
         print("| op | mhc fwd us | SOL | mhc bwd us | SOL | TE fwd | TE bwd | torch.compile fwd | torch.compile bwd |"
               " fwd vs TE | bwd vs TE | fwd vs compile | bwd vs compile |")
         print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
-        for op in ("project", "scale", "sinkhorn", "aggregate", "expand_combine", "layer"):
+        for op in ("project", "scale", "sinkhorn", "aggregate", "expand_combine", "layer", "layer_graph"):
             m = idx.get(("mhc", op, n, M, C))
             if not m:
                 continue
             te = idx.get(("TE", op, n, M, C))
             tc = idx.get(("torch.compile", op, n, M, C))
             sol = lambda v: f"{v:.0%}" if v else "-"
-            num = lambda r, k: f"{r[k]:.1f}" if r else "absent"
+            fwd_only = op == "layer_graph"
+            num = lambda r, k: ("-" if fwd_only and k == "bwd_us" else f"{r[k]:.1f}") if r else "absent"
             ratio = lambda r, k: f"{r[k] / m[k]:.2f}x" if r and m[k] > 0 else "-"
-            print(f"| {op} | {m['fwd_us']:.1f} | {sol(m.get('fwd_sol'))} | {m['bwd_us']:.1f} | {sol(m.get('bwd_sol'))}"
+            label = "layer fwd, CUDA graph replay" if op == "layer_graph" else op
+            print(f"| {label} | {m['fwd_us']:.1f} | {sol(m.get('fwd_sol'))} | {num(m, 'bwd_us')} | {sol(m.get('bwd_sol'))}"
                   f" | {num(te, 'fwd_us')} | {num(te, 'bwd_us')} | {num(tc, 'fwd_us')} | {num(tc, 'bwd_us')}"
                   f" | {ratio(te, 'fwd_us')} | {ratio(te, 'bwd_us')} | {ratio(tc, 'fwd_us')} | {ratio(tc, 'bwd_us')} |")
     print("\nRatios are peer time / mhc time (above 1 means mhc is faster).\n")

@@ -227,6 +227,14 @@ def test_bad_inputs_on_gpu():
     with pytest.raises(TypeError, match=r"argument 'post' must be a float32 tensor"):
         torch.ops.mhc.expand_combine(torch.randn(5, 64, device="cuda"), torch.rand(5, 4, device="cuda").half(), x,
                                      torch.rand(5, 4, 4, device="cuda"), None, 4, "nc")
+    dev = dict(device="cuda")
+    args = (torch.rand(3, **dev), torch.zeros(24, **dev))
+    with pytest.raises(ValueError, match=r"argument 'phi' must have shape \[N, K\] = \[2n \+ n\^2, n\*C\] = \[24, 256\]"):
+        torch.ops.mhc.pre(x.bfloat16(), torch.randn(24, 64, **dev), *args, None, 4, "nc", True, 1e-6, 0.0, 2.0,
+                          "log", 20, 0.0)
+    with pytest.raises(ValueError, match=r"mode must be 'log' or 'softmax_eps'"):
+        torch.ops.mhc.pre(x.bfloat16(), torch.randn(24, 256, **dev), *args, None, 4, "nc", True, 1e-6, 0.0, 2.0,
+                          "exact", 20, 0.0)
 
 
 def _model(n=4, C=256):
