@@ -21,7 +21,8 @@
 #include <cstdlib>
 #include <mutex>
 #include <set>
-#include <sstream>
+#include <cstdio>
+#include <string>
 
 using at::Tensor;
 using OptTensor = std::optional<Tensor>;
@@ -58,12 +59,23 @@ bool allowed(Kind k, at::ScalarType t) {
   return false;
 }
 
+// Numbers in error messages are formatted here, never inserted into a
+// std::ostream (c10::str's, included): on the GPU machine's torch build an
+// integer inserted into an ostream from this extension crashed the process
+// (SIGSEGV in basic_ostream::_M_insert<long>) where the error should have
+// been raised. Messages therefore pass c10::str strings only.
+std::string num(int64_t v) { return std::to_string(v); }
+std::string num(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", v);
+  return buf;
+}
+
 std::string shapeText(at::IntArrayRef s) {
-  std::ostringstream os;
-  os << "[";
+  std::string out = "[";
   for (size_t i = 0; i < s.size(); ++i)
-    os << (i ? ", " : "") << s[i];
-  return os.str() + "]";
+    out += (i ? ", " : "") + num(s[i]);
+  return out + "]";
 }
 
 struct Checker {
@@ -88,15 +100,13 @@ struct Checker {
     for (size_t i = 0; ok && i < rank; ++i)
       ok = want(i) < 0 || t.size(i) == want(i);
     if (!ok) {
-      std::ostringstream expect;
-      expect << symbolic << " = [";
+      std::string expect = std::string(symbolic) + " = [";
       for (size_t i = 0; i < rank; ++i)
-        expect << (i ? ", " : "")
-               << (want(i) >= 0 ? std::to_string(want(i))
-                                : (dims[i] == -1 ? "M" : "C"));
-      expect << "]";
+        expect += (i ? ", " : "") +
+                  (want(i) >= 0 ? num(want(i)) : (dims[i] == -1 ? "M" : "C"));
+      expect += "]";
       TORCH_CHECK_VALUE(false, "mhc.", op, ": argument '", name, "' must have shape ",
-                        expect.str(), " (n = ", n, "); got shape ",
+                        expect, " (n = ", num(n), "); got shape ",
                         shapeText(t.sizes()));
     }
     for (size_t i = 0; i < rank; ++i) {
@@ -131,7 +141,7 @@ struct Checker {
 };
 
 Checker checker(const char *op, int64_t n) {
-  TORCH_CHECK_VALUE(n >= 1, "mhc.", op, ": n must be >= 1; got ", n);
+  TORCH_CHECK_VALUE(n >= 1, "mhc.", op, ": n must be >= 1; got ", num(n));
   return Checker{op, nullptr, -1, -1, n};
 }
 
@@ -143,15 +153,15 @@ void checkLayout(const char *op, Str layout) {
 void checkSinkhorn(const char *op, Str mode, int64_t iters, double eps) {
   TORCH_CHECK_VALUE(mode == "log" || mode == "softmax_eps", "mhc.", op,
                     ": mode must be 'log' or 'softmax_eps'; got '", mode, "'");
-  TORCH_CHECK_VALUE(iters >= 1, "mhc.", op, ": iters must be >= 1; got ", iters);
-  TORCH_CHECK_VALUE(eps >= 0, "mhc.", op, ": eps must be >= 0; got ", eps);
+  TORCH_CHECK_VALUE(iters >= 1, "mhc.", op, ": iters must be >= 1; got ", num(iters));
+  TORCH_CHECK_VALUE(eps >= 0, "mhc.", op, ": eps must be >= 0; got ", num(eps));
 }
 
 void checkScale(const char *op, double normEps, double preEps, double postMult) {
   TORCH_CHECK_VALUE(normEps >= 0 && preEps >= 0, "mhc.", op,
                     ": norm_eps and pre_eps must be >= 0");
   TORCH_CHECK_VALUE(postMult > 0, "mhc.", op, ": post_mult must be > 0; got ",
-                    postMult);
+                    num(postMult));
 }
 
 //===----------------------------------------------------------------------===//
@@ -281,8 +291,8 @@ void launch(const mhc::rt::LoadedKernel &kernel, int64_t M,
       continue;
     }
     TORCH_CHECK(t->numel() == elems, "mhc: buffer '", b.name, "' of ",
-                kernel.spec.kernelName(), " has ", t->numel(),
-                " elements; the kernel expects ", elems);
+                kernel.spec.kernelName(), " has ", num(t->numel()),
+                " elements; the kernel expects ", num(elems));
     buffers[i] = t->data_ptr();
   }
   c10::cuda::CUDAGuard guard(like.device());
