@@ -294,14 +294,6 @@ def test_cuda_graph_replay_matches_eager():
 def _cuda_samples():
     M, n, C = 7, 4, 64
     dev = dict(device="cuda")
-    # Messages with numbers in them (these crashed the process on the GPU
-    # machine while they were formatted through std::ostream).
-    with pytest.raises(ValueError, match=r"argument 'pre' must have shape \[M, n\] = \[5, 4\] \(n = 4\); got shape \[5, 3\]"):
-        torch.ops.mhc.aggregate(x, torch.rand(5, 3, **dev), 4, "nc")
-    with pytest.raises(ValueError, match=r"iters must be >= 1; got 0"):
-        torch.ops.mhc.sinkhorn(torch.randn(5, 4, 4, **dev), 4, "log", 0, 0.0)
-    with pytest.raises(ValueError, match=r"eps must be >= 0; got -0.5"):
-        torch.ops.mhc.sinkhorn(torch.randn(5, 4, 4, **dev), 4, "softmax_eps", 20, -0.5)
     N, K = 2 * n + n * n, n * C
     x = torch.randn(M, n, C, dtype=torch.bfloat16, **dev)
     phi, w = torch.randn(N, K, **dev) / 16, 1 + 0.1 * torch.randn(K, **dev)
