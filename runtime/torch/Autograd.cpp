@@ -7,53 +7,16 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include <ATen/core/dispatch/Dispatcher.h>
+#include "OpHandles.h"
+
 #include <torch/autograd.h>
 #include <torch/library.h>
 
-using at::Tensor;
+using namespace mhc::ops;
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
-using OptTensor = std::optional<Tensor>;
-using Str = c10::string_view;
 
 namespace {
-
-c10::OperatorHandle op(const char *name) {
-  return c10::Dispatcher::singleton().findSchemaOrThrow(name, "");
-}
-
-// The forward ops' signatures and handles, looked up once.
-using ProjectSig = std::tuple<Tensor, Tensor>(const Tensor &, const Tensor &,
-                                              const OptTensor &, int64_t, Str, bool);
-using ScaleSig = std::tuple<Tensor, Tensor, Tensor>(const Tensor &, const Tensor &,
-                                                    const Tensor &, const Tensor &,
-                                                    int64_t, double, double, double);
-using SinkhornSig = Tensor(const Tensor &, int64_t, Str, int64_t, double);
-using AggregateSig = Tensor(const Tensor &, const Tensor &, int64_t, Str);
-using ExpandCombineSig = Tensor(const Tensor &, const Tensor &, const Tensor &,
-                                const Tensor &, const OptTensor &, int64_t, Str);
-
-const c10::TypedOperatorHandle<ProjectSig> &projectOp() {
-  static auto handle = op("mhc::project").typed<ProjectSig>();
-  return handle;
-}
-const c10::TypedOperatorHandle<ScaleSig> &scaleOp() {
-  static auto handle = op("mhc::scale").typed<ScaleSig>();
-  return handle;
-}
-const c10::TypedOperatorHandle<SinkhornSig> &sinkhornOp() {
-  static auto handle = op("mhc::sinkhorn").typed<SinkhornSig>();
-  return handle;
-}
-const c10::TypedOperatorHandle<AggregateSig> &aggregateOp() {
-  static auto handle = op("mhc::aggregate").typed<AggregateSig>();
-  return handle;
-}
-const c10::TypedOperatorHandle<ExpandCombineSig> &expandCombineOp() {
-  static auto handle = op("mhc::expand_combine").typed<ExpandCombineSig>();
-  return handle;
-}
 
 /// Calls `op` below the Autograd key: the kernel itself, recording nothing.
 template <typename Sig, typename... Args>

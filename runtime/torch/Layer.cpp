@@ -9,40 +9,23 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include <ATen/core/dispatch/Dispatcher.h>
+#include "OpHandles.h"
+
 #include <torch/library.h>
 
-using at::Tensor;
-using OptTensor = std::optional<Tensor>;
-using Str = c10::string_view;
+using namespace mhc::ops;
 
 namespace {
-
-template <typename Sig>
-c10::TypedOperatorHandle<Sig> handle(const char *name) {
-  return c10::Dispatcher::singleton().findSchemaOrThrow(name, "").typed<Sig>();
-}
 
 std::tuple<Tensor, Tensor, Tensor>
 pre(const Tensor &x, const Tensor &phi, const Tensor &alpha, const Tensor &beta,
     const OptTensor &weight, int64_t n, Str layout, bool tf32, double normEps,
     double preEps, double postMult, Str mode, int64_t iters, double eps) {
-  static auto project = handle<std::tuple<Tensor, Tensor>(
-      const Tensor &, const Tensor &, const OptTensor &, int64_t, Str, bool)>(
-      "mhc::project");
-  static auto scale = handle<std::tuple<Tensor, Tensor, Tensor>(
-      const Tensor &, const Tensor &, const Tensor &, const Tensor &, int64_t,
-      double, double, double)>("mhc::scale");
-  static auto sinkhorn =
-      handle<Tensor(const Tensor &, int64_t, Str, int64_t, double)>("mhc::sinkhorn");
-  static auto aggregate =
-      handle<Tensor(const Tensor &, const Tensor &, int64_t, Str)>("mhc::aggregate");
-
-  auto [h, ms] = project.call(x, phi, weight, n, layout, tf32);
+  auto [h, ms] = projectOp().call(x, phi, weight, n, layout, tf32);
   auto [preW, postW, logits] =
-      scale.call(h, ms, alpha, beta, n, normEps, preEps, postMult);
-  Tensor P = sinkhorn.call(logits, n, mode, iters, eps);
-  return {aggregate.call(x, preW, n, layout), postW, P};
+      scaleOp().call(h, ms, alpha, beta, n, normEps, preEps, postMult);
+  Tensor P = sinkhornOp().call(logits, n, mode, iters, eps);
+  return {aggregateOp().call(x, preW, n, layout), postW, P};
 }
 
 } // namespace

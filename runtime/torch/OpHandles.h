@@ -1,0 +1,57 @@
+//===- OpHandles.h - typed dispatcher handles of torch.ops.mhc.* -----------===//
+//
+// The forward ops' C++ signatures and their handles, looked up once. Used by
+// the autograd wrappers (Autograd.cpp) and the one-call pre step (Layer.cpp)
+// to call the ops through the dispatcher.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MHC_RUNTIME_TORCH_OPHANDLES_H
+#define MHC_RUNTIME_TORCH_OPHANDLES_H
+
+#include <ATen/core/dispatch/Dispatcher.h>
+
+namespace mhc::ops {
+
+using at::Tensor;
+using OptTensor = std::optional<Tensor>;
+using Str = c10::string_view;
+
+using ProjectSig = std::tuple<Tensor, Tensor>(const Tensor &, const Tensor &,
+                                              const OptTensor &, int64_t, Str, bool);
+using ScaleSig = std::tuple<Tensor, Tensor, Tensor>(const Tensor &, const Tensor &,
+                                                    const Tensor &, const Tensor &,
+                                                    int64_t, double, double, double);
+using SinkhornSig = Tensor(const Tensor &, int64_t, Str, int64_t, double);
+using AggregateSig = Tensor(const Tensor &, const Tensor &, int64_t, Str);
+using ExpandCombineSig = Tensor(const Tensor &, const Tensor &, const Tensor &,
+                                const Tensor &, const OptTensor &, int64_t, Str);
+
+inline c10::OperatorHandle op(const char *name) {
+  return c10::Dispatcher::singleton().findSchemaOrThrow(name, "");
+}
+
+inline const c10::TypedOperatorHandle<ProjectSig> &projectOp() {
+  static auto handle = op("mhc::project").typed<ProjectSig>();
+  return handle;
+}
+inline const c10::TypedOperatorHandle<ScaleSig> &scaleOp() {
+  static auto handle = op("mhc::scale").typed<ScaleSig>();
+  return handle;
+}
+inline const c10::TypedOperatorHandle<SinkhornSig> &sinkhornOp() {
+  static auto handle = op("mhc::sinkhorn").typed<SinkhornSig>();
+  return handle;
+}
+inline const c10::TypedOperatorHandle<AggregateSig> &aggregateOp() {
+  static auto handle = op("mhc::aggregate").typed<AggregateSig>();
+  return handle;
+}
+inline const c10::TypedOperatorHandle<ExpandCombineSig> &expandCombineOp() {
+  static auto handle = op("mhc::expand_combine").typed<ExpandCombineSig>();
+  return handle;
+}
+
+} // namespace mhc::ops
+
+#endif // MHC_RUNTIME_TORCH_OPHANDLES_H
