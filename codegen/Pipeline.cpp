@@ -3,6 +3,7 @@
 #include "mhc/Codegen/Codegen.h"
 
 #include "Families.h"
+#include "mhc/Codegen/SourceHash.h"
 #include "mhc/Passes/Passes.h"
 
 #include "mlir/Conversion/ArithToLLVM/ArithToLLVM.h"
@@ -105,8 +106,8 @@ mlir::mhc::buildKernelModule(ModuleOp top, const ::mhc::KernelSpec &spec,
                 static_cast<unsigned long long>(spec.hash()));
   manifest.hash = hash;
   manifest.arch = spec.arch;
-  manifest.compiler = std::string("mhc ") + kMhcVersion + ", MLIR " +
-                      LLVM_VERSION_STRING;
+  manifest.compiler = std::string("mhc ") + kMhcVersion + " (codegen " +
+                      MHC_CODEGEN_SOURCE_HASH + "), MLIR " + LLVM_VERSION_STRING;
 
   KernelContext kc(b, module, spec, manifest);
   LogicalResult built = failure();
@@ -261,7 +262,8 @@ std::string mlir::mhc::compilerVersionInfo(const std::string &toolkit) {
   std::string ptxas = "unknown";
   if (std::regex_search(version, vm, std::regex("V([0-9.]+)")))
     ptxas = vm[1].str();
-  return std::string("mhc ") + kMhcVersion + ", MLIR " + LLVM_VERSION_STRING +
+  return std::string("mhc ") + kMhcVersion + " (codegen " +
+         MHC_CODEGEN_SOURCE_HASH + "), MLIR " + LLVM_VERSION_STRING +
          ", ptxas " + ptxas;
 }
 
