@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # On the GPU machine, after test/gpu/setup-gpu.sh: Nsight Compute sections for
-# the mhc kernels whose names match REGEX, one call each, from
-# bench/kernel_times.py's run of OPS at SHAPE.
+# the mhc kernels whose names match REGEX, from bench/kernel_times.py's run
+# of OPS at SHAPE: NCU_SKIP (default 2) matching launches are skipped (the
+# warm-up calls), then NCU_COUNT (default 2) are profiled.
 #   bash bench/ncu.sh REGEX [OPS] [n,M,C] > report.txt
 set -uo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
