@@ -52,6 +52,13 @@ using namespace mlir::mhc;
 
 static const char *kMhcVersion = "0.1.0";
 
+/// "mhc <release> (codegen <source digest>), MLIR <version>": what produced a
+/// kernel, in manifests and in --version-info (the JIT cache key).
+static std::string generatorVersion() {
+  return std::string("mhc ") + kMhcVersion + " (codegen " +
+         MHC_CODEGEN_SOURCE_HASH + "), MLIR " + LLVM_VERSION_STRING;
+}
+
 void mlir::mhc::registerCodegenDialects(DialectRegistry &registry) {
   registry.insert<arith::ArithDialect, cf::ControlFlowDialect,
                   func::FuncDialect, gpu::GPUDialect, LLVM::LLVMDialect,
@@ -106,8 +113,7 @@ mlir::mhc::buildKernelModule(ModuleOp top, const ::mhc::KernelSpec &spec,
                 static_cast<unsigned long long>(spec.hash()));
   manifest.hash = hash;
   manifest.arch = spec.arch;
-  manifest.compiler = std::string("mhc ") + kMhcVersion + " (codegen " +
-                      MHC_CODEGEN_SOURCE_HASH + "), MLIR " + LLVM_VERSION_STRING;
+  manifest.compiler = generatorVersion();
 
   KernelContext kc(b, module, spec, manifest);
   LogicalResult built = failure();
@@ -262,9 +268,7 @@ std::string mlir::mhc::compilerVersionInfo(const std::string &toolkit) {
   std::string ptxas = "unknown";
   if (std::regex_search(version, vm, std::regex("V([0-9.]+)")))
     ptxas = vm[1].str();
-  return std::string("mhc ") + kMhcVersion + " (codegen " +
-         MHC_CODEGEN_SOURCE_HASH + "), MLIR " + LLVM_VERSION_STRING +
-         ", ptxas " + ptxas;
+  return generatorVersion() + ", ptxas " + ptxas;
 }
 
 LogicalResult mlir::mhc::compileSpecToBundle(MLIRContext *ctx,
