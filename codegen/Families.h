@@ -109,6 +109,11 @@ LogicalResult buildExpandCombine(KernelContext &ctx);
 LogicalResult buildScale(KernelContext &ctx);
 LogicalResult buildSinkhorn(KernelContext &ctx);
 LogicalResult buildProject(KernelContext &ctx);
+/// The projection forward for bf16 activations (ProjectForwardStaged.cpp):
+/// whether it serves the spec, and its buffers, pack and partial launches
+/// (the reduce launch is the tf32 kernel's).
+bool projectForwardIsStaged(const KernelContext &ctx);
+LogicalResult buildProjectForwardStaged(KernelContext &ctx);
 
 } // namespace mlir::mhc
 

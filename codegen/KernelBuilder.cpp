@@ -3,6 +3,7 @@
 #include "mhc/Codegen/KernelBuilder.h"
 
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Math/IR/Math.h"
@@ -255,6 +256,56 @@ Value KernelBuilder::warpSum(Value v) {
   return v;
 }
 
+void KernelBuilder::syncWarp() {
+  NVVM::SyncWarpOp::create(b, loc, i32(-1));
+}
+
+static Value pointerTo(KernelBuilder &kb, Value mem, Value elem,
+                       unsigned addressSpace) {
+  Value base = memref::ExtractAlignedPointerAsIndexOp::create(kb.b, kb.loc, mem);
+  int64_t bytes = cast<MemRefType>(mem.getType()).getElementTypeBitWidth() / 8;
+  Value addr = kb.add(base, kb.mul(elem, kb.idx(bytes)));
+  Value i64 = arith::IndexCastOp::create(kb.b, kb.loc, kb.b.getI64Type(), addr);
+  auto ptrType = LLVM::LLVMPointerType::get(kb.b.getContext(), addressSpace);
+  return LLVM::IntToPtrOp::create(kb.b, kb.loc, ptrType, i64);
+}
+
+Value KernelBuilder::sharedPtr(Value mem, Value elem) {
+  return pointerTo(*this, mem, elem, static_cast<unsigned>(NVVM::NVVMMemorySpace::Shared));
+}
+Value KernelBuilder::globalPtr(Value mem, Value elem) {
+  return pointerTo(*this, mem, elem, static_cast<unsigned>(NVVM::NVVMMemorySpace::Global));
+}
+void KernelBuilder::mbarrierInit(Value bar, int64_t arrivals) {
+  NVVM::MBarrierInitOp::create(b, loc, bar, i32(arrivals), Value());
+}
+void KernelBuilder::fenceMbarrierInit() { NVVM::FenceMbarrierInitOp::create(b, loc); }
+void KernelBuilder::mbarrierArriveExpectTx(Value bar, int64_t bytes) {
+  NVVM::MBarrierArriveExpectTxOp::create(b, loc, Type(), bar, i32(bytes),
+                                         NVVM::MemScopeKind::CTA,
+                                         /*relaxed=*/false, Value());
+}
+void KernelBuilder::mbarrierArrive(Value bar) {
+  NVVM::MBarrierArriveOp::create(b, loc, Type(), bar, Value());
+}
+void KernelBuilder::mbarrierWait(Value bar, Value parity) {
+  NVVM::MBarrierTryWaitParityOp::create(b, loc, bar, parity, i32(0x989680));
+}
+void KernelBuilder::bulkCopy(Value dst, Value src, int64_t bytes, Value bar) {
+  // The shared::cluster form (PTX 8.0); a CTA's own shared addresses are
+  // valid cluster addresses.
+  auto cluster = LLVM::LLVMPointerType::get(
+      b.getContext(), static_cast<unsigned>(NVVM::NVVMMemorySpace::SharedCluster));
+  Value dstCluster = LLVM::AddrSpaceCastOp::create(b, loc, cluster, dst);
+  NVVM::CpAsyncBulkGlobalToSharedClusterOp::create(
+      b, loc, dstCluster, src, bar, i32(bytes), Value(), Value());
+}
+void KernelBuilder::fenceProxyAsyncShared() {
+  NVVM::FenceProxyOp::create(
+      b, loc, NVVM::ProxyKind::async_shared,
+      NVVM::SharedSpaceAttr::get(b.getContext(), NVVM::SharedSpace::shared_cta));
+}
+
 //===----------------------------------------------------------------------===//
 // LaunchBuilder
 //===----------------------------------------------------------------------===//
@@ -290,8 +341,12 @@ LaunchBuilder &LaunchBuilder::minBlocksPerSM(int blocks) {
   return *this;
 }
 
-LaunchBuilder &LaunchBuilder::sharedF32(int64_t elems) {
-  sharedElems.push_back(elems);
+LaunchBuilder &LaunchBuilder::sharedF32(int64_t elems, int64_t align) {
+  sharedBuffers.push_back({elems, false, align});
+  return *this;
+}
+LaunchBuilder &LaunchBuilder::sharedI64(int64_t elems) {
+  sharedBuffers.push_back({elems, true, 8});
   return *this;
 }
 
@@ -309,14 +364,20 @@ gpu::GPUFuncOp LaunchBuilder::create(OpBuilder &b, gpu::GPUModuleOp module) {
   }
   SmallVector<Type> workgroup;
   auto wgSpace = gpu::AddressSpaceAttr::get(ctx, gpu::AddressSpace::Workgroup);
-  for (int64_t elems : sharedElems)
-    workgroup.push_back(MemRefType::get({elems}, b.getF32Type(),
-                                        MemRefLayoutAttrInterface{}, wgSpace));
+  for (const SharedBuffer &sb : sharedBuffers)
+    workgroup.push_back(MemRefType::get(
+        {sb.elems}, sb.i64 ? Type(b.getI64Type()) : Type(b.getF32Type()),
+        MemRefLayoutAttrInterface{}, wgSpace));
 
   b.setInsertionPointToEnd(module.getBody());
   func = gpu::GPUFuncOp::create(b, module.getLoc(), entry,
                                 b.getFunctionType(types, {}), workgroup);
   func->setAttr(gpu::GPUDialect::getKernelFuncAttrName(), b.getUnitAttr());
+  for (auto [i, sb] : llvm::enumerate(sharedBuffers))
+    if (sb.align > 0)
+      func.setWorkgroupAttributionAttr(
+          i, LLVM::LLVMDialect::getAlignAttrName(),
+          b.getI64IntegerAttr(sb.align));
   func.setKnownBlockSizeAttr(
       b.getDenseI32ArrayAttr({blockThreads, 1, 1}));
   if (minBlocks > 0) // .minnctapersm: ptxas caps registers to fit them.

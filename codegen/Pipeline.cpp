@@ -153,6 +153,8 @@ void mlir::mhc::addNVVMLoweringPasses(OpPassManager &pm) {
   ConvertGpuOpsToNVVMOpsOptions options;
   options.indexBitwidth = 64;
   gpm.addPass(createConvertGpuOpsToNVVMOps(options));
+  // NVVM ops without an LLVM intrinsic (mbarrier waits) become inline PTX.
+  gpm.addPass(createConvertNVVMToLLVMPass());
   gpm.addPass(createKernelNoAlias());
   gpm.addPass(createCanonicalizerPass());
   gpm.addPass(createCSEPass());

@@ -112,7 +112,15 @@ Value mma(KernelBuilder &kb, Value a, Value b, Value c) {
 
 } // namespace
 
+static void buildReduce(KernelContext &ctx);
+
 static LogicalResult buildForward(KernelContext &ctx) {
+  if (projectForwardIsStaged(ctx)) {
+    if (failed(buildProjectForwardStaged(ctx)))
+      return failure();
+    buildReduce(ctx);
+    return success();
+  }
   const ::mhc::KernelSpec &spec = ctx.spec;
   int64_t N = ctx.N(), K = ctx.K();
   // Chunk = 8s columns, s k-steps: the largest s in {8, 4, 2, 1} with
@@ -295,6 +303,13 @@ static LogicalResult buildForward(KernelContext &ctx) {
       }
   }
 
+  buildReduce(ctx);
+  return success();
+}
+
+/// h and ms from the partials [S, M, N + 1], summed over S in order.
+static void buildReduce(KernelContext &ctx) {
+  int64_t N = ctx.N(), K = ctx.K();
   {
     // A thread per (token, column): with few tokens S is large (up to 64)
     // and a thread per token would add S * (N + 1) values in sequence.
@@ -325,7 +340,6 @@ static LogicalResult buildForward(KernelContext &ctx) {
       });
     });
   }
-  return success();
 }
 
 static LogicalResult buildBackward(KernelContext &ctx) {

@@ -103,6 +103,28 @@ public:
   /// Butterfly sum over the 32 lanes of a warp; every lane gets the total.
   /// The order of additions is fixed, so the result is deterministic.
   Value warpSum(Value v);
+  void syncWarp();
+
+  // Asynchronous bulk copies (sm_90): the TMA engine copies global memory
+  // into shared memory and signals an mbarrier when the bytes have landed.
+  /// The address of element `elem` of a shared (workgroup) memref, and of a
+  /// global (kernel argument) memref.
+  Value sharedPtr(Value mem, Value elem);
+  Value globalPtr(Value mem, Value elem);
+  void mbarrierInit(Value bar, int64_t arrivals);
+  /// Makes the initialised mbarriers visible to the async proxy.
+  void fenceMbarrierInit();
+  /// Arrives on `bar` and expects `bytes` more bytes of copies in its phase.
+  void mbarrierArriveExpectTx(Value bar, int64_t bytes);
+  void mbarrierArrive(Value bar);
+  /// Blocks until the phase of `bar` with the given parity (i32) completed.
+  void mbarrierWait(Value bar, Value parity);
+  /// Copies `bytes` (a multiple of 16, both addresses 16-byte aligned) from
+  /// global `src` to shared `dst`; completes on `bar`.
+  void bulkCopy(Value dst, Value src, int64_t bytes, Value bar);
+  /// Orders this thread's earlier shared-memory accesses before later
+  /// async-proxy (bulk copy) accesses to the same memory.
+  void fenceProxyAsyncShared();
 };
 
 /// One kernel launch under construction.
@@ -117,8 +139,11 @@ public:
   LaunchBuilder &grid(::mhc::GridRule rule);
   /// Asks ptxas to fit `blocks` blocks per SM (it caps registers).
   LaunchBuilder &minBlocksPerSM(int blocks);
-  /// A workgroup (shared memory) buffer of `elems` f32 values.
-  LaunchBuilder &sharedF32(int64_t elems);
+  /// A workgroup (shared memory) buffer of `elems` f32 values, aligned to
+  /// `align` bytes when given.
+  LaunchBuilder &sharedF32(int64_t elems, int64_t align = 0);
+  /// A workgroup buffer of `elems` i64 values (mbarriers).
+  LaunchBuilder &sharedI64(int64_t elems);
 
   /// Creates the gpu.func at the end of `module`, positions `b` in its body
   /// and returns it. Call once, before arg()/shared().
@@ -140,7 +165,12 @@ private:
   int blockThreads = 256;
   int minBlocks = 0;
   ::mhc::GridRule gridRule{1, 0};
-  SmallVector<int64_t> sharedElems;
+  struct SharedBuffer {
+    int64_t elems;
+    bool i64;
+    int64_t align;
+  };
+  SmallVector<SharedBuffer> sharedBuffers;
   gpu::GPUFuncOp func;
   std::map<std::string, Value> args;
   Value tokensIndex, splitIndex;
