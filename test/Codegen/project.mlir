@@ -1,27 +1,71 @@
-// Kernels of mhc.project: the forward runs on the tensor cores (mma.sync
-// m16n8k8 tf32), with split-K partials reduced in order by a second launch;
-// without the tf32 flag each k-step takes two mma's (phi split into a tf32
-// high part and the rest), with it one. The backward is one fused pass over
+// Kernels of mhc.project. The forward for f16/f32 activations (and for any
+// activations on sm_80) runs on the tensor cores as mma.sync m16n8k8 tf32,
+// with split-K partials reduced in order by a last launch; without the tf32
+// flag each k-step takes two mma's (phi split into a tf32 high part and the
+// rest), with it one. For bf16 activations on sm_90a a pack launch splits
+// phi w into bf16 parts (2 with the tf32 flag, 3 without) in fragment order,
+// and the partial launch multiplies bf16 x by them (mma.sync m16n8k16 bf16)
+// with each chunk's parts brought into a shared ring by one bulk copy: per
+// 32-column pair, 2 k-steps x 3 n-tiles x parts mma's. The backward is one fused pass over
 // x on the tensor cores too: per 8-token step and 16-column k-tile, D^T =
 // phi^T gh^T and gphi^T += x^T gh; without the tf32 flag 3 + 2 mma's per
 // (k-tile, 8 rows of N): n = 4 takes 2 k-tiles x 3 -> 30 mma.sync per step.
 // gphi and gw leave through fixed-order partials. No atomics.
-// RUN: mhc-compile --spec 'project.fwd;n=4;act=bf16;param=f32;layout=nc;C=7168;tf32=0;weight=1;arch=sm_90a' --print-ir | FileCheck %s --check-prefix=FWD
-// RUN: mhc-compile --spec 'project.fwd;n=4;act=bf16;param=f32;layout=nc;C=7168;tf32=1;weight=0;arch=sm_90a' --print-ir | FileCheck %s --check-prefix=TF32
+// RUN: mhc-compile --spec 'project.fwd;n=4;act=f16;param=f32;layout=nc;C=7168;tf32=0;weight=1;arch=sm_90a' --print-ir | FileCheck %s --check-prefix=FWD
+// RUN: mhc-compile --spec 'project.fwd;n=4;act=f16;param=f32;layout=nc;C=7168;tf32=1;weight=0;arch=sm_90a' --print-ir | FileCheck %s --check-prefix=TF32
+// RUN: mhc-compile --spec 'project.fwd;n=4;act=bf16;param=f32;layout=nc;C=7168;tf32=1;weight=0;arch=sm_80' --print-ir | FileCheck %s --check-prefix=SM80
+// RUN: mhc-compile --spec 'project.fwd;n=4;act=bf16;param=f32;layout=nc;C=7168;tf32=1;weight=1;arch=sm_90a' --print-ir | FileCheck %s --check-prefix=STAGED
+// RUN: mhc-compile --spec 'project.fwd;n=4;act=bf16;param=f32;layout=nc;C=7168;tf32=0;weight=0;arch=sm_90a' --print-ir | FileCheck %s --check-prefix=STAGED3
+// RUN: rm -rf %t.s && mhc-compile --spec 'project.fwd;n=4;act=bf16;param=f32;layout=nc;C=7168;tf32=1;weight=0;arch=sm_90a' -o %t.s && cat %t.s/*.ptx | FileCheck %s --check-prefix=STAGEDPTX
 // RUN: mhc-compile --spec 'project.bwd;n=4;act=bf16;param=f32;layout=nc;C=7168;tf32=0;weight=1;arch=sm_90a' --print-ir | FileCheck %s --check-prefix=BWD
 // RUN: rm -rf %t.b && mhc-compile --spec 'project.bwd;n=4;act=bf16;param=f32;layout=nc;C=7168;tf32=0;weight=1;arch=sm_90a' -o %t.b && cat %t.b/*.ptx | FileCheck %s --check-prefix=BWDPTX
-// RUN: rm -rf %t && mhc-compile --spec 'project.fwd;n=4;act=bf16;param=f32;layout=nc;C=7168;tf32=0;weight=1;arch=sm_90a' -o %t && FileCheck %s --check-prefix=PTX < %t/mhc_project_fwd_n4_03eab2f6f90b18df.ptx
+// RUN: rm -rf %t && mhc-compile --spec 'project.fwd;n=4;act=f16;param=f32;layout=nc;C=7168;tf32=0;weight=1;arch=sm_90a' -o %t && cat %t/*.ptx | FileCheck %s --check-prefix=PTX
 
-// FWD: gpu.func @mhc_project_fwd_n4_03eab2f6f90b18df_partial(%{{.*}}: memref<?xbf16>, %{{.*}}: memref<?xf32>, %{{.*}}: memref<?xf32>, %{{.*}}: memref<?xf32>, %{{.*}}: i64, %{{.*}}: i64) kernel attributes {known_block_size = array<i32: 128, 1, 1>}
+// FWD: gpu.func @mhc_project_fwd_n4_{{[0-9a-f]+}}_partial(%{{.*}}: memref<?xf16>, %{{.*}}: memref<?xf32>, %{{.*}}: memref<?xf32>, %{{.*}}: memref<?xf32>, %{{.*}}: i64, %{{.*}}: i64) kernel attributes {known_block_size = array<i32: 128, 1, 1>}
 // FWD-DAG: arith.constant 28672 : index
-// FWD: vector.load %{{.*}} {alignment = 16 : i64} : memref<?xbf16>, vector<8xbf16>
+// FWD: vector.load %{{.*}} {alignment = 16 : i64} : memref<?xf16>, vector<8xf16>
 // FWD-COUNT-2: nvgpu.mma.sync(%{{.*}}, %{{.*}}, %{{.*}}) {mmaShape = [16, 8, 8], tf32Enabled} : (vector<4x1xf32>, vector<2x1xf32>, vector<2x2xf32>) -> vector<2x2xf32>
-// FWD: gpu.func @mhc_project_fwd_n4_03eab2f6f90b18df_reduce(
+// FWD: gpu.func @mhc_project_fwd_n4_{{[0-9a-f]+}}_reduce(
 // FWD-NOT: atomic
 
 // TF32: nvgpu.mma.sync
 // TF32-NOT: arith.andi
 // TF32: gpu.func
+
+// SM80: gpu.func @mhc_project_fwd_n4_{{.*}}_partial(
+// SM80: nvgpu.mma.sync({{.*}}) {mmaShape = [16, 8, 8], tf32Enabled}
+// SM80-NOT: nvvm.cp.async.bulk
+
+// STAGED: gpu.func @mhc_project_fwd_n4_{{.*}}_pack(%{{.*}}: memref<?xf32>, %{{.*}}: memref<?xf32>, %{{.*}}: memref<?xbf16>)
+// STAGED: arith.truncf {{.*}} : f32 to bf16
+// STAGED: gpu.func @mhc_project_fwd_n4_{{.*}}_partial(%{{.*}}: memref<?xbf16>, %{{.*}}: memref<?xbf16>, %{{.*}}: memref<?xf32>, %{{.*}}: i64, %{{.*}}: i64) workgroup(%{{.*}} : memref<9216xf32, #gpu.address_space<workgroup>> {llvm.align = 128 : i64}, %{{.*}} : memref<6xi64, #gpu.address_space<workgroup>> {llvm.align = 8 : i64}) kernel attributes {known_block_size = array<i32: 256, 1, 1>, nvvm.minctasm = 2 : i32}
+// STAGED-COUNT-3: nvvm.mbarrier.init
+// STAGED: nvvm.cp.async.bulk.shared.cluster.global
+// STAGED: scf.for
+// STAGED: nvvm.mbarrier.try_wait.parity
+// STAGED-COUNT-24: nvvm.mma.sync
+// STAGED: nvvm.fence.proxy {kind = #nvvm.proxy_kind<async.shared>, space = #nvvm.shared_space<cta>}
+// STAGED: nvvm.mbarrier.arrive
+// STAGED: gpu.func @mhc_project_fwd_n4_{{.*}}_reduce(
+
+// STAGED3: gpu.func @mhc_project_fwd_n4_{{.*}}_partial(
+// STAGED3-SAME: memref<6912xf32, #gpu.address_space<workgroup>>
+// STAGED3: scf.for
+// STAGED3-COUNT-18: nvvm.mma.sync
+
+// STAGEDPTX: .entry mhc_project_fwd_n4_{{.*}}_partial(
+// STAGEDPTX: .minnctapersm 2
+// STAGEDPTX: .shared .align 128 .b8 {{.*}}[36864];
+// STAGEDPTX: mbarrier.init.shared.b64
+// STAGEDPTX: fence.mbarrier_init.release.cluster;
+// STAGEDPTX: cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes
+// STAGEDPTX: ld.global.nc.v4.b32
+// STAGEDPTX: mbarrier.try_wait.parity.shared.b64
+// STAGEDPTX: ld.shared.v4.b32
+// STAGEDPTX: mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32
+// STAGEDPTX: fence.proxy.async.shared::cta;
+// STAGEDPTX: mbarrier.arrive.shared.b64
+// STAGEDPTX-NOT: atom.
 
 // BWD: gpu.func @mhc_project_bwd_n4_{{.*}}_main(
 // BWD: scf.for
