@@ -16,10 +16,11 @@ For the GPU machine (cupy):  python3 bench/proj_probe.py [--n 4 --M 32768 --C 71
 """
 
 import argparse
-import statistics
 
 import cupy as cp
 import numpy as np
+
+from read_patterns import time_us  # bench/ (the script's directory)
 
 SRC = r"""
 typedef unsigned short u16;
@@ -335,20 +336,6 @@ extern "C" __global__ void pack(const float* __restrict__ phi, u16* __restrict__
 # (warps per block, k16 steps per chunk, B through shared, B ring depth, x one chunk ahead, min blocks/SM)
 REG_CONFIGS = [(w, sq, 1, st, 0, mb, fence) for w, mb in ((4, 4), (8, 2)) for sq in (8, 16)
                for st in (3, 4) for fence in (0, 1)]
-
-
-def time_us(fn, reps=20):
-    start, stop = cp.cuda.Event(), cp.cuda.Event()
-    for _ in range(3):
-        fn()
-    ts = []
-    for _ in range(reps):
-        start.record()
-        fn()
-        stop.record()
-        stop.synchronize()
-        ts.append(cp.cuda.get_elapsed_time(start, stop) * 1e3)
-    return statistics.median(ts)
 
 
 def main():

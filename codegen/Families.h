@@ -113,6 +113,8 @@ LogicalResult buildProject(KernelContext &ctx);
 /// whether it serves the spec, and its buffers, pack and partial launches
 /// (the reduce launch is the tf32 kernel's).
 bool projectForwardIsStaged(const KernelContext &ctx);
+/// The forward's inputs and outputs (x, phi[, weight], h, ms), in order.
+void declareProjectForwardIO(KernelContext &ctx);
 LogicalResult buildProjectForwardStaged(KernelContext &ctx);
 
 } // namespace mlir::mhc

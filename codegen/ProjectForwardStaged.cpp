@@ -124,12 +124,7 @@ LogicalResult mlir::mhc::buildProjectForwardStaged(KernelContext &ctx) {
 
   ctx.manifest.split = {tokensPerBlock, ctx.persistentBlocks(),
                         std::min<int64_t>(64, chunks)};
-  ctx.buffer("x", spec.act, BufferRole::Input, {K, 0});
-  ctx.buffer("phi", spec.param, BufferRole::Input, {0, N * K});
-  if (spec.hasWeight)
-    ctx.buffer("weight", spec.param, BufferRole::Input, {0, K});
-  ctx.buffer("h", DType::F32, BufferRole::Output, {N, 0});
-  ctx.buffer("ms", DType::F32, BufferRole::Output, {1, 0});
+  declareProjectForwardIO(ctx);
   ctx.buffer("packed", DType::BF16, BufferRole::Workspace, {0, P * NT * 8 * K});
   ctx.buffer("partials", DType::F32, BufferRole::Workspace, {0, 0, N + 1});
 

@@ -114,6 +114,17 @@ Value mma(KernelBuilder &kb, Value a, Value b, Value c) {
 
 static void buildReduce(KernelContext &ctx);
 
+void mlir::mhc::declareProjectForwardIO(KernelContext &ctx) {
+  const ::mhc::KernelSpec &spec = ctx.spec;
+  int64_t N = ctx.N(), K = ctx.K();
+  ctx.buffer("x", spec.act, BufferRole::Input, {K, 0});
+  ctx.buffer("phi", spec.param, BufferRole::Input, {0, N * K});
+  if (spec.hasWeight)
+    ctx.buffer("weight", spec.param, BufferRole::Input, {0, K});
+  ctx.buffer("h", DType::F32, BufferRole::Output, {N, 0});
+  ctx.buffer("ms", DType::F32, BufferRole::Output, {1, 0});
+}
+
 static LogicalResult buildForward(KernelContext &ctx) {
   if (projectForwardIsStaged(ctx)) {
     if (failed(buildProjectForwardStaged(ctx)))
@@ -148,12 +159,7 @@ static LogicalResult buildForward(KernelContext &ctx) {
 
   ctx.manifest.split = {tokensPerBlock, ctx.persistentBlocks(),
                         std::min<int64_t>(64, chunks)};
-  ctx.buffer("x", spec.act, BufferRole::Input, {K, 0});
-  ctx.buffer("phi", spec.param, BufferRole::Input, {0, N * K});
-  if (spec.hasWeight)
-    ctx.buffer("weight", spec.param, BufferRole::Input, {0, K});
-  ctx.buffer("h", DType::F32, BufferRole::Output, {N, 0});
-  ctx.buffer("ms", DType::F32, BufferRole::Output, {1, 0});
+  declareProjectForwardIO(ctx);
   ctx.buffer("partials", DType::F32, BufferRole::Workspace, {0, 0, N + 1});
 
   {
