@@ -10,7 +10,9 @@ Never vendored here.
 
 Method: CUDA events around each call, median of many runs after warm-up; when
 the inputs are smaller than 4x the L2 cache, calls rotate over several input
-sets. Backward = (forward+backward) - forward, through autograd, for every
+sets. From M = 4096 tokens each call is queued behind a GPU spin, so the
+events time the GPU's work for it rather than the host's latency to its first
+launch (--timing; see QUEUED_TOKENS). Backward = (forward+backward) - forward, through autograd, for every
 column. % SOL = IO bytes / the measured device-to-device copy bandwidth (read +
 write). Conventions are TE's (layout (C, n), norm_eps = FLT_EPSILON, pre_eps = 0,
 log Sinkhorn, 20 iterations, TF32 projection) so all columns compute the same.
@@ -42,8 +44,26 @@ def l2_bytes():
     return torch.cuda.get_device_properties(0).L2_cache_size
 
 
-def timeit(fn, sets, reps=30, warmup=5):
-    """Median milliseconds of fn(*args) over `reps` calls, rotating input sets."""
+# Calls with at least this many tokens are timed queued behind GPU work
+# (--timing auto): the events then bracket the GPU's work for the call, as
+# in a training step where the host runs ahead, not the host's latency to the
+# first launch from an idle GPU (25-65 us for one op from Python on the H100
+# machine; the dispatch table reports host costs). Smaller calls (M = 128,
+# where the target is a call from PyTorch) start from an idle GPU.
+QUEUED_TOKENS = 4096
+# ~1.7 ms at H100 clocks: longer than the host takes to enqueue any one call
+# here; if it were not, the excess host time would count (never less).
+AHEAD_CYCLES = 3_000_000
+TIMING = "auto"
+
+
+def queued(M):
+    return TIMING == "queued" or (TIMING == "auto" and M >= QUEUED_TOKENS)
+
+
+def timeit(fn, sets, reps=30, warmup=5, ahead=False):
+    """Median milliseconds of fn(*args) over `reps` calls, rotating input sets;
+    with `ahead`, each call is enqueued behind a GPU spin (torch.cuda._sleep)."""
     for i in range(warmup):
         fn(*sets[i % len(sets)])
     torch.cuda.synchronize()
@@ -51,6 +71,8 @@ def timeit(fn, sets, reps=30, warmup=5):
     for i in range(reps):
         args = sets[i % len(sets)]
         a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        if ahead:
+            torch.cuda._sleep(AHEAD_CYCLES)
         a.record()
         fn(*args)
         b.record()
@@ -63,7 +85,7 @@ def copy_bandwidth():
     n = 1 << 30
     src = torch.empty(n, dtype=torch.uint8, device=DEV).random_(0, 255)
     dst = torch.empty_like(src)
-    ms = timeit(lambda: dst.copy_(src), [()], reps=20)
+    ms = timeit(lambda: dst.copy_(src), [()], reps=20, ahead=TIMING != "idle")
     return 2 * n / (ms * 1e-3)
 
 
@@ -219,10 +241,10 @@ def measure(impl, op, M, n, C, bw, sets_fwd):
         # read and a write of every input gradient to each column's time.
         torch.autograd.grad(outs, leaves, grads_like(outs))
 
-    fwd_ms = timeit(fwd, sets_fwd)
+    fwd_ms = timeit(fwd, sets_fwd, ahead=queued(M))
     bwd_sets = [tuple(t.detach().requires_grad_() if isinstance(t, torch.Tensor) and t.is_floating_point() else t
                       for t in s) for s in sets_fwd]
-    both_ms = timeit(fwd_bwd, bwd_sets, reps=20)
+    both_ms = timeit(fwd_bwd, bwd_sets, reps=20, ahead=queued(M))
     return fwd_ms, max(both_ms - fwd_ms, 0.0)
 
 
@@ -272,7 +294,12 @@ def main():
     ap.add_argument("--ops", default=None, help="only these ops, comma-separated (project, ..., layer)")
     ap.add_argument("--impls", default=None, help="only these columns, comma-separated (mhc, torch.compile, TE)")
     ap.add_argument("--no-extras", action="store_true", help="skip the dispatch and cold-JIT measurements")
+    ap.add_argument("--timing", choices=("auto", "idle", "queued"), default="auto",
+                    help=f"start each timed call from an idle GPU, or queued behind GPU work (auto: queued "
+                         f"from M = {QUEUED_TOKENS}; the copy bandwidth is queued unless idle)")
     a = ap.parse_args()
+    global TIMING
+    TIMING = a.timing
     torch.manual_seed(0)
     dev = torch.cuda.get_device_name()
     bw = copy_bandwidth()
@@ -322,7 +349,8 @@ def main():
                 except Exception as e:
                     print(f"  {name} {op} n={n} M={M} C={C}: {e!r}"[:300])
                     continue
-                row = dict(impl=name, op=op, n=n, M=M, C=C, fwd_us=f_ms * 1e3, bwd_us=b_ms * 1e3)
+                row = dict(impl=name, op=op, n=n, M=M, C=C, fwd_us=f_ms * 1e3, bwd_us=b_ms * 1e3,
+                           timing="queued" if queued(M) else "idle")
                 for d, t in (("fwd", f_ms), ("bwd", b_ms)):
                     io = io_bytes(op, d, M, n, C)
                     row[f"{d}_sol"] = (io / (t * 1e-3)) / bw if io and t > 0 else None

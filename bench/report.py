@@ -57,8 +57,13 @@ def main():
           " (layout (C, n), norm_eps = FLT_EPSILON, pre_eps = 0, log Sinkhorn with 20 iterations, TF32"
           " projection); torch.compile compiles plain PyTorch SPEC.md per static shape with TF32 matmuls."
           " % SOL = fewest IO bytes (bench/bench.py io_bytes) / measured time / the copy bandwidth measured"
-          " in the same run. Small ops (scale, sinkhorn; everything at M = 128) are host-bound under this"
-          " method: see the device times per kernel at the end. Raw numbers: docs/perf/.\n")
+          " in the same run. Rows with M >= 4096 (runs with \"timing\": \"queued\" rows) enqueue each call"
+          " behind a ~1.7 ms GPU spin (torch.cuda._sleep) so that the events bracket the GPU's work for the"
+          " call (kernels and the gaps between them), as in a training step where the host runs ahead; rows"
+          " at M = 128 start each call from an idle GPU and include the host's latency to the first launch"
+          " (25-65 us per op from Python on this machine; the target there is a call from PyTorch). Small ops"
+          " (scale, sinkhorn; everything at M = 128) are host-bound under the idle method: see the device"
+          " times per kernel at the end. Raw numbers: docs/perf/.\n")
     shapes = sorted({(r["n"], r["M"], r["C"]) for r in rows})
     for n, M, C in shapes:
         print(f"\n## n = {n}, M = {M}, C = {C} (bf16 activations, fp32 mixing)\n")

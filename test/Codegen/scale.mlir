@@ -1,10 +1,13 @@
-// Kernels of mhc.scale: one thread per token; the backward's galpha and gbeta
-// are column sums of per-token terms, reduced deterministically.
+// Kernels of mhc.scale: the forward takes one thread per (token, logit), 10
+// tokens x 24 logits per block for n = 4; the backward one thread per token,
+// its galpha and gbeta column sums of per-token terms, reduced
+// deterministically.
 // RUN: mhc-compile --spec 'scale.fwd;n=4;param=f32;norm_eps=1.1920929e-07;pre_eps=0;post_mult=2;arch=sm_90a' --print-ir | FileCheck %s --check-prefix=FWD
 // RUN: mhc-compile --spec 'scale.bwd;n=4;param=bf16;norm_eps=9.99999997e-07;pre_eps=9.99999997e-07;post_mult=2;arch=sm_90a' --print-ir | FileCheck %s --check-prefix=BWD
 
-// FWD: gpu.func @mhc_scale_fwd_n4_{{.*}}_main(%{{.*}}: memref<?xf32>, %{{.*}}: memref<?xf32>, %{{.*}}: memref<?xf32>, %{{.*}}: memref<?xf32>, %{{.*}}: memref<?xf32>, %{{.*}}: memref<?xf32>, %{{.*}}: memref<?xf32>, %{{.*}}: i64) kernel attributes {known_block_size = array<i32: 128, 1, 1>}
+// FWD: gpu.func @mhc_scale_fwd_n4_{{.*}}_main(%{{.*}}: memref<?xf32>, %{{.*}}: memref<?xf32>, %{{.*}}: memref<?xf32>, %{{.*}}: memref<?xf32>, %{{.*}}: memref<?xf32>, %{{.*}}: memref<?xf32>, %{{.*}}: memref<?xf32>, %{{.*}}: i64) kernel attributes {known_block_size = array<i32: 240, 1, 1>}
 // FWD-DAG: arith.constant 1.1920929E-7 : f32
+// FWD-DAG: arith.constant 10 : index
 // FWD-DAG: arith.constant 24 : index
 // FWD: math.sqrt
 // FWD: math.exp
