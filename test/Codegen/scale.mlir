@@ -1,16 +1,18 @@
-// Kernels of mhc.scale: the forward takes one thread per (token, logit), 10
-// tokens x 24 logits per block for n = 4; the backward one thread per token,
-// its galpha and gbeta column sums of per-token terms, reduced
-// deterministically.
+// Kernels of mhc.scale: the forward takes one thread per (token, 4 logits),
+// 16-byte loads and stores, 42 tokens x 6 groups per block for n = 4; the
+// backward one thread per token, its galpha and gbeta column sums of
+// per-token terms, reduced deterministically.
 // RUN: mhc-compile --spec 'scale.fwd;n=4;param=f32;norm_eps=1.1920929e-07;pre_eps=0;post_mult=2;arch=sm_90a' --print-ir | FileCheck %s --check-prefix=FWD
 // RUN: mhc-compile --spec 'scale.bwd;n=4;param=bf16;norm_eps=9.99999997e-07;pre_eps=9.99999997e-07;post_mult=2;arch=sm_90a' --print-ir | FileCheck %s --check-prefix=BWD
 
-// FWD: gpu.func @mhc_scale_fwd_n4_{{.*}}_main(%{{.*}}: memref<?xf32>, %{{.*}}: memref<?xf32>, %{{.*}}: memref<?xf32>, %{{.*}}: memref<?xf32>, %{{.*}}: memref<?xf32>, %{{.*}}: memref<?xf32>, %{{.*}}: memref<?xf32>, %{{.*}}: i64) kernel attributes {known_block_size = array<i32: 240, 1, 1>}
+// FWD: gpu.func @mhc_scale_fwd_n4_{{.*}}_main(%{{.*}}: memref<?xf32>, %{{.*}}: memref<?xf32>, %{{.*}}: memref<?xf32>, %{{.*}}: memref<?xf32>, %{{.*}}: memref<?xf32>, %{{.*}}: memref<?xf32>, %{{.*}}: memref<?xf32>, %{{.*}}: i64) kernel attributes {known_block_size = array<i32: 252, 1, 1>}
 // FWD-DAG: arith.constant 1.1920929E-7 : f32
-// FWD-DAG: arith.constant 10 : index
+// FWD-DAG: arith.constant 42 : index
 // FWD-DAG: arith.constant 24 : index
 // FWD: math.sqrt
+// FWD: vector.load %{{.*}} {alignment = 16 : i64} : memref<?xf32>, vector<4xf32>
 // FWD: math.exp
+// FWD: vector.store %{{.*}} {alignment = 16 : i64} : memref<?xf32>, vector<4xf32>
 // FWD-NOT: atomic
 
 // BWD: gpu.func @mhc_scale_bwd_n4_{{.*}}_main(%{{.*}}: memref<?xf32>, %{{.*}}: memref<?xf32>, %{{.*}}: memref<?xf32>, %{{.*}}: memref<?xf32>, %{{.*}}: memref<?xf32>, %{{.*}}: memref<?xbf16>, %{{.*}}: memref<?xbf16>,
