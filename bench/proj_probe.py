@@ -60,6 +60,24 @@ __device__ __forceinline__ void mma(float* c, const u32* a, u32 b0, u32 b1) {
 __device__ __forceinline__ float lo16(u32 v) { return __uint_as_float(v << 16); }
 __device__ __forceinline__ float hi16(u32 v) { return __uint_as_float(v & 0xffff0000u); }
 
+// Token `row`'s partials: ms summed over the row group's four lanes, and the
+// accumulators of half hh (rows g / g + 8) at columns nt*8 + 2t + e < NN.
+__device__ __forceinline__ void store_row(float* out, long M, int split, long row, int t, float ms,
+                                          const float (*acc)[4], int hh) {
+  ms += __shfl_xor_sync(0xffffffffu, ms, 1);
+  ms += __shfl_xor_sync(0xffffffffu, ms, 2);
+  if (row >= M) return;
+  float* o = out + ((long)split * M + row) * (NN + 1);
+  if (t == 0) o[NN] = ms;
+#pragma unroll
+  for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      int c = nt * 8 + 2 * t + e;
+      if (c < NN) o[c] = acc[nt][2 * hh + e];
+    }
+}
+
 // parts: [P][NN][K] bf16 (hi, lo[, lo2]) of phi.
 extern "C" __global__ void __launch_bounds__(32 * (CW + 1))
 fwd(const u16* __restrict__ x, const u16* __restrict__ parts, float* __restrict__ out,
@@ -151,22 +169,9 @@ fwd(const u16* __restrict__ x, const u16* __restrict__ parts, float* __restrict_
 #pragma unroll
   for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-    for (int hh = 0; hh < 2; ++hh) {
-      float v = ms[mt][hh];
-      v += __shfl_xor_sync(0xffffffffu, v, 1);
-      v += __shfl_xor_sync(0xffffffffu, v, 2);
-      long row = (long)mBlock * T + (warp * MT + mt) * 16 + g + 8 * hh;
-      if (row >= M) continue;
-      float* o = out + ((long)split * M + row) * (NN + 1);
-      if (t == 0) o[NN] = v;
-#pragma unroll
-      for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          int c = nt * 8 + 2 * t + e;
-          if (c < NN) o[c] = acc[mt][nt][2 * hh + e];
-        }
-    }
+    for (int hh = 0; hh < 2; ++hh)
+      store_row(out, M, split, (long)mBlock * T + (warp * MT + mt) * 16 + g + 8 * hh, t, ms[mt][hh],
+                acc[mt], hh);
 }
 
 // Register-fed variant: warp w owns rows 16w..16w+15 of the block, lane (g, t)
@@ -285,22 +290,8 @@ rfwd(const u16* __restrict__ x, const uint4* __restrict__ bp, float* __restrict_
     }
   }
 #pragma unroll
-  for (int hh = 0; hh < 2; ++hh) {
-    float v = hh ? ms1 : ms0;
-    v += __shfl_xor_sync(0xffffffffu, v, 1);
-    v += __shfl_xor_sync(0xffffffffu, v, 2);
-    long row = hh ? r1 : r0;
-    if (row >= M) continue;
-    float* o = out + ((long)split * M + row) * (NN + 1);
-    if (t == 0) o[NN] = v;
-#pragma unroll
-    for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-      for (int e = 0; e < 2; ++e) {
-        int c = nt * 8 + 2 * t + e;
-        if (c < NN) o[c] = acc[nt][2 * hh + e];
-      }
-  }
+  for (int hh = 0; hh < 2; ++hh)
+    store_row(out, M, split, hh ? r1 : r0, t, hh ? ms1 : ms0, acc, hh);
 }
 
 // parts [P][NN][K] -> fragment order [chunk][pair j][part][n-tile][lane] x 16 B.

@@ -115,6 +115,20 @@ LogicalResult buildProject(KernelContext &ctx);
 bool projectForwardIsStaged(const KernelContext &ctx);
 /// The forward's inputs and outputs (x, phi[, weight], h, ms), in order.
 void declareProjectForwardIO(KernelContext &ctx);
+/// Where a block of a split-K forward partial launch works: lane (g, t) of
+/// `warp`, token block mBlock, chunk range [cBegin, cEnd) of split `split`.
+struct ProjectSplitK {
+  Value M, S, lane, warp, g, t, mBlock, split, cBegin, cEnd;
+};
+ProjectSplitK projectSplitK(KernelBuilder &kb, LaunchBuilder &l,
+                            int64_t chunks);
+/// Writes token `row`'s partials of split sk.split into [S, M, N + 1]: the
+/// sum of squares `ms` (added over the row group's four lanes first, in a
+/// fixed order) and acc(nt, e) at columns nt*8 + 2t + e < N.
+void storeProjectPartials(KernelBuilder &kb, const ProjectSplitK &sk,
+                          Value partials, Value row, Value ms, int64_t N,
+                          int64_t nTiles,
+                          function_ref<Value(int64_t, int64_t)> acc);
 LogicalResult buildProjectForwardStaged(KernelContext &ctx);
 
 } // namespace mlir::mhc

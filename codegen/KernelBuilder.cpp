@@ -289,7 +289,9 @@ void KernelBuilder::mbarrierArrive(Value bar) {
   NVVM::MBarrierArriveOp::create(b, loc, Type(), bar, Value());
 }
 void KernelBuilder::mbarrierWait(Value bar, Value parity) {
-  NVVM::MBarrierTryWaitParityOp::create(b, loc, bar, parity, i32(0x989680));
+  // Each try_wait may suspend the thread up to 10 ms (the hint) before the
+  // op retries; it returns as soon as the phase completes.
+  NVVM::MBarrierTryWaitParityOp::create(b, loc, bar, parity, i32(10000000));
 }
 void KernelBuilder::bulkCopy(Value dst, Value src, int64_t bytes, Value bar) {
   // The shared::cluster form (PTX 8.0); a CTA's own shared addresses are

@@ -181,14 +181,10 @@ LogicalResult mlir::mhc::buildProjectForwardStaged(KernelContext &ctx) {
         .sharedI64(2 * kStages)
         .minBlocksPerSM(2);
     KernelBuilder kb = ctx.begin(l);
-    Value M = l.tokens(), S = l.splits();
-    Value tid = kb.threadId(), bid = kb.blockId();
-    Value lane = kb.rem(tid, kb.idx(32)), warp = kb.div(tid, kb.idx(32));
-    Value g = kb.div(lane, kb.idx(4)), t = kb.rem(lane, kb.idx(4));
-    Value mBlock = kb.div(bid, S), split = kb.rem(bid, S);
-    Value cBegin = kb.div(kb.mul(split, kb.idx(chunks)), S);
-    Value cEnd = kb.div(kb.mul(kb.add(split, kb.idx(1)), kb.idx(chunks)), S);
-    Value count = kb.sub(cEnd, cBegin);
+    ProjectSplitK sk = projectSplitK(kb, l, chunks);
+    Value M = sk.M, lane = sk.lane, warp = sk.warp, g = sk.g, t = sk.t;
+    Value tid = kb.threadId(), cBegin = sk.cBegin;
+    Value count = kb.sub(sk.cEnd, cBegin);
     Value ring = l.shared(0), bars = l.shared(1);
     Value x = l.arg("x"), packed = l.arg("packed");
     auto fullBar = [&](Value st) { return kb.sharedPtr(bars, st); };
@@ -225,7 +221,7 @@ LogicalResult mlir::mhc::buildProjectForwardStaged(KernelContext &ctx) {
     });
 
     // Tokens g and g + 8 of the warp's 16 (clamped for loads).
-    Value r0 = kb.add(kb.mul(mBlock, kb.idx(tokensPerBlock)),
+    Value r0 = kb.add(kb.mul(sk.mBlock, kb.idx(tokensPerBlock)),
                       kb.add(kb.mul(warp, kb.idx(16)), g));
     Value r1 = kb.add(r0, kb.idx(8));
     Value lastRow = kb.sub(M, kb.idx(1));
@@ -305,28 +301,12 @@ LogicalResult mlir::mhc::buildProjectForwardStaged(KernelContext &ctx) {
           return next;
         });
 
-    Value ws = l.arg("partials");
-    for (int h = 0; h < 2; ++h) {
-      Value v = result[4 * NT + h];
-      for (int offset : {1, 2}) {
-        auto sh2 = gpu::ShuffleOp::create(kb.b, kb.loc, v, offset, 32,
-                                          gpu::ShuffleMode::XOR);
-        v = kb.add(v, sh2.getShuffleResult());
-      }
-      Value row = h ? r1 : r0;
-      Value rowBase = kb.mul(kb.add(kb.mul(split, M), row), kb.idx(N + 1));
-      kb.when(kb.lt(row, M), [&] {
-        kb.when(kb.eq(t, kb.idx(0)),
-                [&] { kb.store(v, ws, kb.add(rowBase, kb.idx(N))); });
-        for (int64_t nt = 0; nt < NT; ++nt)
-          for (int64_t e = 0; e < 2; ++e) {
-            Value c = kb.add(kb.idx(nt * 8 + e), kb.mul(t, kb.idx(2)));
-            Value val = result[4 * nt + 2 * h + e];
-            kb.when(kb.lt(c, kb.idx(N)),
-                    [&] { kb.store(val, ws, kb.add(rowBase, c)); });
-          }
-      });
-    }
+    for (int h = 0; h < 2; ++h)
+      storeProjectPartials(kb, sk, l.arg("partials"), h ? r1 : r0,
+                           result[4 * NT + h], N, NT,
+                           [&](int64_t nt, int64_t e) {
+                             return result[4 * nt + 2 * h + e];
+                           });
   }
   return success();
 }

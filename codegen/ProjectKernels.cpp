@@ -114,6 +114,46 @@ Value mma(KernelBuilder &kb, Value a, Value b, Value c) {
 
 static void buildReduce(KernelContext &ctx);
 
+ProjectSplitK mlir::mhc::projectSplitK(KernelBuilder &kb, LaunchBuilder &l,
+                                       int64_t chunks) {
+  ProjectSplitK sk;
+  sk.M = l.tokens();
+  sk.S = l.splits();
+  Value tid = kb.threadId(), bid = kb.blockId();
+  sk.lane = kb.rem(tid, kb.idx(32));
+  sk.warp = kb.div(tid, kb.idx(32));
+  sk.g = kb.div(sk.lane, kb.idx(4));
+  sk.t = kb.rem(sk.lane, kb.idx(4));
+  sk.mBlock = kb.div(bid, sk.S);
+  sk.split = kb.rem(bid, sk.S);
+  sk.cBegin = kb.div(kb.mul(sk.split, kb.idx(chunks)), sk.S);
+  sk.cEnd = kb.div(kb.mul(kb.add(sk.split, kb.idx(1)), kb.idx(chunks)), sk.S);
+  return sk;
+}
+
+void mlir::mhc::storeProjectPartials(
+    KernelBuilder &kb, const ProjectSplitK &sk, Value partials, Value row,
+    Value ms, int64_t N, int64_t nTiles,
+    function_ref<Value(int64_t, int64_t)> acc) {
+  for (int offset : {1, 2}) {
+    auto sh = gpu::ShuffleOp::create(kb.b, kb.loc, ms, offset, 32,
+                                     gpu::ShuffleMode::XOR);
+    ms = kb.add(ms, sh.getShuffleResult());
+  }
+  Value base = kb.mul(kb.add(kb.mul(sk.split, sk.M), row), kb.idx(N + 1));
+  kb.when(kb.lt(row, sk.M), [&] {
+    kb.when(kb.eq(sk.t, kb.idx(0)),
+            [&] { kb.store(ms, partials, kb.add(base, kb.idx(N))); });
+    for (int64_t nt = 0; nt < nTiles; ++nt)
+      for (int64_t e = 0; e < 2; ++e) {
+        Value col = kb.add(kb.idx(nt * 8 + e), kb.mul(sk.t, kb.idx(2)));
+        Value val = acc(nt, e);
+        kb.when(kb.lt(col, kb.idx(N)),
+                [&] { kb.store(val, partials, kb.add(base, col)); });
+      }
+  });
+}
+
 void mlir::mhc::declareProjectForwardIO(KernelContext &ctx) {
   const ::mhc::KernelSpec &spec = ctx.spec;
   int64_t N = ctx.N(), K = ctx.K();
@@ -170,13 +210,9 @@ static LogicalResult buildForward(KernelContext &ctx) {
     l.param("partials").param("M").param("S").block(threads)
         .grid({tokensPerBlock, 0, /*timesSplit=*/true});
     KernelBuilder kb = ctx.begin(l);
-    Value M = l.tokens(), S = l.splits();
-    Value tid = kb.threadId(), bid = kb.blockId();
-    Value lane = kb.rem(tid, kb.idx(32)), warp = kb.div(tid, kb.idx(32));
-    Value g = kb.div(lane, kb.idx(4)), t = kb.rem(lane, kb.idx(4));
-    Value mBlock = kb.div(bid, S), split = kb.rem(bid, S);
-    Value cBegin = kb.div(kb.mul(split, kb.idx(chunks)), S);
-    Value cEnd = kb.div(kb.mul(kb.add(split, kb.idx(1)), kb.idx(chunks)), S);
+    ProjectSplitK sk = projectSplitK(kb, l, chunks);
+    Value M = sk.M, warp = sk.warp, g = sk.g, t = sk.t, mBlock = sk.mBlock;
+    Value cBegin = sk.cBegin, cEnd = sk.cEnd;
     Value lastRow = kb.sub(M, kb.idx(1));
 
     // rows[mt][0/1]: tokens g and g + 8 of m-tile mt; clamped for loads.
@@ -280,33 +316,16 @@ static LogicalResult buildForward(KernelContext &ctx) {
           return next;
         });
 
-    // Sum of squares: combine the four lanes of each row group (fixed order).
-    Value ws = l.arg("partials");
     for (int64_t mt = 0; mt < mTiles; ++mt)
-      for (int h = 0; h < 2; ++h) {
-        Value v = result[mTiles * nTiles + mt * 2 + h];
-        for (int offset : {1, 2}) {
-          auto sh = gpu::ShuffleOp::create(kb.b, kb.loc, v, offset, 32,
-                                           gpu::ShuffleMode::XOR);
-          v = kb.add(v, sh.getShuffleResult());
-        }
-        Value row = rows[mt][h];
-        Value base = kb.mul(kb.add(kb.mul(split, M), row), kb.idx(N + 1));
-        kb.when(kb.lt(row, M), [&] {
-          kb.when(kb.eq(t, kb.idx(0)),
-                  [&] { kb.store(v, ws, kb.add(base, kb.idx(N))); });
-          for (int64_t nt = 0; nt < nTiles; ++nt) {
-            Value acc = result[mt * nTiles + nt];
-            for (int64_t e = 0; e < 2; ++e) {
-              Value col = kb.add(kb.idx(nt * 8 + e), kb.mul(t, kb.idx(2)));
-              Value val = vector::ExtractOp::create(
-                  kb.b, kb.loc, acc, ArrayRef<int64_t>{h, e});
-              kb.when(kb.lt(col, kb.idx(N)),
-                      [&] { kb.store(val, ws, kb.add(base, col)); });
-            }
-          }
-        });
-      }
+      for (int h = 0; h < 2; ++h)
+        storeProjectPartials(
+            kb, sk, l.arg("partials"), rows[mt][h],
+            result[mTiles * nTiles + mt * 2 + h], N, nTiles,
+            [&](int64_t nt, int64_t e) -> Value {
+              return vector::ExtractOp::create(kb.b, kb.loc,
+                                               result[mt * nTiles + nt],
+                                               ArrayRef<int64_t>{h, e});
+            });
   }
 
   buildReduce(ctx);
