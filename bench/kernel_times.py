@@ -1,8 +1,9 @@
 """Device time of each mhc kernel, apart from host overhead: runs each op's
 forward and backward under torch.profiler and prints the CUDA time per kernel
-(median over the calls). For the GPU machine:
+(median over the calls). With --te, the same for Transformer Engine's Triton
+kernels (an outside checkout, as in bench.py). For the GPU machine:
 
-    python3 bench/kernel_times.py [--shape n,M,C] [--ops project,...]
+    python3 bench/kernel_times.py [--shape n,M,C] [--ops project,...] [--te PATH]
 """
 
 import argparse
@@ -22,15 +23,18 @@ def main():
     ap.add_argument("--ops", default="project,scale,sinkhorn,aggregate,expand_combine")
     ap.add_argument("--calls", type=int, default=10)
     ap.add_argument("--json", default=None, help="also write the times here")
+    ap.add_argument("--te", default=None, metavar="PATH", help="time TE's kernels (outside checkout) instead")
     a = ap.parse_args()
-    result = dict(device=torch.cuda.get_device_name(), shape=a.shape, kernels=[])
+    name = "TE" if a.te else "mhc"
+    result = dict(device=torch.cuda.get_device_name(), shape=a.shape, impl=name, kernels=[])
     n, M, C = (int(v) for v in a.shape.split(","))
-    impl = bench.mhc_ops()
+    impl = bench.load_te(a.te) if a.te else bench.mhc_ops()
     s = bench.make_set(M, n, C)
-    print(f"{torch.cuda.get_device_name()}, n={n} M={M} C={C}, bf16, TE conventions; median of {a.calls} calls")
+    print(f"{torch.cuda.get_device_name()}, {name}, n={n} M={M} C={C}, bf16, TE conventions; "
+          f"median of {a.calls} calls")
     for op in a.ops.split(","):
         args = [t.detach().requires_grad_() if isinstance(t, torch.Tensor) and t.is_floating_point() else t
-                for t in bench.args_of(op, s, n)]
+                for t in bench.args_of(op, s, n, name)]
         leaves = [t for t in args if isinstance(t, torch.Tensor) and t.requires_grad]
 
         def step():

@@ -1,7 +1,7 @@
 //===- AggregateKernels.cpp - y = pre . x and its gradient ----------------===//
 //
-// Forward: each thread owns one w-wide channel chunk of one token (16-byte
-// accesses), reads the n streams of that chunk once and writes y once.
+// Forward: a stream of (token, w-wide channel chunk) items in memory order
+// (forEachItem), each read once and written once with 16-byte accesses.
 // Backward: one block per token; gx is per element, gpre a block reduction
 // over the token's channels in a fixed order.
 //
@@ -21,36 +21,35 @@ static int tokenBlockThreads(int64_t chunks) {
 }
 
 static LogicalResult buildForward(KernelContext &ctx) {
-  int64_t n = ctx.n(), C = ctx.C(), w = ctx.streamWidth(), chunks = C / w;
+  int64_t n = ctx.n(), C = ctx.C(), w = ctx.streamWidth();
   DType act = ctx.spec.act;
   ctx.buffer("x", act, BufferRole::Input, {n * C, 0});
   ctx.buffer("pre", DType::F32, BufferRole::Input, {n, 0});
   ctx.buffer("y", act, BufferRole::Output, {C, 0});
 
-  const int threads = 256;
-  int64_t rows = tokensPerBlock(chunks, threads);
+  StreamShape shape = streamShape(ctx, w, n * w, n);
   LaunchBuilder &l = ctx.launch("main");
-  l.param("x").param("pre").param("y").param("M").block(threads).grid({rows, 0});
+  l.param("x").param("pre").param("y").param("M").block(shape.threads)
+      .grid(shape.grid()).minBlocksPerSM(shape.minBlocks);
   KernelBuilder kb = ctx.begin(l);
-  auto body = [&](Value m, Value chunk, ArrayRef<Value> pre) {
-    Value c0 = kb.mul(chunk, kb.idx(w));
-    auto xs = loadStreams(kb, ctx, l.arg("x"), m, c0, w);
+  auto load = [&](Value m, Value chunk) { // the n streams, w values each
+    SmallVector<Value> xs;
+    for (auto &stream : loadStreams(kb, ctx, l.arg("x"), m, kb.mul(chunk, kb.idx(w)), w))
+      xs.append(stream.begin(), stream.end());
+    return xs;
+  };
+  auto pre = [&](Value m) { return loadRow(kb, l.arg("pre"), m, n); };
+  auto finish = [&](Value m, Value chunk, ArrayRef<Value> xs, ArrayRef<Value> pre) {
     SmallVector<Value> y;
     for (int64_t e = 0; e < w; ++e) {
-      Value acc = kb.mul(pre[0], xs[0][e]);
+      Value acc = kb.mul(pre[0], xs[e]);
       for (int64_t i = 1; i < n; ++i)
-        acc = kb.fma(pre[i], xs[i][e], acc);
+        acc = kb.fma(pre[i], xs[i * w + e], acc);
       y.push_back(acc);
     }
-    kb.storeFrom(y, l.arg("y"), kb.add(kb.mul(m, kb.idx(C)), c0));
+    kb.storeFrom(y, l.arg("y"), kb.add(kb.mul(m, kb.idx(C)), kb.mul(chunk, kb.idx(w))));
   };
-  auto loadPre = [&](Value m) {
-    SmallVector<Value> pre;
-    for (int64_t i = 0; i < n; ++i)
-      pre.push_back(kb.load(l.arg("pre"), kb.add(kb.mul(m, kb.idx(n)), kb.idx(i))));
-    return pre;
-  };
-  forEachTokenChunk(kb, l, chunks, threads, loadPre, body);
+  forEachItem(kb, l, shape, load, pre, finish);
   return success();
 }
 

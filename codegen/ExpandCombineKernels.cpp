@@ -1,7 +1,8 @@
 //===- ExpandCombineKernels.cpp - out = P^T x + post (f + bias), gradient -===//
 //
-// Forward: each thread owns one w-wide channel chunk of a token: reads f,
-// bias and the n streams once, writes the n output streams once.
+// Forward: a stream of (token, w-wide channel chunk) items in memory order
+// (forEachItem): f, bias and the n streams read once, the n output streams
+// written once.
 // Backward: one block per token computes gf and gx per element and reduces
 // gpost and gP over the channels in a fixed order. With a bias, gf is also
 // kept in f32 and summed over tokens by the deterministic column sum (per-block
@@ -29,51 +30,54 @@ static void declareInputs(KernelContext &ctx) {
 }
 
 static LogicalResult buildForward(KernelContext &ctx) {
-  int64_t n = ctx.n(), C = ctx.C(), w = ctx.streamWidth(), chunks = C / w;
+  int64_t n = ctx.n(), C = ctx.C(), w = ctx.streamWidth();
   DType act = ctx.spec.act;
   bool hasBias = ctx.spec.hasBias;
   declareInputs(ctx);
   ctx.buffer("out", act, BufferRole::Output, {n * C, 0});
 
-  const int threads = 256;
-  int64_t rows = tokensPerBlock(chunks, threads);
+  StreamShape shape = streamShape(ctx, w, (n + 1) * w, n + n * n);
   LaunchBuilder &l = ctx.launch("main");
   l.param("f").param("post").param("x").param("P");
   if (hasBias)
     l.param("bias");
-  l.param("out").param("M").block(threads).grid({rows, 0});
+  l.param("out").param("M").block(shape.threads).grid(shape.grid())
+      .minBlocksPerSM(shape.minBlocks);
   KernelBuilder kb = ctx.begin(l);
 
-  // post[j] then P[i][j], row-major: n + n*n values.
-  auto loadMix = [&](Value m) {
-    SmallVector<Value> mix;
-    for (int64_t j = 0; j < n; ++j)
-      mix.push_back(kb.load(l.arg("post"), kb.add(kb.mul(m, kb.idx(n)), kb.idx(j))));
-    for (int64_t k = 0; k < n * n; ++k)
-      mix.push_back(kb.load(l.arg("P"), kb.add(kb.mul(m, kb.idx(n * n)), kb.idx(k))));
-    return mix;
-  };
-  auto body = [&](Value m, Value chunk, ArrayRef<Value> mix) {
+  // Per item: f (w values, plus bias), then the n streams.
+  auto load = [&](Value m, Value chunk) {
     Value c0 = kb.mul(chunk, kb.idx(w));
-    SmallVector<Value> f =
+    SmallVector<Value> vals =
         kb.loadF32(l.arg("f"), kb.add(kb.mul(m, kb.idx(C)), c0), w);
     if (hasBias) {
       SmallVector<Value> bias = kb.loadF32(l.arg("bias"), c0, w);
       for (int64_t e = 0; e < w; ++e)
-        f[e] = kb.add(f[e], bias[e]);
+        vals[e] = kb.add(vals[e], bias[e]);
     }
-    auto xs = loadStreams(kb, ctx, l.arg("x"), m, c0, w);
+    for (auto &stream : loadStreams(kb, ctx, l.arg("x"), m, c0, w))
+      vals.append(stream.begin(), stream.end());
+    return vals;
+  };
+  // Per token: post[j] then P[i][j], row-major.
+  auto mix = [&](Value m) {
+    SmallVector<Value> mix = loadRow(kb, l.arg("post"), m, n);
+    mix.append(loadRow(kb, l.arg("P"), m, n * n));
+    return mix;
+  };
+  auto finish = [&](Value m, Value chunk, ArrayRef<Value> vals, ArrayRef<Value> mix) {
+    ArrayRef<Value> f = vals.take_front(w), xs = vals.drop_front(w);
     SmallVector<SmallVector<Value>> out(n);
     for (int64_t j = 0; j < n; ++j)
       for (int64_t e = 0; e < w; ++e) {
         Value acc = kb.mul(mix[j], f[e]);
         for (int64_t i = 0; i < n; ++i)
-          acc = kb.fma(mix[n + i * n + j], xs[i][e], acc);
+          acc = kb.fma(mix[n + i * n + j], xs[i * w + e], acc);
         out[j].push_back(acc);
       }
-    storeStreams(kb, ctx, l.arg("out"), m, c0, out);
+    storeStreams(kb, ctx, l.arg("out"), m, kb.mul(chunk, kb.idx(w)), out);
   };
-  forEachTokenChunk(kb, l, chunks, threads, loadMix, body);
+  forEachItem(kb, l, shape, load, mix, finish);
   return success();
 }
 

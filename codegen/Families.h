@@ -60,15 +60,45 @@ SmallVector<SmallVector<Value>> loadStreams(KernelBuilder &kb,
 void storeStreams(KernelBuilder &kb, const KernelContext &ctx, Value out,
                   Value m, Value c0, ArrayRef<SmallVector<Value>> values);
 
-/// The per-token elementwise launch shape: block b owns tokens
-/// [b*rows, (b+1)*rows) and its threads walk their (token, chunk) items.
-/// `perToken(m)` loads what every chunk of token m needs (once per thread
-/// when rows == 1); `body(m, chunk, perTokenValues)` does one chunk.
-int64_t tokensPerBlock(int64_t chunks, int threads);
-void forEachTokenChunk(
-    KernelBuilder &kb, LaunchBuilder &l, int64_t chunks, int threads,
-    function_ref<SmallVector<Value>(Value)> perToken,
-    function_ref<void(Value, Value, ArrayRef<Value>)> body);
+/// `count` consecutive f32 values of row `row` (at row * count), in the
+/// widest accesses the row's alignment allows (16 bytes when count % 4 == 0).
+SmallVector<Value> loadRow(KernelBuilder &kb, Value mem, Value row,
+                           int64_t count);
+
+/// The streaming launch shape of the elementwise forwards: the M * chunks
+/// items (a token's w-wide channel chunks, in memory order) are cut into
+/// blocks of threads * perThread consecutive items; thread t of a block takes
+/// items t + u * threads (u < perThread), so every warp access covers
+/// consecutive chunks. perThread is a power of two <= 4 with at most 256
+/// bytes of x and 128 loaded values per thread: more loads in flight per
+/// thread, in blocks of consecutive items, took the streaming forwards from
+/// ~98% of the copy bandwidth to TE's ~101-103% (bench/stream_probe.py).
+/// When chunks divide by the block's items, a block lies in one token and a
+/// thread loads the per-token values (pre; post and P) once; otherwise
+/// every item loads them. Launches whose loaded values fit in 96 registers
+/// ask for 2 blocks per SM (<= 128 registers): without a bound ptxas picked
+/// 64 registers and spilled for expand_combine n = 4, C = 4096.
+struct StreamShape {
+  int64_t chunks = 0;
+  int threads = 256;
+  int perThread = 1;
+  bool tokenPerBlock = false;
+  int minBlocks = 0; // for LaunchBuilder::minBlocksPerSM; 0: no bound
+  ::mhc::GridRule grid() const;
+};
+/// `itemValues` / `tokenValues`: f32 values an item / a token holds loaded.
+StreamShape streamShape(const KernelContext &ctx, int64_t w,
+                        int64_t itemValues, int64_t tokenValues);
+
+/// Runs the stream: a thread issues the loads of all its items,
+/// load(m, chunk), and the per-token values, token(m), before any
+/// finish(m, chunk, loaded, tokenValues). Full blocks run unguarded (a guard
+/// per item lets LLVM sink each item's loads under it, one load at a time);
+/// the last block clamps its loads and guards each finish.
+void forEachItem(KernelBuilder &kb, LaunchBuilder &l, const StreamShape &shape,
+                 function_ref<SmallVector<Value>(Value, Value)> load,
+                 function_ref<SmallVector<Value>(Value)> token,
+                 function_ref<void(Value, Value, ArrayRef<Value>, ArrayRef<Value>)> finish);
 
 /// for (chunk = thread; chunk < chunks; chunk += threads) body(chunk, it),
 /// with up to `unroll` bodies per iteration: `unroll` is halved until every

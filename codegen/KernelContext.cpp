@@ -106,34 +106,78 @@ void mlir::mhc::storeStreams(KernelBuilder &kb, const KernelContext &ctx,
   }
 }
 
-int64_t mlir::mhc::tokensPerBlock(int64_t chunks, int threads) {
-  // One token per block once a token has a block's worth of chunks.
-  return chunks >= threads ? 1 : threads / chunks;
+SmallVector<Value> mlir::mhc::loadRow(KernelBuilder &kb, Value mem, Value row,
+                                     int64_t count) {
+  int64_t width = count % 4 == 0 ? 4 : (count % 2 == 0 ? 2 : 1);
+  Value base = kb.mul(row, kb.idx(count));
+  SmallVector<Value> out;
+  for (int64_t k = 0; k < count; k += width)
+    for (Value v : kb.loadF32(mem, kb.add(base, kb.idx(k)), width))
+      out.push_back(v);
+  return out;
 }
 
-void mlir::mhc::forEachTokenChunk(
-    KernelBuilder &kb, LaunchBuilder &l, int64_t chunks, int threads,
-    function_ref<SmallVector<Value>(Value)> perToken,
-    function_ref<void(Value, Value, ArrayRef<Value>)> body) {
-  int64_t rows = tokensPerBlock(chunks, threads);
-  Value M = l.tokens();
-  Value m0 = kb.mul(kb.blockId(), kb.idx(rows));
-  if (rows == 1) {
-    kb.when(kb.lt(m0, M), [&] {
-      SmallVector<Value> token = perToken(m0);
-      chunkLoop(kb, chunks, threads, 4, {},
-                [&](Value chunk, ValueRange) -> SmallVector<Value> {
-                  body(m0, chunk, token);
-                  return {};
-                });
-    });
-    return;
-  }
-  Value item = kb.threadId();
-  Value m = kb.add(m0, kb.div(item, kb.idx(chunks)));
-  kb.when(kb.andi(kb.lt(item, kb.idx(rows * chunks)), kb.lt(m, M)), [&] {
-    body(m, kb.rem(item, kb.idx(chunks)), perToken(m));
-  });
+::mhc::GridRule StreamShape::grid() const {
+  return {0, 0, false, chunks, static_cast<int64_t>(threads) * perThread};
+}
+
+StreamShape mlir::mhc::streamShape(const KernelContext &ctx, int64_t w,
+                                   int64_t itemValues, int64_t tokenValues) {
+  int64_t bytes = ctx.n() * w * ::mhc::byteWidth(ctx.spec.act);
+  auto perThread = [&](int64_t values) {
+    int64_t most = std::min<int64_t>({4, 256 / bytes, 128 / values});
+    int p = 1;
+    while (p * 2 <= most)
+      p *= 2;
+    return p;
+  };
+  StreamShape s;
+  s.chunks = ctx.C() / w;
+  s.perThread = perThread(itemValues);
+  s.tokenPerBlock = s.chunks % (s.threads * s.perThread) == 0;
+  if (!s.tokenPerBlock)
+    s.perThread = perThread(itemValues + tokenValues);
+  int64_t live = s.perThread * itemValues +
+                 (s.tokenPerBlock ? 1 : s.perThread) * tokenValues;
+  s.minBlocks = live <= 96 ? 2 : 0;
+  return s;
+}
+
+void mlir::mhc::forEachItem(
+    KernelBuilder &kb, LaunchBuilder &l, const StreamShape &shape,
+    function_ref<SmallVector<Value>(Value, Value)> load,
+    function_ref<SmallVector<Value>(Value)> token,
+    function_ref<void(Value, Value, ArrayRef<Value>, ArrayRef<Value>)> finish) {
+  int64_t perBlock = static_cast<int64_t>(shape.threads) * shape.perThread;
+  Value total = kb.mul(l.tokens(), kb.idx(shape.chunks));
+  Value blockFirst = kb.mul(kb.blockId(), kb.idx(perBlock));
+  Value first = kb.add(blockFirst, kb.threadId());
+  auto items = [&](bool guarded) {
+    SmallVector<Value> flat, m, chunk;
+    SmallVector<SmallVector<Value>> loaded, perToken;
+    for (int u = 0; u < shape.perThread; ++u) {
+      Value f = kb.add(first, kb.idx(static_cast<int64_t>(u) * shape.threads));
+      Value at = guarded ? kb.min(f, kb.sub(total, kb.idx(1))) : f;
+      flat.push_back(f);
+      m.push_back(kb.div(at, kb.idx(shape.chunks)));
+      chunk.push_back(kb.rem(at, kb.idx(shape.chunks)));
+      loaded.push_back(load(m.back(), chunk.back()));
+      if (!shape.tokenPerBlock || u == 0)
+        perToken.push_back(token(m.back()));
+    }
+    for (int u = 0; u < shape.perThread; ++u) {
+      ArrayRef<Value> tv = perToken[shape.tokenPerBlock ? 0 : u];
+      if (guarded)
+        kb.when(kb.lt(flat[u], total),
+                [&] { finish(m[u], chunk[u], loaded[u], tv); });
+      else
+        finish(m[u], chunk[u], loaded[u], tv);
+    }
+  };
+  // Full: the block's last item, blockFirst + perBlock - 1, is below total.
+  Value last = kb.add(blockFirst, kb.idx(perBlock - 1));
+  kb.when(kb.lt(last, total), [&] { items(false); });
+  kb.when(kb.lt(kb.sub(total, kb.idx(1)), last), [&] { items(true); });
 }
 
 SmallVector<Value> mlir::mhc::chunkLoop(

@@ -76,7 +76,8 @@ std::string Manifest::toJson() const {
        << l.block << ", 1, 1], \"grid\": {\"tokens_per_block\": "
        << l.grid.tokensPerBlock << ", \"fixed_blocks\": " << l.grid.fixedBlocks
        << ", \"times_split\": " << (l.grid.timesSplit ? "true" : "false")
-       << "}, \"dynamic_shared_bytes\": " << l.dynamicSharedBytes
+       << ", \"items_per_token\": " << l.grid.itemsPerToken
+       << ", \"items_per_block\": " << l.grid.itemsPerBlock << "}, \"dynamic_shared_bytes\": " << l.dynamicSharedBytes
        << ", \"resources\": {\"registers\": " << l.resources.registers
        << ", \"spill_stores\": " << l.resources.spillStores
        << ", \"spill_loads\": " << l.resources.spillLoads
@@ -179,6 +180,10 @@ bool Manifest::fromJson(const std::string &source, Manifest &out,
     d.grid.fixedBlocks = integer(grid ? grid->get("fixed_blocks") : nullptr, ok);
     const json::Value *times = grid ? grid->get("times_split") : nullptr;
     d.grid.timesSplit = times && times->kind == json::Value::Bool && times->boolean;
+    d.grid.itemsPerToken = integer(grid ? grid->get("items_per_token") : nullptr, ok);
+    d.grid.itemsPerBlock = integer(grid ? grid->get("items_per_block") : nullptr, ok);
+    if (d.grid.itemsPerToken > 0 && d.grid.itemsPerBlock <= 0)
+      ok = false;
     d.dynamicSharedBytes = integer(l.get("dynamic_shared_bytes"), ok);
     for (const std::string &p : d.params)
       if (p != "M" && p != "S" && !out.buffer(p))

@@ -1,5 +1,9 @@
 // Kernels of mhc.aggregate: 16-byte vector accesses, the spec's constants,
-// no atomics. (The inputs are kernel specs; this file has no IR of its own.)
+// no atomics. The forward streams (token, chunk) items, here 8-channel
+// chunks of the 4 streams, 2 per thread and 512 per block: a full block
+// issues every load before its first store,
+// the last block clamps its loads and guards its stores. (The inputs are
+// kernel specs; this file has no IR of its own.)
 // RUN: mhc-compile --spec 'aggregate.fwd;n=4;act=bf16;layout=nc;C=2048;arch=sm_90a' --print-ir | FileCheck %s --check-prefix=FWD
 // RUN: mhc-compile --spec 'aggregate.fwd;n=4;act=f32;layout=cn;C=1000;arch=sm_80' --print-ir | FileCheck %s --check-prefix=CN
 // RUN: mhc-compile --spec 'aggregate.bwd;n=4;act=bf16;layout=nc;C=2048;arch=sm_90a' --print-ir | FileCheck %s --check-prefix=BWD
@@ -7,10 +11,16 @@
 
 // FWD: gpu.module @mhc_aggregate_fwd_n4_123f3d65709c76af [#nvvm.target<O = 3, chip = "sm_90a", features = "+ptx80">]
 // FWD: gpu.func @mhc_aggregate_fwd_n4_123f3d65709c76af_main(%{{.*}}: memref<?xbf16>, %{{.*}}: memref<?xf32>, %{{.*}}: memref<?xbf16>, %{{.*}}: i64) kernel attributes {known_block_size = array<i32: 256, 1, 1>}
-// FWD-DAG: arith.constant 8192 : index
 // FWD-DAG: arith.constant 2048 : index
-// FWD-COUNT-4: vector.load %{{.*}} {alignment = 16 : i64} : memref<?xbf16>, vector<8xbf16>
+// FWD-DAG: arith.constant 512 : index
+// FWD: scf.if
+// FWD-COUNT-8: vector.load %arg0[%{{.*}}] {alignment = 16 : i64} : memref<?xbf16>, vector<8xbf16>
+// FWD-NOT: vector.load %arg0
 // FWD: vector.store %{{.*}} {alignment = 16 : i64} : memref<?xbf16>, vector<8xbf16>
+// FWD: scf.if
+// FWD: arith.minui
+// FWD: scf.if
+// FWD: vector.store
 // FWD-NOT: atomic
 
 // Layout cn: a chunk is the channels whose n streams fill one 16-byte access
@@ -18,8 +28,8 @@
 // is then one element per chunk.
 // CN: gpu.module @mhc_aggregate_fwd_n4_{{.*}} [#nvvm.target<O = 3, chip = "sm_80", features = "+ptx70">]
 // CN-DAG: arith.constant 1000 : index
-// CN: vector.load %{{.*}} {alignment = 16 : i64} : memref<?xf32>, vector<4xf32>
-// CN-NOT: vector.load
+// CN-COUNT-4: vector.load %arg0[%{{.*}}] {alignment = 16 : i64} : memref<?xf32>, vector<4xf32>
+// CN-NOT: vector.load %arg0
 // CN: memref.store %{{.*}} : memref<?xf32>
 
 // BWD: gpu.func @mhc_aggregate_bwd_n4_{{.*}}_main(%{{.*}}: memref<?xbf16>, %{{.*}}: memref<?xbf16>, %{{.*}}: memref<?xf32>, %{{.*}}: memref<?xbf16>, %{{.*}}: memref<?xf32>, %{{.*}}: i64) workgroup(%{{.*}} : memref<32xf32, #gpu.address_space<workgroup>>)

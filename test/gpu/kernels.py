@@ -102,7 +102,10 @@ class Bundle:
                     ptr = np.uint64(t.data_ptr())
                     args += [ptr, ptr, np.int64(0), np.int64(numel), np.int64(1)]
             g = launch["grid"]
-            blocks = -(-m // g["tokens_per_block"]) if g["tokens_per_block"] > 0 else g["fixed_blocks"]
+            if g["items_per_token"] > 0:
+                blocks = -(-m * g["items_per_token"] // g["items_per_block"])
+            else:
+                blocks = -(-m // g["tokens_per_block"]) if g["tokens_per_block"] > 0 else g["fixed_blocks"]
             if g["times_split"]:
                 blocks *= s
             if blocks == 0:

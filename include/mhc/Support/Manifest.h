@@ -62,15 +62,20 @@ struct BufferDesc {
   Extent elems;
 };
 
-/// grid.x = (tokensPerBlock > 0 ? ceil(M / tokensPerBlock) : fixedBlocks),
-/// times S when timesSplit.
+/// grid.x = ceil(M * itemsPerToken / itemsPerBlock) for a flat item stream
+/// (itemsPerToken > 0), else (tokensPerBlock > 0 ? ceil(M / tokensPerBlock)
+/// : fixedBlocks); times S when timesSplit.
 struct GridRule {
   int64_t tokensPerBlock = 0;
   int64_t fixedBlocks = 0;
   bool timesSplit = false;
+  int64_t itemsPerToken = 0;
+  int64_t itemsPerBlock = 0;
   int64_t blocksFor(int64_t m, int64_t s = 1) const {
-    int64_t b = tokensPerBlock > 0 ? (m + tokensPerBlock - 1) / tokensPerBlock
-                                   : fixedBlocks;
+    int64_t b = itemsPerToken > 0
+                    ? (m * itemsPerToken + itemsPerBlock - 1) / itemsPerBlock
+                : tokensPerBlock > 0 ? (m + tokensPerBlock - 1) / tokensPerBlock
+                                     : fixedBlocks;
     return timesSplit ? b * s : b;
   }
 };
@@ -95,7 +100,7 @@ struct LaunchDesc {
 };
 
 struct Manifest {
-  static constexpr int kFormat = 1;
+  static constexpr int kFormat = 2;
   std::string spec;  // KernelSpec::canonical()
   std::string hash;  // 16 hex digits of KernelSpec::hash()
   std::string arch;
