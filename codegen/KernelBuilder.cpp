@@ -104,6 +104,18 @@ Value KernelBuilder::log2(Value a) {
       .getResult(0);
 }
 Value KernelBuilder::sqrt(Value a) { return math::SqrtOp::create(b, loc, a); }
+static Value nvvmUnary(KernelBuilder &kb, const char *intrinsic, Value a) {
+  return LLVM::CallIntrinsicOp::create(kb.b, kb.loc, kb.b.getF32Type(),
+                                       kb.b.getStringAttr(intrinsic), ValueRange{a})
+      .getResult(0);
+}
+Value KernelBuilder::rsqrtApprox(Value a) {
+  return nvvmUnary(*this, "llvm.nvvm.rsqrt.approx.f", a);
+}
+Value KernelBuilder::sigmoidApprox(Value a) {
+  Value e = nvvmUnary(*this, "llvm.nvvm.ex2.approx.f32", mul(a, f32(-1.4426950408889634)));
+  return nvvmUnary(*this, "llvm.nvvm.rcp.approx.ftz.f", add(f32(1.0), e));
+}
 Value KernelBuilder::sigmoid(Value a) {
   Value one = constLike(a, 1.0);
   return div(one, add(one, exp(neg(a))));

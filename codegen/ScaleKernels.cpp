@@ -81,9 +81,11 @@ static LogicalResult buildForward(KernelContext &ctx) {
     Value m = kb.add(kb.mul(kb.blockId(), kb.idx(T)), kb.div(tid, kb.idx(G)));
     Value k = kb.mul(kb.rem(tid, kb.idx(G)), kb.idx(W));
     kb.when(kb.lt(m, l.tokens()), [&] {
+      // Single-instruction rsqrt and sigmoid (~2^-22 relative, bound 1e-5):
+      // the kernel is latency-bound, and libdevice's accurate sqrt, exp and
+      // divisions are most of each thread's work.
       Value ms = kb.toF32(kb.load(l.arg("ms"), m));
-      Value r = kb.div(kb.f32(1.0),
-                       kb.sqrt(kb.add(ms, kb.f32(ctx.spec.normEps))));
+      Value r = kb.rsqrtApprox(kb.add(ms, kb.f32(ctx.spec.normEps)));
       Value seg = kb.add(kb.select(kb.lt(k, kb.idx(n)), kb.idx(0), kb.idx(1)),
                          kb.select(kb.lt(k, kb.idx(2 * n)), kb.idx(0), kb.idx(1)));
       Value a = kb.toF32(kb.load(l.arg("alpha"), seg));
@@ -96,7 +98,7 @@ static LogicalResult buildForward(KernelContext &ctx) {
       auto squashed = [&](double mult, double add) {
         SmallVector<Value> out;
         for (Value v : z)
-          out.push_back(kb.add(kb.mul(kb.f32(mult), kb.sigmoid(v)), kb.f32(add)));
+          out.push_back(kb.add(kb.mul(kb.f32(mult), kb.sigmoidApprox(v)), kb.f32(add)));
         return out;
       };
       kb.when(kb.lt(k, kb.idx(n)), [&] {

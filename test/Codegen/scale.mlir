@@ -1,5 +1,6 @@
 // Kernels of mhc.scale: the forward takes one thread per (token, 4 logits),
-// 16-byte loads and stores, 42 tokens x 6 groups per block for n = 4; the
+// 16-byte loads and stores, 42 tokens x 6 groups per block for n = 4, and
+// single-instruction rsqrt and sigmoid (MUFU: rsqrt, ex2, rcp); the
 // backward one thread per token, its galpha and gbeta column sums of
 // per-token terms, reduced deterministically.
 // RUN: mhc-compile --spec 'scale.fwd;n=4;param=f32;norm_eps=1.1920929e-07;pre_eps=0;post_mult=2;arch=sm_90a' --print-ir | FileCheck %s --check-prefix=FWD
@@ -9,9 +10,13 @@
 // FWD-DAG: arith.constant 1.1920929E-7 : f32
 // FWD-DAG: arith.constant 42 : index
 // FWD-DAG: arith.constant 24 : index
-// FWD: math.sqrt
+// FWD: llvm.call_intrinsic "llvm.nvvm.rsqrt.approx.f"
 // FWD: vector.load %{{.*}} {alignment = 16 : i64} : memref<?xf32>, vector<4xf32>
-// FWD: math.exp
+// FWD: llvm.call_intrinsic "llvm.nvvm.ex2.approx.f32"
+// FWD-NEXT: arith.addf
+// FWD-NEXT: llvm.call_intrinsic "llvm.nvvm.rcp.approx.ftz.f"
+// FWD-NOT: math.exp
+// FWD-NOT: math.sqrt
 // FWD: vector.store %{{.*}} {alignment = 16 : i64} : memref<?xf32>, vector<4xf32>
 // FWD-NOT: atomic
 

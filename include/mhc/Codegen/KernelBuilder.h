@@ -66,6 +66,11 @@ public:
   Value log2(Value a);
   Value sqrt(Value a);
   Value sigmoid(Value a); // 1 / (1 + exp(-a)), in a's type
+  /// f32 only, single MUFU instructions (rsqrt.approx, ex2.approx and
+  /// rcp.approx, ~2^-22 relative each) for latency-bound kernels whose
+  /// bound is 1e-5: 1 / sqrt(a), and 1 / (1 + 2^(-a log2 e)).
+  Value rsqrtApprox(Value a);
+  Value sigmoidApprox(Value a);
 
   // Conversions.
   Value toF32(Value a);                 // scalar or vector
