@@ -1,7 +1,9 @@
 """Device time of each mhc kernel, apart from host overhead: runs each op's
 forward and backward under torch.profiler and prints the CUDA time per kernel
-(median over the calls). With --te, the same for Transformer Engine's Triton
-kernels (an outside checkout, as in bench.py). For the GPU machine:
+(median over the calls). With --te, the forward kernels of Transformer
+Engine's Triton implementation instead (an outside checkout, as in bench.py;
+forward only: its scale backward rejects the unpadded logits this script's
+autograd hands it). For the GPU machine:
 
     python3 bench/kernel_times.py [--shape n,M,C] [--ops project,...] [--te PATH]
 """
@@ -40,7 +42,8 @@ def main():
         def step():
             out = impl[op](*args)
             outs = [o for o in (out if isinstance(out, (tuple, list)) else (out,)) if o.requires_grad]
-            torch.autograd.grad(outs, leaves, bench.grads_like(outs))
+            if not a.te:
+                torch.autograd.grad(outs, leaves, bench.grads_like(outs))
 
         for _ in range(3):
             step()

@@ -195,6 +195,8 @@ VARIANTS = [
     ("_wc", 256, 1, 0, 1, 0), ("_wc", 256, 1, 0, 2, 0), ("_wc", 256, 1, 0, 4, 0), ("_wc", 256, 1, 0, 4, 1),
     ("_wc", 64, 2, 256, 4, 0), ("_wc", 128, 4, 256, 4, 0), ("_wc", 128, 2, 512, 4, 0), ("_wc", 256, 2, 1024, 4, 0),
     ("_wc", 128, 1, 1024, 4, 0), ("_wc", 256, 4, 512, 4, 0), ("_wc", 512, 1, 0, 2, 0),
+    # flat blocks of consecutive items (mhc's forEachItem) where they divide C
+    ("_wc", 256, 1, 2048, 4, 0), ("_wc", 256, 1, 4096, 8, 0), ("_wc", 128, 1, 2048, 8, 0),
 ]
 
 
@@ -204,6 +206,7 @@ def main():
     ap.add_argument("--C", type=int, default=7168)
     ap.add_argument("--te", default=None)
     ap.add_argument("--ops", default="agg,ec")
+    ap.add_argument("--only", default=None, help="only variants whose label contains this")
     a = ap.parse_args()
     M, C, n = a.M, a.C, 4
     torch.manual_seed(0)
@@ -239,7 +242,8 @@ def main():
         for cs in (0, 1):
             for wc, T, BM, BC, U, na in VARIANTS:
                 BCe = BC or C
-                if C % BCe or M % BM:
+                label = f"{wc or '_c'} T{T} BM{BM} BC{BC or 'C'} U{U}{' na' if na else ''}{' cs' if cs else ''}"
+                if C % BCe or M % BM or (a.only and a.only not in label):
                     continue
                 opts = tuple(f"-D{k}={v}" for k, v in dict(NT=T, BM=BM, BC=BCe, UN=U, CS=cs, NA=na).items())
                 k = cp.RawKernel(SRC, op + wc, options=opts)
@@ -256,8 +260,7 @@ def main():
                 err = ((outs[0].float() - ref[op](sets[0])).norm() / ref[op](sets[0]).norm()).item()
                 assert err < 1e-2, (op, wc, T, BM, BC, U, err)
                 ms = bench.timeit(run, [(s, o) for s, o in zip(sets, outs)], reps=20, ahead=True)
-                rows.append((op, f"{wc or '_c'} T{T} BM{BM} BC{BC or 'C'} U{U}{' na' if na else ''}{' cs' if cs else ''}",
-                             ms * 1e3,
+                rows.append((op, label, ms * 1e3,
                              io[op] / (ms * 1e-3) / bw))
     print(f"{'op':4} {'variant':30} {'us':>8} {'%SOL':>6}")
     for op, name, us, sol in rows:
