@@ -94,7 +94,9 @@ def main():
     print()
     for kt in d["kernel_times"]:
         n, M, C = kt["shape"].split(",")
-        print(f"\n## Device time per kernel (bench/kernel_times.py, torch.profiler), n = {n}, M = {M}, C = {C}\n")
+        impl = kt.get("impl", "mhc")
+        which = "" if impl == "mhc" else f", {impl} (forward kernels, --te)"
+        print(f"\n## Device time per kernel (bench/kernel_times.py, torch.profiler), n = {n}, M = {M}, C = {C}{which}\n")
         print("GPU time of each launch, without host overhead (median of 10 calls).\n")
         print("| op | kernel | us |")
         print("| --- | --- | ---: |")
