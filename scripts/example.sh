@@ -38,7 +38,10 @@ for path in sorted(glob.glob(os.path.join(sys.argv[1], "mhc_*.json"))):
     m = json.load(open(path))
     for l in m["launches"]:
         r, g = l["resources"], l["grid"]
-        grid = f"ceil(M/{g['tokens_per_block']})" if g["tokens_per_block"] else str(g["fixed_blocks"])
+        if g["items_per_token"]:
+            grid = f"ceil(M*{g['items_per_token']}/{g['items_per_block']})"
+        else:
+            grid = f"ceil(M/{g['tokens_per_block']})" if g["tokens_per_block"] else str(g["fixed_blocks"])
         if g["times_split"]:
             grid += " x S"
         print(f"{l['entry']:58s} {r['registers']:4d} {r['spill_stores']:5d} {r['shared_bytes']:6d} {grid}")
