@@ -10,7 +10,7 @@
 // RUN: rm -rf %t && mhc-compile --spec 'aggregate.fwd;n=4;act=bf16;layout=nc;C=2048;arch=sm_90a' -o %t && FileCheck %s --check-prefix=PTX < %t/mhc_aggregate_fwd_n4_123f3d65709c76af.ptx
 
 // FWD: gpu.module @mhc_aggregate_fwd_n4_123f3d65709c76af [#nvvm.target<O = 3, chip = "sm_90a", features = "+ptx80">]
-// FWD: gpu.func @mhc_aggregate_fwd_n4_123f3d65709c76af_main(%{{.*}}: memref<?xbf16>, %{{.*}}: memref<?xf32>, %{{.*}}: memref<?xbf16>, %{{.*}}: i64) kernel attributes {known_block_size = array<i32: 256, 1, 1>}
+// FWD: gpu.func @mhc_aggregate_fwd_n4_123f3d65709c76af_main(%{{.*}}: memref<?xbf16>, %{{.*}}: memref<?xf32>, %{{.*}}: memref<?xbf16>, %{{.*}}: i64) kernel attributes {known_block_size = array<i32: 256, 1, 1>, nvvm.minctasm = 2 : i32}
 // FWD-DAG: arith.constant 2048 : index
 // FWD-DAG: arith.constant 512 : index
 // FWD: scf.if

@@ -15,7 +15,7 @@
 // CHECK-NOT: gpu.module
 
 // NVVM: gpu.module @mhc_aggregate_fwd_n4_{{[0-9a-f]+}}
-// NVVM: llvm.func @mhc_aggregate_fwd_n4_{{[0-9a-f]+}}_main({{.*}}) attributes {gpu.kernel, gpu.known_block_size = array<i32: 256, 1, 1>, nvvm.kernel, nvvm.maxntid = array<i32: 256, 1, 1>}
+// NVVM: llvm.func @mhc_aggregate_fwd_n4_{{[0-9a-f]+}}_main({{.*}}) attributes {gpu.kernel, gpu.known_block_size = array<i32: 256, 1, 1>, nvvm.kernel, nvvm.maxntid = array<i32: 256, 1, 1>, nvvm.minctasm = 2 : i32}
 // NVVM-NOT: gpu.func
 
 // INDEX: {"kernel": "mhc_aggregate_fwd_n4_{{[0-9a-f]+}}", "spec": "aggregate.fwd;n=4;act=bf16;layout=nc;C=64;arch=sm_90a"}
