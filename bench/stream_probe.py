@@ -29,6 +29,8 @@ typedef unsigned int u32;
 //     in flight per thread), CS (streaming stores), NA (L1::no_allocate loads)
 #define CPR (BC / 8)
 #define ITEMS (BM * CPR)
+// Token m and row position q of item `it` of block (mb, cb), PER items a row.
+#define ITEM_AT(it, PER, m, q) (m) = mb * BM + (it) / (PER); (q) = (long)cb * (PER) + (it) % (PER)
 __device__ __forceinline__ float lo(u32 v) { return __uint_as_float(v << 16); }
 __device__ __forceinline__ float hi(u32 v) { return __uint_as_float(v & 0xffff0000u); }
 __device__ __forceinline__ u32 bf(float a) {  // round to nearest even
@@ -64,7 +66,7 @@ agg(const uint4* __restrict__ x, const float4* __restrict__ pre, uint4* __restri
 #pragma unroll
     for (int u = 0; u < UN; ++u) {
       int it = g + u * NT;
-      m[u] = mb * BM + it / CPR; c8[u] = (long)cb * CPR + it % CPR;
+      ITEM_AT(it, CPR, m[u], c8[u]);
       if (it < ITEMS) {
 #pragma unroll
         for (int k = 0; k < 4; ++k) v[u][k] = ldx(x + m[u] * (C / 2) + c8[u] * 4 + k);
@@ -97,7 +99,7 @@ ec(const uint4* __restrict__ f, const float4* __restrict__ post, const uint4* __
 #pragma unroll
     for (int u = 0; u < UN; ++u) {
       int it = g + u * NT;
-      m[u] = mb * BM + it / CPR; c8[u] = (long)cb * CPR + it % CPR;
+      ITEM_AT(it, CPR, m[u], c8[u]);
       if (it < ITEMS) {
 #pragma unroll
         for (int k = 0; k < 4; ++k) v[u][k] = ldx(x + m[u] * (C / 2) + c8[u] * 4 + k);
@@ -142,7 +144,7 @@ agg_wc(const uint4* __restrict__ x, const float4* __restrict__ pre, u32* __restr
 #pragma unroll
     for (int u = 0; u < UN; ++u) {
       int it = g + u * NT;
-      m[u] = mb * BM + it / PPR; q[u] = (long)cb * PPR + it % PPR;
+      ITEM_AT(it, PPR, m[u], q[u]);
       if (it < PITEMS) { v[u] = ldx(x + m[u] * (C / 2) + q[u]); p[u] = pre[m[u]]; }
     }
 #pragma unroll
@@ -165,7 +167,7 @@ ec_wc(const u32* __restrict__ f, const float4* __restrict__ post, const uint4* _
 #pragma unroll
     for (int u = 0; u < UN; ++u) {
       int it = g + u * NT;
-      m[u] = mb * BM + it / PPR; q[u] = (long)cb * PPR + it % PPR;
+      ITEM_AT(it, PPR, m[u], q[u]);
       if (it < PITEMS) { v[u] = ldx(x + m[u] * (C / 2) + q[u]); fv[u] = __ldg(f + m[u] * (C / 2) + q[u]); }
     }
 #pragma unroll

@@ -95,20 +95,18 @@ Value KernelBuilder::andi(Value a, Value c) {
 Value KernelBuilder::exp(Value a) { return math::ExpOp::create(b, loc, a); }
 Value KernelBuilder::log(Value a) { return math::LogOp::create(b, loc, a); }
 Value KernelBuilder::exp2(Value a) { return math::Exp2Op::create(b, loc, a); }
-Value KernelBuilder::log2(Value a) {
-  // libdevice's log2f is a ~20-instruction polynomial; lg2.approx.f32 is one
-  // MUFU instruction (max abs error ~2^-22 on [0.5, 2]).
-  return LLVM::CallIntrinsicOp::create(b, loc, b.getF32Type(),
-                                       b.getStringAttr("llvm.nvvm.lg2.approx.f"),
-                                       ValueRange{a})
-      .getResult(0);
-}
-Value KernelBuilder::sqrt(Value a) { return math::SqrtOp::create(b, loc, a); }
+/// An f32 -> f32 NVVM intrinsic (a single MUFU instruction).
 static Value nvvmUnary(KernelBuilder &kb, const char *intrinsic, Value a) {
   return LLVM::CallIntrinsicOp::create(kb.b, kb.loc, kb.b.getF32Type(),
                                        kb.b.getStringAttr(intrinsic), ValueRange{a})
       .getResult(0);
 }
+Value KernelBuilder::log2(Value a) {
+  // libdevice's log2f is a ~20-instruction polynomial; lg2.approx.f32 is one
+  // MUFU instruction (max abs error ~2^-22 on [0.5, 2]).
+  return nvvmUnary(*this, "llvm.nvvm.lg2.approx.f", a);
+}
+Value KernelBuilder::sqrt(Value a) { return math::SqrtOp::create(b, loc, a); }
 Value KernelBuilder::rsqrtApprox(Value a) {
   return nvvmUnary(*this, "llvm.nvvm.rsqrt.approx.f", a);
 }
