@@ -291,7 +291,10 @@ void KernelBuilder::mbarrierInit(Value bar, int64_t arrivals) {
 }
 void KernelBuilder::fenceMbarrierInit() { NVVM::FenceMbarrierInitOp::create(b, loc); }
 void KernelBuilder::mbarrierArriveExpectTx(Value bar, int64_t bytes) {
-  NVVM::MBarrierArriveExpectTxOp::create(b, loc, Type(), bar, i32(bytes),
+  mbarrierArriveExpectTx(bar, i32(bytes));
+}
+void KernelBuilder::mbarrierArriveExpectTx(Value bar, Value bytes) {
+  NVVM::MBarrierArriveExpectTxOp::create(b, loc, Type(), bar, bytes,
                                          NVVM::MemScopeKind::CTA,
                                          /*relaxed=*/false, Value());
 }
@@ -304,14 +307,31 @@ void KernelBuilder::mbarrierWait(Value bar, Value parity) {
   NVVM::MBarrierTryWaitParityOp::create(b, loc, bar, parity, i32(10000000));
 }
 void KernelBuilder::bulkCopy(Value dst, Value src, int64_t bytes, Value bar) {
+  bulkCopy(dst, src, i32(bytes), bar);
+}
+void KernelBuilder::bulkCopy(Value dst, Value src, Value bytes, Value bar) {
   // The shared::cluster form (PTX 8.0); a CTA's own shared addresses are
   // valid cluster addresses.
   auto cluster = LLVM::LLVMPointerType::get(
       b.getContext(), static_cast<unsigned>(NVVM::NVVMMemorySpace::SharedCluster));
   Value dstCluster = LLVM::AddrSpaceCastOp::create(b, loc, cluster, dst);
   NVVM::CpAsyncBulkGlobalToSharedClusterOp::create(
-      b, loc, dstCluster, src, bar, i32(bytes), Value(), Value());
+      b, loc, dstCluster, src, bar, bytes, Value(), Value());
 }
+void KernelBuilder::copyAsync(Value dst, Value src, int64_t bytes,
+                              Value srcBytes) {
+  // .cg (L2 only) exists for 16-byte copies; smaller ones use .ca.
+  auto modifier = bytes == 16 ? NVVM::LoadCacheModifierKind::CG
+                              : NVVM::LoadCacheModifierKind::CA;
+  NVVM::CpAsyncOp::create(b, loc, dst, src, b.getI32IntegerAttr(bytes),
+                          NVVM::LoadCacheModifierKindAttr::get(b.getContext(), modifier),
+                          srcBytes);
+}
+void KernelBuilder::copyAsyncCommit() { NVVM::CpAsyncCommitGroupOp::create(b, loc); }
+void KernelBuilder::copyAsyncWait(int64_t pending) {
+  NVVM::CpAsyncWaitGroupOp::create(b, loc, b.getI32IntegerAttr(pending));
+}
+
 void KernelBuilder::fenceProxyAsyncShared() {
   NVVM::FenceProxyOp::create(
       b, loc, NVVM::ProxyKind::async_shared,
@@ -362,6 +382,32 @@ LaunchBuilder &LaunchBuilder::sharedI64(int64_t elems) {
   return *this;
 }
 
+int64_t LaunchBuilder::sharedLimit(const std::string &arch) {
+  // Per block, after the 1 KB the driver reserves: A100 163 KB, H100 and
+  // B200 227 KB.
+  return arch == "sm_80" ? 163 * 1024 : 227 * 1024;
+}
+
+/// Each buffer's byte offset in a block's shared memory, in declaration
+/// order, aligned to max(16, its alignment); the total is the last entry.
+template <typename Buffers>
+static SmallVector<int64_t> sharedOffsets(const Buffers &buffers) {
+  SmallVector<int64_t> offsets;
+  int64_t at = 0;
+  for (const auto &sb : buffers) {
+    int64_t align = std::max<int64_t>(16, sb.align);
+    at = (at + align - 1) / align * align;
+    offsets.push_back(at);
+    at += sb.elems * (sb.i64 ? 8 : 4);
+  }
+  offsets.push_back(at);
+  return offsets;
+}
+
+int64_t LaunchBuilder::sharedBytes() const {
+  return sharedOffsets(sharedBuffers).back();
+}
+
 gpu::GPUFuncOp LaunchBuilder::create(OpBuilder &b, gpu::GPUModuleOp module) {
   MLIRContext *ctx = b.getContext();
   SmallVector<Type> types;
@@ -376,17 +422,22 @@ gpu::GPUFuncOp LaunchBuilder::create(OpBuilder &b, gpu::GPUModuleOp module) {
   }
   SmallVector<Type> workgroup;
   auto wgSpace = gpu::AddressSpaceAttr::get(ctx, gpu::AddressSpace::Workgroup);
-  for (const SharedBuffer &sb : sharedBuffers)
-    workgroup.push_back(MemRefType::get(
+  auto bufferType = [&](const SharedBuffer &sb) {
+    return MemRefType::get(
         {sb.elems}, sb.i64 ? Type(b.getI64Type()) : Type(b.getF32Type()),
-        MemRefLayoutAttrInterface{}, wgSpace));
+        MemRefLayoutAttrInterface{}, wgSpace);
+  };
+  bool dynamic = sharedBytes() > kStaticSharedLimit;
+  if (!dynamic)
+    for (const SharedBuffer &sb : sharedBuffers)
+      workgroup.push_back(bufferType(sb));
 
   b.setInsertionPointToEnd(module.getBody());
   func = gpu::GPUFuncOp::create(b, module.getLoc(), entry,
                                 b.getFunctionType(types, {}), workgroup);
   func->setAttr(gpu::GPUDialect::getKernelFuncAttrName(), b.getUnitAttr());
   for (auto [i, sb] : llvm::enumerate(sharedBuffers))
-    if (sb.align > 0)
+    if (!dynamic && sb.align > 0)
       func.setWorkgroupAttributionAttr(
           i, LLVM::LLVMDialect::getAlignAttrName(),
           b.getI64IntegerAttr(sb.align));
@@ -405,6 +456,19 @@ gpu::GPUFuncOp LaunchBuilder::create(OpBuilder &b, gpu::GPUModuleOp module) {
   if (args.count("S"))
     splitIndex = arith::IndexCastOp::create(b, func.getLoc(),
                                             b.getIndexType(), args["S"]);
+  if (dynamic) {
+    // One dynamic allocation, sliced into the declared buffers.
+    SmallVector<int64_t> offsets = sharedOffsets(sharedBuffers);
+    Value bytes = gpu::DynamicSharedMemoryOp::create(
+        b, func.getLoc(),
+        MemRefType::get({ShapedType::kDynamic}, b.getI8Type(),
+                        MemRefLayoutAttrInterface{}, wgSpace));
+    for (auto [i, sb] : llvm::enumerate(sharedBuffers)) {
+      Value offset = arith::ConstantIndexOp::create(b, func.getLoc(), offsets[i]);
+      dynamicViews.push_back(memref::ViewOp::create(
+          b, func.getLoc(), bufferType(sb), bytes, offset, ValueRange{}));
+    }
+  }
   // The body goes before the terminator the builder added.
   gpu::ReturnOp::create(b, func.getLoc());
   b.setInsertionPoint(entryBlock.getTerminator());
@@ -418,6 +482,8 @@ Value LaunchBuilder::arg(const std::string &name) const {
 }
 
 Value LaunchBuilder::shared(unsigned i) const {
+  if (!dynamicViews.empty())
+    return dynamicViews[i];
   return const_cast<gpu::GPUFuncOp &>(func).getWorkgroupAttributions()[i];
 }
 
@@ -427,5 +493,7 @@ Value LaunchBuilder::shared(unsigned i) const {
   d.params = params;
   d.block = blockThreads;
   d.grid = gridRule;
+  int64_t bytes = sharedBytes();
+  d.dynamicSharedBytes = bytes > kStaticSharedLimit ? bytes : 0;
   return d;
 }

@@ -156,6 +156,7 @@ void mlir::mhc::addNVVMLoweringPasses(OpPassManager &pm) {
   // NVVM ops without an LLVM intrinsic (mbarrier waits) become inline PTX.
   gpm.addPass(createConvertNVVMToLLVMPass());
   gpm.addPass(createKernelNoAlias());
+  gpm.addPass(createExternDynamicShared());
   gpm.addPass(createCanonicalizerPass());
   gpm.addPass(createCSEPass());
   gpm.addPass(createReconcileUnrealizedCastsPass());

@@ -27,7 +27,14 @@
 // once, as 2T contiguous columns per token (rows g and g + 8 of tile kt are
 // columns 2kt and 2kt + 1 of the lane's run), and uses the same values for
 // gx = D w + (2/K) gms x, gw += x D and gphi's mma. phi^T's fragments are
-// constant and wait in lane-private shared memory. Without the tf32 flag,
+// constant and wait in lane-private shared memory. x and gh arrive through
+// a ring of stages in shared memory, several steps ahead: for 2-byte x on
+// sm_90 a block ring filled by bulk copies (one thread, mbarriers), else a
+// ring per warp filled by cp.async. (H100, n = 4, C = 7168, M = 32768: 1337
+// us with the block ring, 1805-1879 us with per-warp rings over depths and
+// occupancies, 1657 us with x and gh loaded into registers a step ahead;
+// ncu put the per-warp rings' time in the L2, which every warp asked for the
+// same gh rows, and the registers' in L1.) Without the tf32 flag,
 // gh and phi are split into tf32 hi + lo parts (3xTF32) and gphi's mma
 // accumulators are flushed into fp32 totals every 64 tokens. Per-share
 // partials [shares, N*K + K] are summed in order by a second launch:
@@ -381,24 +388,69 @@ static LogicalResult buildBackward(KernelContext &ctx) {
   int64_t T = 4;
   while (T > 1 && T * rSteps * 4 * parts > 48)
     T /= 2;
-  // A warp's staged gh rows: 8N floats, plus room for the (masked) reads
-  // past row 7 when N % 8 != 0.
-  int64_t ghSlot = 8 * N + 8;
-  // Four warps per block and three blocks per SM, each warp with two steps
-  // of loads in flight; large n in precise mode (n = 8: 80 accumulators)
-  // takes two warps and two blocks so that registers and static shared
-  // memory suffice.
+  // Four warps per block and three blocks per SM; large n in precise mode
+  // (n = 8: 80 accumulators) takes two warps and two blocks so that the
+  // registers suffice.
   bool large = T * rSteps * 4 * parts > 48;
   const int warps = large ? 2 : 4, threads = 32 * warps;
+  const int blocksPerSM = large ? 2 : 3;
   int64_t laneCols = 2 * T, blockCols = warps * 16 * T;
   int64_t slices = (K + blockCols - 1) / blockCols;
-  // Token shares: about four persistent waves of blocks. A constant of the
-  // spec, so gphi's partial sums have the same order on every run.
-  int64_t shares = std::max<int64_t>(
-      1, (4 * ctx.persistentBlocks() + slices - 1) / slices);
   int64_t width = N * K + (hasW ? K : 0); // gphi, then gw
+  // Token shares: a constant of the spec, so gphi's partial sums have the
+  // same order on every run. Blocks do equal work, so the grid should fill
+  // its last wave of resident blocks; more shares cost a larger final sum.
+  // Both are weighed for M = 32768 tokens.
+  int64_t actBytes = ::mhc::byteWidth(spec.act);
+  int64_t shares = 1;
+  {
+    double slots = double(ctx.persistentBlocks() / 2 * blocksPerSM);
+    double mainBytes = 2.0 * 32768 * K * actBytes, best = 0;
+    for (int64_t s = 1; s <= 64; ++s) {
+      double waves = slices * s / slots;
+      double cost = mainBytes * std::ceil(waves) / waves + 8.0 * s * width;
+      if (s == 1 || cost < best)
+        best = cost, shares = s;
+    }
+  }
   // Steps (8 tokens each) per run of the two-level sums (precise mode).
   const int64_t run = 8;
+
+  // Each warp streams its steps through a private ring of `depth` stages in
+  // shared memory, filled by cp.async (no registers held by loads in
+  // flight). A stage: x as [token 2t + u][copy c][lane] of `unit` bytes (a
+  // lane reads back exactly what it copied; consecutive lanes, consecutive
+  // 16 bytes: no bank conflicts), the step's gh rows [8, N] (read by every
+  // lane: a warp sync after the wait), and gms of the 8 tokens. Tokens past
+  // M and columns past K are zero-filled by the copies themselves.
+  int64_t laneBytes = laneCols * actBytes;
+  int64_t unit = std::min<int64_t>(16, laneBytes), copies = laneBytes / unit;
+  int64_t xFloats = 2 * 32 * laneBytes / 4;
+  int64_t ghFloats = (8 * N + 3) / 4 * 4, ghPieces = 2 * N; // 16-byte pieces
+  int64_t stageFloats = xFloats + ghFloats + 8;
+  int64_t phiFloats = warps * T * rSteps * parts * 128;
+  int64_t budget = LaunchBuilder::sharedLimit(spec.arch) * 228 / 227 / blocksPerSM - 1024;
+  // A power of two (the stage of a step is a mask of it), at most 8.
+  int64_t depth = 2;
+  while (depth < 8 && (2 * depth * warps * stageFloats + phiFloats) * 4 <= budget)
+    depth *= 2;
+  // For 2-byte activations on sm_90 (with gh rows whole 16-byte pieces,
+  // N % 4 == 0) the stage is the block's instead: one thread fills it with
+  // bulk copies (the TMA engine: no per-lane copy instructions), x as the
+  // block's 8 rows of blockCols columns (rows padded by 16 bytes, so that the
+  // lanes reading one 16-byte column of different rows hit different
+  // banks) and gh once for all warps; full/empty mbarriers hand stages
+  // between that thread and the warps, as in ProjectForwardStaged.cpp.
+  bool staged = actBytes == 2 && spec.arch != "sm_80" && N % 4 == 0;
+  int64_t rowBytes = blockCols * actBytes + 16;
+  if (staged) {
+    xFloats = 8 * rowBytes / 4;
+    stageFloats = xFloats + ghFloats;
+    // Four stages: measured on H100 (n = 4, C = 7168, M = 32768) 1337 us
+    // against 1371 us with eight and 1361 us with eight at two blocks per
+    // SM.
+    depth = 4;
+  }
 
   ctx.buffer("gh", DType::F32, BufferRole::Input, {N, 0});
   ctx.buffer("gms", DType::F32, BufferRole::Input, {1, 0});
@@ -419,9 +471,11 @@ static LogicalResult buildBackward(KernelContext &ctx) {
       l.param("weight");
     l.param("gx").param("partials").param("M").block(threads)
         .grid({0, slices * shares})
-        .sharedF32(warps * T * rSteps * parts * 128)
-        .sharedF32(warps * ghSlot)
-        .minBlocksPerSM(large ? 2 : 3);
+        .sharedF32(phiFloats)
+        .sharedF32((staged ? 1 : warps) * depth * stageFloats, /*align=*/128)
+        .minBlocksPerSM(blocksPerSM);
+    if (staged)
+      l.sharedI64(2 * depth);
     KernelBuilder kb = ctx.begin(l);
     Value M = l.tokens();
     Value tid = kb.threadId(), bid = kb.blockId();
@@ -436,7 +490,7 @@ static LogicalResult buildBackward(KernelContext &ctx) {
     Value active = kb.lt(colBase, kb.idx(K));
     Value col0 = kb.select(active, colBase, kb.idx(0));
     Value zero = kb.f32(0.0);
-    Value smem = l.shared(0), ghSmem = l.shared(1);
+    Value smem = l.shared(0), ring = l.shared(1);
     auto slot = [&](int64_t kt, int64_t rs, int64_t part) {
       Value s = kb.add(kb.mul(warp, kb.idx(T * rSteps * parts)),
                        kb.idx((kt * rSteps + rs) * parts + part));
@@ -496,81 +550,212 @@ static LogicalResult buildBackward(KernelContext &ctx) {
     SmallVector<Value> init(nAcc, zeroAcc);
     init.append(laneCols, zero);
 
-    // One step's global loads, issued a step ahead (software pipelining:
-    // the next step's loads are in flight while this step computes). Raw
-    // values: x's runs for tokens 2t and 2t + 1 (16-byte pieces), the
-    // lane's share of the step's gh rows [8, N] (contiguous in gh; one
-    // coalesced load), and gms of the two tokens. Every address is clamped,
-    // so any step index is safe to load.
-    int64_t actBytes = ::mhc::byteWidth(spec.act);
-    int64_t piece = std::min<int64_t>(laneCols, 16 / actBytes);
-    int64_t ghLoads = (8 * N + 31) / 32;
-    Value ghEnd = kb.mul(M, kb.idx(N));
-    auto loadStep = [&](Value step) {
-      Value m0 = kb.mul(step, kb.idx(8));
-      SmallVector<Value> raw;
-      for (int u = 0; u < 2; ++u) {
-        Value tok = kb.add(m0, kb.add(kb.mul(t, kb.idx(2)), kb.idx(u)));
-        Value off = kb.add(kb.mul(kb.min(tok, lastRow), kb.idx(K)), col0);
-        for (int64_t e = 0; e < laneCols; e += piece)
-          raw.push_back(kb.vload(l.arg("x"), kb.add(off, kb.idx(e)), piece));
-      }
-      for (int64_t i = 0; i < ghLoads; ++i) {
-        Value src = kb.add(kb.mul(m0, kb.idx(N)), kb.add(lane, kb.idx(32 * i)));
-        raw.push_back(kb.load(l.arg("gh"), kb.select(kb.lt(src, ghEnd), src, kb.idx(0))));
-      }
-      for (int u = 0; u < 2; ++u) {
-        Value tok = kb.add(m0, kb.add(kb.mul(t, kb.idx(2)), kb.idx(u)));
-        raw.push_back(kb.load(l.arg("gms"), kb.min(tok, lastRow)));
-      }
-      return raw;
+    Value warpRing = kb.mul(warp, kb.idx(depth * stageFloats));
+    auto stageBase = [&](Value step) {
+      Value stage = arith::AndIOp::create(kb.b, kb.loc, step, kb.idx(depth - 1));
+      return kb.add(warpRing, kb.mul(stage, kb.idx(stageFloats)));
     };
-    int64_t rawCount = 2 * (laneCols / piece) + ghLoads + 2;
-    // Steps in flight ahead of the one computing. Measured on H100 (n = 4,
-    // bf16, C = 7168, M = 32768; T, depth, blocks per SM): (4, 1, 4) 1847
-    // us, (4, 2, 3) 1660 us, (4, 3, 3) 1694 us, (2, 1, 6) 2189 us, (2, 2, 5)
-    // 2198 us.
-    const int64_t depth = 2;
-
-    auto stepBody = [&](Value step, SmallVector<Value> &acc, ArrayRef<Value> raw) {
+    auto xSlot = [&](Value base, int64_t u, int64_t c) {
+      return kb.add(base, kb.add(kb.idx((u * copies + c) * 32 * unit / 4),
+                                 kb.mul(lane, kb.idx(unit / 4))));
+    };
+    // i32 byte count of a 16-byte piece of a [.., 4k floats] buffer that
+    // starts at float `src` of `end` floats: 16, the rest, or 0.
+    auto pieceBytes = [&](Value src, Value end) {
+      Value left = kb.sub(kb.max(end, src), src);
+      Value bytes = kb.mul(kb.min(left, kb.idx(4)), kb.idx(4));
+      return arith::IndexCastOp::create(kb.b, kb.loc, kb.b.getI32Type(), bytes).getResult();
+    };
+    Value ghEnd = kb.mul(M, kb.idx(N));
+    // Issues the copies of `step` into its stage (no commit), for any step:
+    // every source clamped, bytes past M zero-filled.
+    auto issuePartialStep = [&](Value step) {
+      Value base = stageBase(step);
       Value m0 = kb.mul(step, kb.idx(8));
+      for (int u = 0; u < 2; ++u) {
+        Value tok = kb.add(m0, kb.add(kb.mul(t, kb.idx(2)), kb.idx(u)));
+        Value ok = kb.andi(active, kb.lt(tok, M));
+        Value bytes = kb.select(ok, kb.i32(unit), kb.i32(0));
+        Value off = kb.add(kb.mul(kb.min(tok, lastRow), kb.idx(K)), col0);
+        for (int64_t c = 0; c < copies; ++c)
+          kb.copyAsync(kb.sharedPtr(ring, xSlot(base, u, c)),
+                       kb.globalPtr(l.arg("x"), kb.add(off, kb.idx(c * unit / actBytes))),
+                       unit, bytes);
+      }
+      Value ghBase = kb.add(base, kb.idx(xFloats));
+      for (int64_t i = 0; i < (ghPieces + 31) / 32; ++i) {
+        Value p = kb.add(lane, kb.idx(32 * i));
+        auto copy = [&] {
+          Value src = kb.add(kb.mul(m0, kb.idx(N)), kb.mul(p, kb.idx(4)));
+          Value bytes = pieceBytes(src, ghEnd);
+          kb.copyAsync(kb.sharedPtr(ring, kb.add(ghBase, kb.mul(p, kb.idx(4)))),
+                       kb.globalPtr(l.arg("gh"), kb.select(kb.lt(src, ghEnd), src, kb.idx(0))),
+                       16, bytes);
+        };
+        if (32 * i + 32 <= ghPieces)
+          copy();
+        else
+          kb.when(kb.lt(p, kb.idx(ghPieces)), copy);
+      }
+      kb.when(kb.lt(lane, kb.idx(2)), [&] {
+        Value src = kb.add(m0, kb.mul(lane, kb.idx(4)));
+        kb.copyAsync(kb.sharedPtr(ring, kb.add(ghBase, kb.add(kb.idx(ghFloats), kb.mul(lane, kb.idx(4))))),
+                     kb.globalPtr(l.arg("gms"), kb.select(kb.lt(src, M), src, kb.idx(0))),
+                     16, pieceBytes(src, M));
+      });
+    };
+    // The same for a step of 8 tokens below M (all but the last): the
+    // lane's sources are fixed offsets from the step's first token, and
+    // whole pieces are copied (columns past K only when K % blockCols).
+    Value xLane = kb.add(kb.mul(kb.mul(t, kb.idx(2)), kb.idx(K)), col0);
+    Value xBytes = K % blockCols == 0 ? Value() : kb.select(active, kb.i32(unit), kb.i32(0));
+    auto issueFullStep = [&](Value step) {
+      Value base = stageBase(step);
+      Value m0 = kb.mul(step, kb.idx(8));
+      Value off = kb.add(kb.mul(m0, kb.idx(K)), xLane);
+      for (int u = 0; u < 2; ++u)
+        for (int64_t c = 0; c < copies; ++c)
+          kb.copyAsync(kb.sharedPtr(ring, xSlot(base, u, c)),
+                       kb.globalPtr(l.arg("x"), kb.add(off, kb.idx(u * K + c * unit / actBytes))),
+                       unit, xBytes);
+      Value ghBase = kb.add(base, kb.idx(xFloats));
+      Value ghSrc = kb.add(kb.mul(m0, kb.idx(N)), kb.mul(lane, kb.idx(4)));
+      Value ghDst = kb.add(ghBase, kb.mul(lane, kb.idx(4)));
+      for (int64_t i = 0; i < (ghPieces + 31) / 32; ++i) {
+        auto copy = [&] {
+          kb.copyAsync(kb.sharedPtr(ring, kb.add(ghDst, kb.idx(128 * i))),
+                       kb.globalPtr(l.arg("gh"), kb.add(ghSrc, kb.idx(128 * i))), 16);
+        };
+        if (32 * i + 32 <= ghPieces)
+          copy();
+        else
+          kb.when(kb.lt(lane, kb.idx(ghPieces - 32 * i)), copy);
+      }
+      kb.when(kb.lt(lane, kb.idx(2)), [&] {
+        kb.copyAsync(kb.sharedPtr(ring, kb.add(ghDst, kb.idx(ghFloats))),
+                     kb.globalPtr(l.arg("gms"), kb.add(m0, kb.mul(lane, kb.idx(4)))), 16);
+      });
+    };
+    auto issueStep = [&](Value step) {
+      Value full = kb.lt(kb.add(kb.mul(step, kb.idx(8)), kb.idx(7)), M);
+      Value notFull = arith::XOrIOp::create(kb.b, kb.loc, full, kb.boolean(true));
+      kb.when(full, [&] { issueFullStep(step); });
+      kb.when(notFull, [&] { issuePartialStep(step); });
+    };
+    Type actVec = VectorType::get({unit / actBytes}, elementType(kb.b.getContext(), spec.act));
+
+    // The block's ring (staged): thread 0 fills stage i % depth with step
+    // sBegin + i once every warp released the step before.
+    Value isLeader = kb.eq(tid, kb.idx(0));
+    Value count = kb.sub(sEnd, sBegin);
+    auto fullBar = [&](Value st) { return kb.sharedPtr(l.shared(2), st); };
+    auto emptyBar = [&](Value st) {
+      return kb.sharedPtr(l.shared(2), kb.add(st, kb.idx(depth)));
+    };
+    auto parity = [&](Value i) {
+      Value p = kb.rem(kb.div(i, kb.idx(depth)), kb.idx(2));
+      return arith::IndexCastOp::create(kb.b, kb.loc, kb.b.getI32Type(), p).getResult();
+    };
+    auto toI32 = [&](Value v) {
+      return arith::IndexCastOp::create(kb.b, kb.loc, kb.b.getI32Type(), v).getResult();
+    };
+    // Bytes of this block's slice of a row (the last slice may be narrower).
+    Value sliceCol = kb.mul(slice, kb.idx(blockCols));
+    Value xRowBytes = kb.mul(kb.min(kb.sub(kb.idx(K), sliceCol), kb.idx(blockCols)),
+                             kb.idx(actBytes));
+    auto blockStage = [&](Value i) {
+      Value st = arith::AndIOp::create(kb.b, kb.loc, i, kb.idx(depth - 1));
+      return kb.mul(st, kb.idx(stageFloats));
+    };
+    // Thread 0: the copies of step sBegin + i. Rows past M repeat row M - 1
+    // (their gh rows are zero, so they add nothing); gh's rows past M are
+    // not copied but zeroed.
+    auto issueBlockStep = [&](Value i) {
+      Value st = arith::AndIOp::create(kb.b, kb.loc, i, kb.idx(depth - 1));
+      Value base = blockStage(i);
+      Value m0 = kb.mul(kb.add(sBegin, i), kb.idx(8));
+      Value rows = kb.min(kb.sub(M, m0), kb.idx(8));
+      Value ghBase = kb.add(base, kb.idx(xFloats));
+      kb.loop(kb.mul(rows, kb.idx(N)), kb.idx(8 * N), kb.idx(1), [&](Value e) {
+        kb.store(zero, ring, kb.add(ghBase, e));
+      });
+      Value ghBytes = kb.mul(rows, kb.idx(N * 4));
+      Value bar = fullBar(st);
+      kb.mbarrierArriveExpectTx(bar, toI32(kb.add(kb.mul(xRowBytes, kb.idx(8)), ghBytes)));
+      for (int64_t r = 0; r < 8; ++r) {
+        Value row = kb.min(kb.add(m0, kb.idx(r)), lastRow);
+        kb.bulkCopy(kb.sharedPtr(ring, kb.add(base, kb.idx(r * rowBytes / 4))),
+                    kb.globalPtr(l.arg("x"), kb.add(kb.mul(row, kb.idx(K)), sliceCol)),
+                    toI32(xRowBytes), bar);
+      }
+      kb.bulkCopy(kb.sharedPtr(ring, ghBase),
+                  kb.globalPtr(l.arg("gh"), kb.mul(m0, kb.idx(N))), toI32(ghBytes), bar);
+    };
+    // This lane's x columns within the block's slice.
+    Value laneColInBlock = kb.sub(colBase, sliceCol);
+
+    auto stepBody = [&](Value step, SmallVector<Value> &acc) {
+      Value m0 = kb.mul(step, kb.idx(8));
+      Value base, i;
+      std::array<Value, 2> gmsRaw;
+      if (staged) {
+        // gms straight from global memory (two values per lane, in L1).
+        for (int u = 0; u < 2; ++u)
+          gmsRaw[u] = kb.load(l.arg("gms"),
+                              kb.min(kb.add(m0, kb.add(kb.mul(t, kb.idx(2)), kb.idx(u))), lastRow));
+        i = kb.sub(step, sBegin);
+        // Step i + depth - 1 into the stage step i - 1 used, once released.
+        Value ahead = kb.add(i, kb.idx(depth - 1));
+        kb.when(kb.andi(isLeader, kb.lt(ahead, count)), [&] {
+          Value nx = arith::AndIOp::create(kb.b, kb.loc, ahead, kb.idx(depth - 1));
+          kb.when(kb.lt(kb.idx(0), i), [&] {
+            kb.mbarrierWait(emptyBar(nx), parity(kb.sub(i, kb.idx(1))));
+          });
+          issueBlockStep(ahead);
+        });
+        kb.mbarrierWait(fullBar(arith::AndIOp::create(kb.b, kb.loc, i, kb.idx(depth - 1))),
+                        parity(i));
+        base = blockStage(i);
+      } else {
+        // Step + depth - 1 goes in flight, then this step's copies (the
+        // oldest group but depth - 1) are waited for.
+        Value ahead = kb.add(step, kb.idx(depth - 1));
+        kb.when(kb.lt(ahead, sEnd), [&] { issueStep(ahead); });
+        kb.copyAsyncCommit();
+        kb.copyAsyncWait(depth - 1);
+        kb.syncWarp();
+        base = stageBase(step);
+      }
       // Tokens 2t + u (x, gx, gphi's B) and g (D's B).
       std::array<Value, 2> tok, tokOk;
       std::array<SmallVector<Value>, 2> xa;
       std::array<Value, 2> gms;
-      const Value *next = raw.data();
       for (int u = 0; u < 2; ++u) {
         tok[u] = kb.add(m0, kb.add(kb.mul(t, kb.idx(2)), kb.idx(u)));
         tokOk[u] = kb.lt(tok[u], M);
-        for (int64_t e = 0; e < laneCols; e += piece) {
-          Value v = kb.toF32(*next++);
-          for (int64_t i = 0; i < piece; ++i)
-            xa[u].push_back(kb.select(tokOk[u], kb.extract(v, i), zero));
+        for (int64_t c = 0; c < copies; ++c) {
+          Value at = staged ? kb.add(base, kb.div(kb.add(kb.idx(u * rowBytes + c * unit),
+                                                          kb.add(kb.mul(t, kb.idx(2 * rowBytes)),
+                                                                 kb.mul(laneColInBlock, kb.idx(actBytes)))),
+                                                   kb.idx(4)))
+                            : xSlot(base, u, c);
+          Value raw = LLVM::LoadOp::create(kb.b, kb.loc, actVec, kb.sharedPtr(ring, at), unit);
+          Value v = kb.toF32(raw);
+          for (int64_t i = 0; i < unit / actBytes; ++i)
+            xa[u].push_back(kb.extract(v, i));
         }
       }
-      const Value *ghRaw = next;
+      Value ghBase = kb.add(base, kb.idx(xFloats));
       for (int u = 0; u < 2; ++u)
-        gms[u] = kb.mul(ghRaw[ghLoads + u], twoOverK);
-      // The step's gh rows into the warp's slice of shared memory;
-      // out-of-range tokens stage zeros. (Row stride N: at most 2-way bank
-      // conflicts for n = 4.)
-      Value ghBase = kb.mul(warp, kb.idx(ghSlot));
-      for (int64_t i = 0; i < ghLoads; ++i) {
-        Value p = kb.add(lane, kb.idx(32 * i));
-        Value ok = kb.lt(kb.add(kb.mul(m0, kb.idx(N)), p), ghEnd);
-        auto put = [&] {
-          kb.store(kb.select(ok, ghRaw[i], zero), ghSmem, kb.add(ghBase, p));
-        };
-        if (32 * i + 32 <= 8 * N)
-          put();
-        else
-          kb.when(kb.lt(p, kb.idx(8 * N)), put);
-      }
-      NVVM::SyncWarpOp::create(kb.b, kb.loc, kb.i32(-1));
-      // gh[m0 + tokLocal][8rs + i]; rows past N are zero.
+        gms[u] = kb.mul(staged ? gmsRaw[u]
+                               : kb.load(ring, kb.add(ghBase, kb.add(kb.idx(ghFloats + u),
+                                                                     kb.mul(t, kb.idx(2))))),
+                        twoOverK);
+      // gh[m0 + tokLocal][8rs + i]; rows past N are zero. (Row stride N: at
+      // most 2-way bank conflicts for n = 4.)
       auto ghAt = [&](Value tokLocal, int64_t rs, Value i) {
         Value r = kb.add(kb.idx(8 * rs), i);
-        Value v = kb.load(ghSmem, kb.add(ghBase, kb.add(kb.mul(tokLocal, kb.idx(N)), r)));
+        Value v = kb.load(ring, kb.add(ghBase, kb.add(kb.mul(tokLocal, kb.idx(N)), r)));
         return 8 * rs + 8 <= N ? v : kb.select(kb.lt(r, kb.idx(N)), v, zero);
       };
       // x's A fragments per k-tile (exact in tf32 for bf16/f16).
@@ -615,15 +800,24 @@ static LogicalResult buildBackward(KernelContext &ctx) {
             gp = mma(kb, axLo[kt], bgHi, gp);
         }
       }
-      // The next step overwrites the staged rows.
-      NVVM::SyncWarpOp::create(kb.b, kb.loc, kb.i32(-1));
+      // Every lane is done with the stage before it is refilled (by bulk
+      // copies: a proxy fence orders this lane's reads before them).
+      if (staged)
+        kb.fenceProxyAsyncShared();
+      kb.syncWarp();
+      if (staged)
+        kb.when(kb.eq(lane, kb.idx(0)), [&] {
+          kb.mbarrierArrive(emptyBar(arith::AndIOp::create(kb.b, kb.loc, i, kb.idx(depth - 1))));
+        });
       // D[m0 + 2t + u][column 2kt + h] is d[kt][h][u]: gx, and gw's sums.
       std::array<SmallVector<Value>, 2> gx;
       for (int u = 0; u < 2; ++u)
         for (int64_t j = 0; j < laneCols; ++j) {
           Value dv = vector::ExtractOp::create(
               kb.b, kb.loc, d[j / 2], ArrayRef<int64_t>{j % 2, u});
-          gx[u].push_back(kb.fma(dv, w[j], kb.mul(gms[u], xa[u][j])));
+          // (Without a weight, D w is D: one fma.)
+          gx[u].push_back(hasW ? kb.fma(dv, w[j], kb.mul(gms[u], xa[u][j]))
+                               : kb.fma(gms[u], xa[u][j], dv));
           acc[nAcc + j] = kb.fma(xa[u][j], dv, acc[nAcc + j]);
         }
       for (int u = 0; u < 2; ++u)
@@ -637,27 +831,35 @@ static LogicalResult buildBackward(KernelContext &ctx) {
     // gphi's mma accumulators restart every run and are added into fp32
     // totals, so the tensor core's truncating accumulation never spans more
     // than 64 tokens. With tf32 (bound 2e-3) one level is enough.
-    // Iteration values: the sums, then the raw loads of the step at hand.
     int64_t nSums = nAcc + laneCols;
     auto steps1 = [&](Value lb, Value ub, ValueRange start) {
       return kb.loop(lb, ub, kb.idx(1), start, [&](Value step, ValueRange it) {
-        SmallVector<Value> sums(it.begin(), it.begin() + nSums);
-        // Raw loads of steps step .. step + depth - 1 arrive; step + depth
-        // is issued before this step computes.
-        SmallVector<Value> ahead = loadStep(
-            kb.min(kb.add(step, kb.idx(depth)), kb.sub(sEnd, kb.idx(1))));
-        SmallVector<Value> cur(it.begin() + nSums, it.begin() + nSums + rawCount);
-        stepBody(step, sums, cur);
-        sums.append(it.begin() + nSums + rawCount, it.end());
-        sums.append(ahead.begin(), ahead.end());
+        SmallVector<Value> sums(it.begin(), it.end());
+        stepBody(step, sums);
         return sums;
       });
     };
-    for (int64_t d = 0; d < depth; ++d) {
-      SmallVector<Value> first = loadStep(
-          kb.min(kb.add(sBegin, kb.idx(d)), kb.sub(kb.max(sEnd, kb.idx(1)), kb.idx(1))));
-      assert(static_cast<int64_t>(first.size()) == rawCount);
-      init.append(first.begin(), first.end());
+    // The first depth - 1 steps go in flight (a group each, or bulk copies
+    // after the mbarriers are set up).
+    if (staged) {
+      kb.when(isLeader, [&] {
+        for (int64_t d = 0; d < depth; ++d) {
+          kb.mbarrierInit(fullBar(kb.idx(d)), 1);
+          kb.mbarrierInit(emptyBar(kb.idx(d)), warps);
+        }
+        kb.fenceMbarrierInit();
+      });
+      kb.barrier();
+      kb.when(isLeader, [&] {
+        kb.loop(kb.idx(0), kb.min(kb.idx(depth - 1), count), kb.idx(1),
+                [&](Value i) { issueBlockStep(i); });
+      });
+    } else {
+      for (int64_t d = 0; d + 1 < depth; ++d) {
+        Value step = kb.add(sBegin, kb.idx(d));
+        kb.when(kb.lt(step, sEnd), [&] { issueStep(step); });
+        kb.copyAsyncCommit();
+      }
     }
     SmallVector<Value> total;
     if (!precise) {
@@ -665,8 +867,7 @@ static LogicalResult buildBackward(KernelContext &ctx) {
     } else {
       total = kb.loop(
           sBegin, sEnd, kb.idx(run), init, [&](Value s0, ValueRange outer) {
-            SmallVector<Value> start(init.begin(), init.begin() + nSums);
-            start.append(outer.begin() + nSums, outer.end());
+            SmallVector<Value> start(init.begin(), init.end());
             SmallVector<Value> sums =
                 steps1(s0, kb.min(kb.add(s0, kb.idx(run)), sEnd), start);
             for (int64_t i = 0; i < nSums; ++i)
@@ -674,6 +875,9 @@ static LogicalResult buildBackward(KernelContext &ctx) {
             return sums;
           });
     }
+    // Groups of steps past the share's end were empty.
+    if (!staged)
+      kb.copyAsyncWait(0);
 
     // gw: the four lanes of a column group hold different tokens.
     SmallVector<Value> gw;

@@ -38,6 +38,7 @@ Driver::Driver() {
   bind(lib, cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain");
   bind(lib, cuModuleLoadData, "cuModuleLoadData");
   bind(lib, cuModuleGetFunction, "cuModuleGetFunction");
+  bind(lib, cuFuncSetAttribute, "cuFuncSetAttribute");
   bind(lib, cuLaunchKernel, "cuLaunchKernel");
   bind(lib, cuGetErrorString, "cuGetErrorString");
   check(cuInit(0), "cuInit");

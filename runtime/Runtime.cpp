@@ -8,6 +8,8 @@ namespace mhc::rt {
 
 namespace {
 constexpr size_t kMaxBuffers = 24;
+// CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES of cuda.h.
+constexpr int kMaxDynamicSharedSizeBytes = 8;
 struct Descriptor {
   void *allocated, *aligned;
   int64_t offset, size, stride;
@@ -74,6 +76,12 @@ const LoadedKernel &Runtime::kernel(const KernelSpec &spec, int deviceOrdinal) {
     CUfunction fn = nullptr;
     d.check(d.cuModuleGetFunction(&fn, module, l.entry.c_str()),
             "finding " + l.entry + " [" + canonical + "]");
+    // Shared memory past the default 48 KB is opt-in per function.
+    if (l.dynamicSharedBytes > 48 * 1024)
+      d.check(d.cuFuncSetAttribute(fn, kMaxDynamicSharedSizeBytes,
+                                   static_cast<int>(l.dynamicSharedBytes)),
+              "reserving " + std::to_string(l.dynamicSharedBytes) +
+                  " bytes of shared memory for " + l.entry);
     kernel->functions.push_back(fn);
     std::vector<int> indices;
     for (const std::string &p : l.params)

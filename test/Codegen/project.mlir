@@ -19,6 +19,7 @@
 // RUN: rm -rf %t.s && mhc-compile --spec 'project.fwd;n=4;act=bf16;param=f32;layout=nc;C=7168;tf32=1;weight=0;arch=sm_90a' -o %t.s && cat %t.s/*.ptx | FileCheck %s --check-prefix=STAGEDPTX
 // RUN: mhc-compile --spec 'project.bwd;n=4;act=bf16;param=f32;layout=nc;C=7168;tf32=0;weight=1;arch=sm_90a' --print-ir | FileCheck %s --check-prefix=BWD
 // RUN: rm -rf %t.b && mhc-compile --spec 'project.bwd;n=4;act=bf16;param=f32;layout=nc;C=7168;tf32=0;weight=1;arch=sm_90a' -o %t.b && cat %t.b/*.ptx | FileCheck %s --check-prefix=BWDPTX
+// RUN: rm -rf %t.c && mhc-compile --spec 'project.bwd;n=4;act=f32;param=f32;layout=nc;C=7168;tf32=1;weight=0;arch=sm_90a' -o %t.c && cat %t.c/*.ptx | FileCheck %s --check-prefix=BWDRING
 // RUN: rm -rf %t && mhc-compile --spec 'project.fwd;n=4;act=f16;param=f32;layout=nc;C=7168;tf32=0;weight=1;arch=sm_90a' -o %t && cat %t/*.ptx | FileCheck %s --check-prefix=PTX
 
 // FWD: gpu.func @mhc_project_fwd_n4_{{[0-9a-f]+}}_partial(%{{.*}}: memref<?xf16>, %{{.*}}: memref<?xf32>, %{{.*}}: memref<?xf32>, %{{.*}}: memref<?xf32>, %{{.*}}: i64, %{{.*}}: i64) kernel attributes {known_block_size = array<i32: 128, 1, 1>}
@@ -78,13 +79,38 @@
 // PTX-DAG: ld.global.nc.v4.b32
 // PTX-NOT: atom.
 
+// bf16 x on sm_90: the block's ring of 4 stages, filled by thread 0 with
+// bulk copies (8 rows of x, then gh) that complete on a full mbarrier per
+// stage; each warp reads its columns (8 bytes per token and lane at T = 2),
+// fences the async proxy and releases the stage on its empty mbarrier.
 // BWDPTX: .entry mhc_project_bwd_n4_{{.*}}_main(
 // BWDPTX: .maxntid 128, 1, 1
 // BWDPTX: .minnctapersm 3
-// BWDPTX: .shared .align 4 .b8 {{.*}}[24576];
+// BWDPTX: .shared .align 128 .b8 {{.*}}[{{[0-9]+}}];
+// BWDPTX: .shared .align 8 .b8 {{.*}}[64];
 // BWDPTX: st.shared.v4.b32
-// BWDPTX: bar.warp.sync
-// BWDPTX: ld.shared.v4.b32
+// BWDPTX: mbarrier.init.shared.b64
+// BWDPTX: fence.mbarrier_init.release.cluster;
+// BWDPTX: mbarrier.arrive.expect_tx.shared.b64
+// BWDPTX-COUNT-9: cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes
+// BWDPTX: mbarrier.try_wait.parity.shared.b64
+// BWDPTX: ld.shared.v4.b16
 // BWDPTX: mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32
+// BWDPTX: fence.proxy.async.shared::cta;
+// BWDPTX: bar.warp.sync
+// BWDPTX: mbarrier.arrive.shared.b64
 // BWDPTX: .entry mhc_project_bwd_n4_{{.*}}_partials_final(
 // BWDPTX-NOT: atom.
+
+// Other activations (f32 here): a ring per warp, filled by cp.async (32
+// bytes of x per token and lane, gh and gms in 16-byte pieces), waited for
+// by group; 68 KB of stages is dynamic shared memory (.extern, sized at
+// launch).
+// BWDRING: .extern .shared .align 16 .b8 __dynamic_shmem__0[];
+// BWDRING: .entry mhc_project_bwd_n4_{{.*}}_main(
+// BWDRING: cp.async.cg.shared.global [{{.*}}], [{{.*}}], 16;
+// BWDRING: cp.async.commit_group;
+// BWDRING: cp.async.wait_group {{[1-9]}};
+// BWDRING: bar.warp.sync
+// BWDRING: mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32
+// BWDRING-NOT: atom.

@@ -121,12 +121,25 @@ public:
   void fenceMbarrierInit();
   /// Arrives on `bar` and expects `bytes` more bytes of copies in its phase.
   void mbarrierArriveExpectTx(Value bar, int64_t bytes);
+  void mbarrierArriveExpectTx(Value bar, Value bytes); // i32
   void mbarrierArrive(Value bar);
   /// Blocks until the phase of `bar` with the given parity (i32) completed.
   void mbarrierWait(Value bar, Value parity);
   /// Copies `bytes` (a multiple of 16, both addresses 16-byte aligned) from
   /// global `src` to shared `dst`; completes on `bar`.
   void bulkCopy(Value dst, Value src, int64_t bytes, Value bar);
+  void bulkCopy(Value dst, Value src, Value bytes, Value bar); // i32
+  /// cp.async (sm_80): copies `bytes` (4, 8 or 16; both addresses aligned
+  /// to it) from global `src` to shared `dst` without passing through
+  /// registers. With `srcBytes` (i32, at most `bytes`) only that many are
+  /// read and the rest of `dst` is zero-filled; 0 reads nothing.
+  void copyAsync(Value dst, Value src, int64_t bytes, Value srcBytes = Value());
+  /// Closes the group of this thread's copies issued since the last commit.
+  void copyAsyncCommit();
+  /// Waits until at most `pending` of this thread's committed groups are
+  /// still in flight (the oldest complete first). Other threads' copies
+  /// are visible after a barrier (or a warp sync for the warp's own).
+  void copyAsyncWait(int64_t pending);
   /// Orders this thread's earlier shared-memory accesses before later
   /// async-proxy (bulk copy) accesses to the same memory.
   void fenceProxyAsyncShared();
@@ -149,6 +162,13 @@ public:
   LaunchBuilder &sharedF32(int64_t elems, int64_t align = 0);
   /// A workgroup buffer of `elems` i64 values (mbarriers).
   LaunchBuilder &sharedI64(int64_t elems);
+  /// The most shared memory a block may use on the spec's arch; past 48 KB
+  /// the buffers become views of dynamic shared memory, which the runtime
+  /// opts in to (the manifest's dynamic_shared_bytes).
+  static constexpr int64_t kStaticSharedLimit = 48 * 1024;
+  static int64_t sharedLimit(const std::string &arch);
+  /// Bytes of shared memory the buffers declared so far take.
+  int64_t sharedBytes() const;
 
   /// Creates the gpu.func at the end of `module`, positions `b` in its body
   /// and returns it. Call once, before arg()/shared().
@@ -176,6 +196,9 @@ private:
     int64_t align;
   };
   SmallVector<SharedBuffer> sharedBuffers;
+  /// Views of dynamic shared memory, one per buffer, when sharedBytes()
+  /// exceeds kStaticSharedLimit; otherwise workgroup attributions.
+  SmallVector<Value> dynamicViews;
   gpu::GPUFuncOp func;
   std::map<std::string, Value> args;
   Value tokensIndex, splitIndex;

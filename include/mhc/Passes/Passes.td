@@ -108,6 +108,23 @@ def KernelNoAlias : Pass<"mhc-kernel-noalias", "::mlir::gpu::GPUModuleOp"> {
   let dependentDialects = ["::mlir::LLVM::LLVMDialect"];
 }
 
+def ExternDynamicShared
+    : Pass<"mhc-extern-dynamic-shared", "::mlir::gpu::GPUModuleOp"> {
+  let summary = "declare the dynamic shared memory symbol external";
+  let description = [{
+    Runs inside the NVVM lowering, after GPU-to-NVVM turned
+    `gpu.dynamic_shared_memory` into an internal zero-sized
+    `llvm.mlir.global` in address space 3. The NVPTX backend demotes such
+    a global into its one user function as a static one-byte shared
+    variable (`.shared .b8 sym;`) instead of the `.extern .shared .b8
+    sym[];` that names the launch's dynamic allocation. This pass turns
+    every zero-sized shared global into an external declaration, so the
+    kernel addresses exactly the bytes the launch reserves (mhc launches
+    whose buffers exceed the 48 KB static limit).
+  }];
+  let dependentDialects = ["::mlir::LLVM::LLVMDialect"];
+}
+
 def WriteBundle : Pass<"mhc-write-bundle", "::mlir::ModuleOp"> {
   let summary = "lower every generated kernel module to PTX and cubin and "
                 "write the kernel bundle";
