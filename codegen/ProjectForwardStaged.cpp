@@ -48,12 +48,11 @@ namespace {
 
 constexpr int kWarps = 8;
 constexpr int64_t kStages = 3;
-// Static shared memory stays under 48 KB (no opt-in launch attribute).
-constexpr int64_t kRingBytes = 46 * 1024;
-
-/// The chunk shape of a spec: SQ k-steps of 16 columns per chunk.
+/// The chunk shape of a spec: SQ k-steps of 16 columns per chunk, and the
+/// blocks per SM.
 struct Staged {
   int64_t sq, parts, nTiles;
+  int blocksPerSM;
   int64_t chunk() const { return 16 * sq; }
   /// Bytes of packed B per chunk: (sq / 2) pairs x parts x n-tiles x 512.
   int64_t chunkBytes() const { return (sq / 2) * parts * nTiles * 512; }
@@ -63,9 +62,21 @@ std::optional<Staged> stagedShape(const KernelContext &ctx) {
   // Bulk copies and expect-tx mbarriers need sm_90.
   if (ctx.spec.act != DType::BF16 || ctx.spec.arch == "sm_80")
     return std::nullopt;
-  Staged s{8, ctx.spec.tf32 ? 2 : 3, (ctx.N() + 7) / 8};
+  Staged s{8, ctx.spec.tf32 ? 2 : 3, (ctx.N() + 7) / 8, 2};
+  // A pair of k-steps holds the accumulators (twice in precise mode) and
+  // B's words (parts x n-tiles x 4) in registers: two blocks per SM (128
+  // registers) while they stay near 64, else one block (255 registers)
+  // with all the shared memory for its ring. n = 8 (tf32): two blocks with
+  // 32-column chunks spilled 120 bytes and took 4235 us at C = 7168, M =
+  // 32768 on H100; one block with 64-column chunks 2453 us, no spill.
+  int64_t live = 4 * s.nTiles * (ctx.spec.tf32 ? 1 : 2) + 4 * s.parts * s.nTiles;
+  s.blocksPerSM = live <= 64 ? 2 : 1;
+  if (s.blocksPerSM == 1) // (the x of 4 pairs would spill at n = 8)
+    s.sq = 4;
+  int64_t ringBytes =
+      (LaunchBuilder::sharedLimit(ctx.spec.arch) - 2048) / s.blocksPerSM;
   for (; s.sq >= 2; s.sq /= 2)
-    if (ctx.K() % s.chunk() == 0 && kStages * s.chunkBytes() <= kRingBytes)
+    if (ctx.K() % s.chunk() == 0 && kStages * s.chunkBytes() <= ringBytes)
       return s;
   return std::nullopt;
 }
@@ -179,7 +190,7 @@ LogicalResult mlir::mhc::buildProjectForwardStaged(KernelContext &ctx) {
         .grid({tokensPerBlock, 0, /*timesSplit=*/true})
         .sharedF32(kStages * chunkBytes / 4, /*align=*/128)
         .sharedI64(2 * kStages)
-        .minBlocksPerSM(2);
+        .minBlocksPerSM(sh.blocksPerSM);
     KernelBuilder kb = ctx.begin(l);
     ProjectSplitK sk = projectSplitK(kb, l, chunks);
     Value M = sk.M, lane = sk.lane, warp = sk.warp, g = sk.g, t = sk.t;
