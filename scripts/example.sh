@@ -33,6 +33,7 @@ rm -rf "$bundle"
 echo
 python3 - "$bundle" <<'PY'
 import glob, json, os, sys
+# smem: ptxas' static bytes plus the dynamic bytes the launch reserves.
 print(f"{'entry':58s} {'regs':>4s} {'spill':>5s} {'smem':>6s} grid")
 for path in sorted(glob.glob(os.path.join(sys.argv[1], "mhc_*.json"))):
     m = json.load(open(path))
@@ -44,6 +45,6 @@ for path in sorted(glob.glob(os.path.join(sys.argv[1], "mhc_*.json"))):
             grid = f"ceil(M/{g['tokens_per_block']})" if g["tokens_per_block"] else str(g["fixed_blocks"])
         if g["times_split"]:
             grid += " x S"
-        print(f"{l['entry']:58s} {r['registers']:4d} {r['spill_stores']:5d} {r['shared_bytes']:6d} {grid}")
+        print(f"{l['entry']:58s} {r['registers']:4d} {r['spill_stores']:5d} {r['shared_bytes'] + l['dynamic_shared_bytes']:6d} {grid}")
 print(f"bundle: {sys.argv[1]} ({len(glob.glob(os.path.join(sys.argv[1], '*.cubin')))} cubins, {m['ptxas']})")
 PY
