@@ -161,6 +161,35 @@ void storeProjectPartials(KernelBuilder &kb, const ProjectSplitK &sk,
                           function_ref<Value(int64_t, int64_t)> acc);
 LogicalResult buildProjectForwardStaged(KernelContext &ctx);
 
+/// A ring of `stages` shared-memory buffers that thread 0 fills with bulk
+/// copies and `warps` warps read, step i in buffer i % stages: per buffer a
+/// "full" mbarrier (thread 0's arrival plus the copies' bytes) and an
+/// "empty" one (an arrival per warp). `bars` holds 2 * stages i64.
+struct BulkRing {
+  KernelBuilder &kb;
+  Value bars, leader;
+  int64_t stages, warps;
+
+  BulkRing(KernelBuilder &kb, Value bars, int64_t stages, int64_t warps);
+  Value stage(Value i);
+  Value full(Value st);
+  Value empty(Value st);
+  /// Thread 0 sets up the barriers and issues steps 0 .. stages - 2 (of
+  /// `count`); then the block synchronises. issue(i, st) copies step i into
+  /// buffer st and arrives on full(st) expecting its bytes.
+  void start(Value count, function_ref<void(Value, Value)> issue);
+  /// At step i: thread 0 refills the buffer of step i - 1 with step
+  /// i + stages - 1 once every warp released it; then every thread waits
+  /// for step i's buffer, which it returns.
+  Value acquire(Value i, Value count, function_ref<void(Value, Value)> issue);
+  /// A warp is done with step i's buffer: a proxy fence orders its lanes'
+  /// reads before the bulk copy that overwrites it, then lane 0 arrives.
+  void release(Value i, Value lane);
+
+private:
+  Value parity(Value i); // of the phase step i completes, as i32
+};
+
 } // namespace mlir::mhc
 
 #endif // MHC_CODEGEN_FAMILIES_H

@@ -194,42 +194,21 @@ LogicalResult mlir::mhc::buildProjectForwardStaged(KernelContext &ctx) {
     KernelBuilder kb = ctx.begin(l);
     ProjectSplitK sk = projectSplitK(kb, l, chunks);
     Value M = sk.M, lane = sk.lane, warp = sk.warp, g = sk.g, t = sk.t;
-    Value tid = kb.threadId(), cBegin = sk.cBegin;
+    Value cBegin = sk.cBegin;
     Value count = kb.sub(sk.cEnd, cBegin);
     Value ring = l.shared(0), bars = l.shared(1);
     Value x = l.arg("x"), packed = l.arg("packed");
-    auto fullBar = [&](Value st) { return kb.sharedPtr(bars, st); };
-    auto emptyBar = [&](Value st) {
-      return kb.sharedPtr(bars, kb.add(st, kb.idx(kStages)));
-    };
+    BulkRing bulk(kb, bars, kStages, kWarps);
     // Thread 0: the copy of chunk `i` (of this block's range) into buffer `st`.
     auto issue = [&](Value i, Value st) {
-      Value bar = fullBar(st);
+      Value bar = bulk.full(st);
       kb.mbarrierArriveExpectTx(bar, chunkBytes);
       Value src = kb.globalPtr(
           packed, kb.mul(kb.add(cBegin, i), kb.idx(chunkBytes / 2)));
       Value dst = kb.sharedPtr(ring, kb.mul(st, kb.idx(chunkBytes / 4)));
       kb.bulkCopy(dst, src, chunkBytes, bar);
     };
-    auto parity = [&](Value i) {
-      Value p = kb.rem(kb.div(i, kb.idx(kStages)), kb.idx(2));
-      return arith::IndexCastOp::create(kb.b, kb.loc, kb.b.getI32Type(), p)
-          .getResult();
-    };
-
-    Value isLeader = kb.eq(tid, kb.idx(0));
-    kb.when(isLeader, [&] {
-      for (int64_t s = 0; s < kStages; ++s) {
-        kb.mbarrierInit(fullBar(kb.idx(s)), 1);
-        kb.mbarrierInit(emptyBar(kb.idx(s)), kWarps);
-      }
-      kb.fenceMbarrierInit();
-    });
-    kb.barrier();
-    kb.when(isLeader, [&] {
-      kb.loop(kb.idx(0), kb.min(kb.idx(kStages - 1), count), kb.idx(1),
-              [&](Value i) { issue(i, i); });
-    });
+    bulk.start(count, issue);
 
     // Tokens g and g + 8 of the warp's 16 (clamped for loads).
     Value r0 = kb.add(kb.mul(sk.mBlock, kb.idx(tokensPerBlock)),
@@ -252,17 +231,7 @@ LogicalResult mlir::mhc::buildProjectForwardStaged(KernelContext &ctx) {
             xa.push_back(kb.vload(x, kb.add(x0, kb.add(col, kb.idx(32 * j))), 8));
             xb.push_back(kb.vload(x, kb.add(x1, kb.add(col, kb.idx(32 * j))), 8));
           }
-          Value st = kb.rem(i, kb.idx(kStages));
-          // Refill the buffer chunk i - 1 used with chunk i + kStages - 1.
-          Value ahead = kb.add(i, kb.idx(kStages - 1));
-          kb.when(kb.andi(isLeader, kb.lt(ahead, count)), [&] {
-            Value nx = kb.rem(ahead, kb.idx(kStages));
-            kb.when(kb.lt(kb.idx(0), i), [&] {
-              kb.mbarrierWait(emptyBar(nx), parity(kb.sub(i, kb.idx(1))));
-            });
-            issue(ahead, nx);
-          });
-          kb.mbarrierWait(fullBar(st), parity(i));
+          Value st = bulk.acquire(i, count, issue);
 
           SmallVector<Value> total;
           if (precise)
@@ -304,11 +273,7 @@ LogicalResult mlir::mhc::buildProjectForwardStaged(KernelContext &ctx) {
           if (precise)
             for (int64_t e = 0; e < 4 * NT; ++e)
               next[e] = kb.add(total[e], next[e]);
-          // Release the buffer: the fence orders this lane's reads of it
-          // before the bulk copy that will overwrite it.
-          kb.fenceProxyAsyncShared();
-          kb.syncWarp();
-          kb.when(kb.eq(lane, kb.idx(0)), [&] { kb.mbarrierArrive(emptyBar(st)); });
+          bulk.release(i, lane);
           return next;
         });
 

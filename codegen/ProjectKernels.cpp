@@ -50,6 +50,7 @@
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 
 #include <numeric>
+#include <optional>
 
 using namespace mlir;
 using namespace mlir::mhc;
@@ -644,18 +645,11 @@ static LogicalResult buildBackward(KernelContext &ctx) {
     };
     Type actVec = VectorType::get({unit / actBytes}, elementType(kb.b.getContext(), spec.act));
 
-    // The block's ring (staged): thread 0 fills stage i % depth with step
-    // sBegin + i once every warp released the step before.
-    Value isLeader = kb.eq(tid, kb.idx(0));
+    // The block's ring (staged): stage i % depth holds step sBegin + i.
+    std::optional<BulkRing> bulk;
+    if (staged)
+      bulk.emplace(kb, l.shared(2), depth, warps);
     Value count = kb.sub(sEnd, sBegin);
-    auto fullBar = [&](Value st) { return kb.sharedPtr(l.shared(2), st); };
-    auto emptyBar = [&](Value st) {
-      return kb.sharedPtr(l.shared(2), kb.add(st, kb.idx(depth)));
-    };
-    auto parity = [&](Value i) {
-      Value p = kb.rem(kb.div(i, kb.idx(depth)), kb.idx(2));
-      return arith::IndexCastOp::create(kb.b, kb.loc, kb.b.getI32Type(), p).getResult();
-    };
     auto toI32 = [&](Value v) {
       return arith::IndexCastOp::create(kb.b, kb.loc, kb.b.getI32Type(), v).getResult();
     };
@@ -663,16 +657,11 @@ static LogicalResult buildBackward(KernelContext &ctx) {
     Value sliceCol = kb.mul(slice, kb.idx(blockCols));
     Value xRowBytes = kb.mul(kb.min(kb.sub(kb.idx(K), sliceCol), kb.idx(blockCols)),
                              kb.idx(actBytes));
-    auto blockStage = [&](Value i) {
-      Value st = arith::AndIOp::create(kb.b, kb.loc, i, kb.idx(depth - 1));
-      return kb.mul(st, kb.idx(stageFloats));
-    };
-    // Thread 0: the copies of step sBegin + i. Rows past M repeat row M - 1
-    // (their gh rows are zero, so they add nothing); gh's rows past M are
-    // not copied but zeroed.
-    auto issueBlockStep = [&](Value i) {
-      Value st = arith::AndIOp::create(kb.b, kb.loc, i, kb.idx(depth - 1));
-      Value base = blockStage(i);
+    // Thread 0: the copies of step sBegin + i into stage st. Rows past M
+    // repeat row M - 1 (their gh rows are zero, so they add nothing); gh's
+    // rows past M are not copied but zeroed.
+    auto issueBlockStep = [&](Value i, Value st) {
+      Value base = kb.mul(st, kb.idx(stageFloats));
       Value m0 = kb.mul(kb.add(sBegin, i), kb.idx(8));
       Value rows = kb.min(kb.sub(M, m0), kb.idx(8));
       Value ghBase = kb.add(base, kb.idx(xFloats));
@@ -680,7 +669,7 @@ static LogicalResult buildBackward(KernelContext &ctx) {
         kb.store(zero, ring, kb.add(ghBase, e));
       });
       Value ghBytes = kb.mul(rows, kb.idx(N * 4));
-      Value bar = fullBar(st);
+      Value bar = bulk->full(st);
       kb.mbarrierArriveExpectTx(bar, toI32(kb.add(kb.mul(xRowBytes, kb.idx(8)), ghBytes)));
       for (int64_t r = 0; r < 8; ++r) {
         Value row = kb.min(kb.add(m0, kb.idx(r)), lastRow);
@@ -704,18 +693,7 @@ static LogicalResult buildBackward(KernelContext &ctx) {
           gmsRaw[u] = kb.load(l.arg("gms"),
                               kb.min(kb.add(m0, kb.add(kb.mul(t, kb.idx(2)), kb.idx(u))), lastRow));
         i = kb.sub(step, sBegin);
-        // Step i + depth - 1 into the stage step i - 1 used, once released.
-        Value ahead = kb.add(i, kb.idx(depth - 1));
-        kb.when(kb.andi(isLeader, kb.lt(ahead, count)), [&] {
-          Value nx = arith::AndIOp::create(kb.b, kb.loc, ahead, kb.idx(depth - 1));
-          kb.when(kb.lt(kb.idx(0), i), [&] {
-            kb.mbarrierWait(emptyBar(nx), parity(kb.sub(i, kb.idx(1))));
-          });
-          issueBlockStep(ahead);
-        });
-        kb.mbarrierWait(fullBar(arith::AndIOp::create(kb.b, kb.loc, i, kb.idx(depth - 1))),
-                        parity(i));
-        base = blockStage(i);
+        base = kb.mul(bulk->acquire(i, count, issueBlockStep), kb.idx(stageFloats));
       } else {
         // Step + depth - 1 goes in flight, then this step's copies (the
         // oldest group but depth - 1) are waited for.
@@ -800,15 +778,11 @@ static LogicalResult buildBackward(KernelContext &ctx) {
             gp = mma(kb, axLo[kt], bgHi, gp);
         }
       }
-      // Every lane is done with the stage before it is refilled (by bulk
-      // copies: a proxy fence orders this lane's reads before them).
+      // Every lane is done with the stage before it is refilled.
       if (staged)
-        kb.fenceProxyAsyncShared();
-      kb.syncWarp();
-      if (staged)
-        kb.when(kb.eq(lane, kb.idx(0)), [&] {
-          kb.mbarrierArrive(emptyBar(arith::AndIOp::create(kb.b, kb.loc, i, kb.idx(depth - 1))));
-        });
+        bulk->release(i, lane);
+      else
+        kb.syncWarp();
       // D[m0 + 2t + u][column 2kt + h] is d[kt][h][u]: gx, and gw's sums.
       std::array<SmallVector<Value>, 2> gx;
       for (int u = 0; u < 2; ++u)
@@ -842,18 +816,7 @@ static LogicalResult buildBackward(KernelContext &ctx) {
     // The first depth - 1 steps go in flight (a group each, or bulk copies
     // after the mbarriers are set up).
     if (staged) {
-      kb.when(isLeader, [&] {
-        for (int64_t d = 0; d < depth; ++d) {
-          kb.mbarrierInit(fullBar(kb.idx(d)), 1);
-          kb.mbarrierInit(emptyBar(kb.idx(d)), warps);
-        }
-        kb.fenceMbarrierInit();
-      });
-      kb.barrier();
-      kb.when(isLeader, [&] {
-        kb.loop(kb.idx(0), kb.min(kb.idx(depth - 1), count), kb.idx(1),
-                [&](Value i) { issueBlockStep(i); });
-      });
+      bulk->start(count, issueBlockStep);
     } else {
       for (int64_t d = 0; d + 1 < depth; ++d) {
         Value step = kb.add(sBegin, kb.idx(d));
