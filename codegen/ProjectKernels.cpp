@@ -444,8 +444,19 @@ static LogicalResult buildBackward(KernelContext &ctx) {
   // between that thread and the warps, as in ProjectForwardStaged.cpp.
   bool staged = actBytes == 2 && spec.arch != "sm_80" && N % 4 == 0;
   int64_t rowBytes = blockCols * actBytes + 16;
+  // gh's row stride in the stage. With 2N % 32 == 0 (n = 6, 8) the lanes'
+  // reads of D's B (row g, column t) and of gphi's B (row 2t + u, column g)
+  // are 4-way bank conflicts, the bound of n = 8 (ncu: L1 93%): the block
+  // ring then copies gh row by row into rows of S = 4 (mod 8) floats, 32
+  // banks apart (n = 8, M = 8192, C = 4096: 2123 -> 1288 us). Otherwise one
+  // copy (n = 4 has 2-way conflicts; its per-row copies took 1481 us
+  // against 1340).
+  int64_t ghStride = N;
   if (staged) {
+    if (2 * N % 32 == 0)
+      ghStride = N + (12 - N % 8) % 8;
     xFloats = 8 * rowBytes / 4;
+    ghFloats = 8 * ghStride;
     stageFloats = xFloats + ghFloats;
     // Four stages: measured on H100 (n = 4, C = 7168, M = 32768) 1337 us
     // against 1371 us with eight and 1361 us with eight at two blocks per
@@ -665,7 +676,7 @@ static LogicalResult buildBackward(KernelContext &ctx) {
       Value m0 = kb.mul(kb.add(sBegin, i), kb.idx(8));
       Value rows = kb.min(kb.sub(M, m0), kb.idx(8));
       Value ghBase = kb.add(base, kb.idx(xFloats));
-      kb.loop(kb.mul(rows, kb.idx(N)), kb.idx(8 * N), kb.idx(1), [&](Value e) {
+      kb.loop(kb.mul(rows, kb.idx(ghStride)), kb.idx(ghFloats), kb.idx(1), [&](Value e) {
         kb.store(zero, ring, kb.add(ghBase, e));
       });
       Value ghBytes = kb.mul(rows, kb.idx(N * 4));
@@ -677,8 +688,16 @@ static LogicalResult buildBackward(KernelContext &ctx) {
                     kb.globalPtr(l.arg("x"), kb.add(kb.mul(row, kb.idx(K)), sliceCol)),
                     toI32(xRowBytes), bar);
       }
-      kb.bulkCopy(kb.sharedPtr(ring, ghBase),
-                  kb.globalPtr(l.arg("gh"), kb.mul(m0, kb.idx(N))), toI32(ghBytes), bar);
+      if (ghStride == N)
+        kb.bulkCopy(kb.sharedPtr(ring, ghBase),
+                    kb.globalPtr(l.arg("gh"), kb.mul(m0, kb.idx(N))), toI32(ghBytes), bar);
+      else
+        for (int64_t r = 0; r < 8; ++r)
+          kb.when(kb.lt(kb.idx(r), rows), [&] {
+            kb.bulkCopy(kb.sharedPtr(ring, kb.add(ghBase, kb.idx(r * ghStride))),
+                        kb.globalPtr(l.arg("gh"), kb.mul(kb.add(m0, kb.idx(r)), kb.idx(N))),
+                        kb.i32(N * 4), bar);
+          });
     };
     // This lane's x columns within the block's slice.
     Value laneColInBlock = kb.sub(colBase, sliceCol);
@@ -729,11 +748,11 @@ static LogicalResult buildBackward(KernelContext &ctx) {
                                : kb.load(ring, kb.add(ghBase, kb.add(kb.idx(ghFloats + u),
                                                                      kb.mul(t, kb.idx(2))))),
                         twoOverK);
-      // gh[m0 + tokLocal][8rs + i]; rows past N are zero. (Row stride N: at
-      // most 2-way bank conflicts for n = 4.)
+      // gh[m0 + tokLocal][8rs + i]; rows past N are zero. (Row stride
+      // ghStride: at most 2-way bank conflicts.)
       auto ghAt = [&](Value tokLocal, int64_t rs, Value i) {
         Value r = kb.add(kb.idx(8 * rs), i);
-        Value v = kb.load(ring, kb.add(ghBase, kb.add(kb.mul(tokLocal, kb.idx(N)), r)));
+        Value v = kb.load(ring, kb.add(ghBase, kb.add(kb.mul(tokLocal, kb.idx(ghStride)), r)));
         return 8 * rs + 8 <= N ? v : kb.select(kb.lt(r, kb.idx(N)), v, zero);
       };
       // x's A fragments per k-tile (exact in tf32 for bf16/f16).
