@@ -393,8 +393,23 @@ static LogicalResult buildBackward(KernelContext &ctx) {
   // (n = 8: 80 accumulators) takes two warps and two blocks so that the
   // registers suffice.
   bool large = T * rSteps * 4 * parts > 48;
-  const int warps = large ? 2 : 4, threads = 32 * warps;
-  const int blocksPerSM = large ? 2 : 3;
+  int warps = large ? 2 : 4, blocksPerSM = large ? 2 : 3;
+  // For 2-byte activations on sm_90 (with gh rows whole 16-byte pieces,
+  // N % 4 == 0) the stage is the block's: see `staged` below.
+  int64_t actBytes = ::mhc::byteWidth(spec.act);
+  bool staged = actBytes == 2 && spec.arch != "sm_80" && N % 4 == 0;
+  // Where that leaves one k-tile per warp with tf32 (n = 8: ten row steps)
+  // the warp's step is bound by shared-memory loads, one gh fragment per
+  // mma: two k-tiles per warp share each (80 accumulators), in blocks of
+  // two warps, six per SM. H100, n = 8, M = 8192, C = 4096: 1317 -> 1065
+  // us (two k-tiles in two blocks of two warps: 1313 us; one k-tile in
+  // five blocks of four warps: 1264 us).
+  if (staged && T == 1 && !precise) {
+    T = 2;
+    warps = 2;
+    blocksPerSM = 6;
+  }
+  const int threads = 32 * warps;
   int64_t laneCols = 2 * T, blockCols = warps * 16 * T;
   int64_t slices = (K + blockCols - 1) / blockCols;
   int64_t width = N * K + (hasW ? K : 0); // gphi, then gw
@@ -402,7 +417,6 @@ static LogicalResult buildBackward(KernelContext &ctx) {
   // same order on every run. Blocks do equal work, so the grid should fill
   // its last wave of resident blocks; more shares cost a larger final sum.
   // Both are weighed for M = 32768 tokens.
-  int64_t actBytes = ::mhc::byteWidth(spec.act);
   int64_t shares = 1;
   {
     double slots = double(ctx.persistentBlocks() / 2 * blocksPerSM);
@@ -435,14 +449,13 @@ static LogicalResult buildBackward(KernelContext &ctx) {
   int64_t depth = 2;
   while (depth < 8 && (2 * depth * warps * stageFloats + phiFloats) * 4 <= budget)
     depth *= 2;
-  // For 2-byte activations on sm_90 (with gh rows whole 16-byte pieces,
-  // N % 4 == 0) the stage is the block's instead: one thread fills it with
-  // bulk copies (the TMA engine: no per-lane copy instructions), x as the
-  // block's 8 rows of blockCols columns (rows padded by 16 bytes, so that the
-  // lanes reading one 16-byte column of different rows hit different
-  // banks) and gh once for all warps; full/empty mbarriers hand stages
-  // between that thread and the warps, as in ProjectForwardStaged.cpp.
-  bool staged = actBytes == 2 && spec.arch != "sm_80" && N % 4 == 0;
+  // For `staged` specs the stage is the block's instead: one thread fills
+  // it with bulk copies (the TMA engine: no per-lane copy instructions), x
+  // as the block's 8 rows of blockCols columns (rows padded by 16 bytes, so
+  // that the lanes reading one 16-byte column of different rows hit
+  // different banks) and gh once for all warps; full/empty mbarriers hand
+  // stages between that thread and the warps, as in
+  // ProjectForwardStaged.cpp.
   int64_t rowBytes = blockCols * actBytes + 16;
   // gh's row stride in the stage. With 2N % 32 == 0 (n = 6, 8) the lanes'
   // reads of D's B (row g, column t) and of gphi's B (row 2t + u, column g)
