@@ -12,6 +12,9 @@
 
 #include "Families.h"
 
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
+
 using namespace mlir;
 using namespace mlir::mhc;
 using ::mhc::BufferRole;
@@ -103,7 +106,19 @@ static LogicalResult buildBackward(KernelContext &ctx) {
     ctx.buffer("gf32", DType::F32, BufferRole::Workspace, {C, 0});
   }
 
-  const int threads = 256;
+  // Large n with 2-byte activations (n = 8: 72 partial sums and 64 P values
+  // per thread): P waits in shared memory, read back per chunk as broadcast
+  // 16-byte loads (volatile, so that LLVM does not hoist them back into
+  // registers), which frees the registers for four chunks in flight per
+  // thread, in blocks of 128 threads, three per SM (<= 170 registers).
+  // H100, n = 8, bf16, (C, n): M = 32768, C = 7168 4840 -> 4492 us; M = 8192,
+  // C = 4096 720 -> 658 us. (P in registers with two chunks, two blocks of
+  // 256 threads per SM, was the old shape; four chunks there spilled 192
+  // bytes; with P in shared memory: two blocks of 256 threads 4965 us,
+  // 64-thread blocks 4481 us, eight chunks in four 64-thread blocks 4912.)
+  bool large = 2 * n * n + n > 128 && ::mhc::byteWidth(act) == 2;
+  const int threads = large ? 128 : 256;
+  int unroll = large ? 4 : 2;
   int64_t reduced = n + n * n; // gpost, then gP row-major
   LaunchBuilder &l = ctx.launch("main");
   l.param("gout").param("f").param("post").param("x").param("P");
@@ -114,26 +129,38 @@ static LogicalResult buildBackward(KernelContext &ctx) {
     l.param("gf32");
   l.param("M").block(threads).grid({1, 0})
       .sharedF32((threads / 32) * reduced);
-  // n = 8 holds ~200 registers per thread (72 partial sums, two unrolled
-  // chunks): one block of 8 warps per SM. Asked for two blocks, ptxas fits
-  // 2-byte activations in 128 without spilling (f32 would spill). Measured
-  // on H100 (n = 8, bf16, (C, n), M = 32768): 5094 -> 4837 us at C = 7168,
-  // 3047 -> 2826 us at C = 4096.
-  if (2 * n * n + n > 128 && ::mhc::byteWidth(act) == 2)
-    l.minBlocksPerSM(2);
+  if (large)
+    l.sharedF32(n * n, 16).minBlocksPerSM(3);
   KernelBuilder kb = ctx.begin(l);
   Value tid = kb.threadId(), m = kb.blockId();
   SmallVector<Value> post;
   for (int64_t j = 0; j < n; ++j)
     post.push_back(kb.load(l.arg("post"), kb.add(kb.mul(m, kb.idx(n)), kb.idx(j))));
   SmallVector<Value> P;
-  for (int64_t k = 0; k < n * n; ++k)
-    P.push_back(kb.load(l.arg("P"), kb.add(kb.mul(m, kb.idx(n * n)), kb.idx(k))));
+  if (large) {
+    kb.when(kb.lt(tid, kb.idx(n * n)), [&] {
+      kb.store(kb.load(l.arg("P"), kb.add(kb.mul(m, kb.idx(n * n)), tid)), l.shared(1), tid);
+    });
+    kb.barrier();
+  } else {
+    for (int64_t k = 0; k < n * n; ++k)
+      P.push_back(kb.load(l.arg("P"), kb.add(kb.mul(m, kb.idx(n * n)), kb.idx(k))));
+  }
   SmallVector<Value> zeros(reduced, kb.f32(0.0));
+  Type f32x4 = VectorType::get({4}, kb.b.getF32Type());
   SmallVector<Value> part = chunkLoop(
-      kb, chunks, threads, 2, zeros,
+      kb, chunks, threads, unroll, zeros,
       [&](Value chunk, ValueRange it) {
         SmallVector<Value> next(it.begin(), it.end());
+        if (large) {
+          P.clear();
+          for (int64_t k = 0; k < n * n; k += 4) {
+            Value v = LLVM::LoadOp::create(kb.b, kb.loc, f32x4, kb.sharedPtr(l.shared(1), kb.idx(k)), 16,
+                                           /*volatile=*/true);
+            for (int64_t e = 0; e < 4; ++e)
+              P.push_back(kb.extract(v, e));
+          }
+        }
         Value c0 = kb.mul(chunk, kb.idx(w));
         Value row = kb.add(kb.mul(m, kb.idx(C)), c0);
         auto g = loadStreams(kb, ctx, l.arg("gout"), m, c0, w);
