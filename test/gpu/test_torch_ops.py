@@ -111,6 +111,28 @@ def test_parity(op, d, cfg):
     assert after["reference_calls"] == before["reference_calls"], (before, after)
 
 
+TF32 = [dict(n=n, act=act, layout=lay, C=C, M=M)
+        for (n, act, lay, C, M) in [(2, "bf16", "cn", 4096, 4096 + 5), (4, "bf16", "cn", 7168, 4096 + 3),
+                                    (4, "f16", "nc", 1000, 7), (6, "bf16", "nc", 2048, 1),
+                                    (8, "bf16", "cn", 7168, 2048 + 1), (8, "f16", "nc", 4096, 33)]]
+
+
+@pytest.mark.parametrize("cfg", TF32, ids=lambda c: "n{n}-{act}-{layout}-C{C}-M{M}".format(**c))
+@pytest.mark.parametrize("d", ["fwd", "bwd"])
+def test_projection_tf32_on_the_staged_paths(d, cfg):
+    """The projection with the op's tf32 flag (bench/TE conventions) on the
+    2-byte activation paths of every even n: the forward's bf16 parts of
+    phi and the backward's block ring (n = 8: two k-tiles per warp, gh's
+    padded rows), token counts that end in a partial step."""
+    s = spec("project", d, cfg["n"], act=cfg["act"], layout=cfg["layout"], C=cfg["C"], tf32=True,
+             weight=cfg["n"] in (4, 6))
+    before = mhc._C.stats()
+    check(s, cfg["M"], SEED + hash(("tf32", d, tuple(cfg.values()))) % 100000)
+    after = mhc._C.stats()
+    assert after["kernel_calls"] - before["kernel_calls"] == 2, (before, after)
+    assert after["reference_calls"] == before["reference_calls"], (before, after)
+
+
 @pytest.mark.parametrize("d", ["fwd", "bwd"])
 @pytest.mark.parametrize("n", [4, 8])
 def test_sinkhorn_log_mode_wide_logits_take_the_log_domain(n, d):
