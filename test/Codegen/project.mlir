@@ -20,6 +20,7 @@
 // RUN: mhc-compile --spec 'project.bwd;n=4;act=bf16;param=f32;layout=nc;C=7168;tf32=0;weight=1;arch=sm_90a' --print-ir | FileCheck %s --check-prefix=BWD
 // RUN: rm -rf %t.b && mhc-compile --spec 'project.bwd;n=4;act=bf16;param=f32;layout=nc;C=7168;tf32=0;weight=1;arch=sm_90a' -o %t.b && cat %t.b/*.ptx | FileCheck %s --check-prefix=BWDPTX
 // RUN: rm -rf %t.c && mhc-compile --spec 'project.bwd;n=4;act=f32;param=f32;layout=nc;C=7168;tf32=1;weight=0;arch=sm_90a' -o %t.c && cat %t.c/*.ptx | FileCheck %s --check-prefix=BWDRING
+// RUN: rm -rf %t.e && mhc-compile --spec 'project.bwd;n=8;act=bf16;param=f32;layout=cn;C=7168;tf32=1;weight=0;arch=sm_90a' -o %t.e && cat %t.e/*.ptx | FileCheck %s --check-prefix=BWD8
 // RUN: rm -rf %t && mhc-compile --spec 'project.fwd;n=4;act=f16;param=f32;layout=nc;C=7168;tf32=0;weight=1;arch=sm_90a' -o %t && cat %t/*.ptx | FileCheck %s --check-prefix=PTX
 
 // FWD: gpu.func @mhc_project_fwd_n4_{{[0-9a-f]+}}_partial(%{{.*}}: memref<?xf16>, %{{.*}}: memref<?xf32>, %{{.*}}: memref<?xf32>, %{{.*}}: memref<?xf32>, %{{.*}}: i64, %{{.*}}: i64) kernel attributes {known_block_size = array<i32: 128, 1, 1>}
@@ -109,6 +110,18 @@
 // bytes of x per token and lane, gh and gms in 16-byte pieces), waited for
 // by group; 68 KB of stages is dynamic shared memory (.extern, sized at
 // launch).
+// n = 8 with tf32: two k-tiles per warp in blocks of two warps, six per SM;
+// a stage takes the 8 x rows and then gh row by row (rows padded to 84
+// floats against bank conflicts): 16 bulk copies at each of the two places
+// that fill a stage (n = 4: 9).
+// BWD8: .entry mhc_project_bwd_n8_{{.*}}_main(
+// BWD8: .maxntid 64, 1, 1
+// BWD8: .minnctapersm 6
+// BWD8-COUNT-32: cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes
+// BWD8: mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32
+// BWD8-NOT: cp.async.bulk
+// BWD8-NOT: atom.
+
 // BWDRING: .extern .shared .align 16 .b8 __dynamic_shmem__0[];
 // BWDRING: .entry mhc_project_bwd_n4_{{.*}}_main(
 // BWDRING: cp.async.cg.shared.global [{{.*}}], [{{.*}}], 16;
