@@ -25,7 +25,7 @@ Value BulkRing::empty(Value st) {
 
 Value BulkRing::parity(Value i) {
   Value p = kb.rem(kb.div(i, kb.idx(stages)), kb.idx(2));
-  return arith::IndexCastOp::create(kb.b, kb.loc, kb.b.getI32Type(), p);
+  return kb.indexToI32(p);
 }
 
 void BulkRing::start(Value count, function_ref<void(Value, Value)> issue) {

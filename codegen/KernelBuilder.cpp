@@ -150,6 +150,9 @@ Value KernelBuilder::toType(Value a, Type elemType) {
 Value KernelBuilder::indexToI64(Value a) {
   return arith::IndexCastOp::create(b, loc, b.getI64Type(), a);
 }
+Value KernelBuilder::indexToI32(Value a) {
+  return arith::IndexCastOp::create(b, loc, b.getI32Type(), a);
+}
 Value KernelBuilder::i64ToIndex(Value a) {
   return arith::IndexCastOp::create(b, loc, b.getIndexType(), a);
 }

@@ -589,7 +589,7 @@ static LogicalResult buildBackward(KernelContext &ctx) {
     auto pieceBytes = [&](Value src, Value end) {
       Value left = kb.sub(kb.max(end, src), src);
       Value bytes = kb.mul(kb.min(left, kb.idx(4)), kb.idx(4));
-      return arith::IndexCastOp::create(kb.b, kb.loc, kb.b.getI32Type(), bytes).getResult();
+      return kb.indexToI32(bytes);
     };
     Value ghEnd = kb.mul(M, kb.idx(N));
     // Issues the copies of `step` into its stage (no commit), for any step:
@@ -674,9 +674,6 @@ static LogicalResult buildBackward(KernelContext &ctx) {
     if (staged)
       bulk.emplace(kb, l.shared(2), depth, warps);
     Value count = kb.sub(sEnd, sBegin);
-    auto toI32 = [&](Value v) {
-      return arith::IndexCastOp::create(kb.b, kb.loc, kb.b.getI32Type(), v).getResult();
-    };
     // Bytes of this block's slice of a row (the last slice may be narrower).
     Value sliceCol = kb.mul(slice, kb.idx(blockCols));
     Value xRowBytes = kb.mul(kb.min(kb.sub(kb.idx(K), sliceCol), kb.idx(blockCols)),
@@ -694,16 +691,16 @@ static LogicalResult buildBackward(KernelContext &ctx) {
       });
       Value ghBytes = kb.mul(rows, kb.idx(N * 4));
       Value bar = bulk->full(st);
-      kb.mbarrierArriveExpectTx(bar, toI32(kb.add(kb.mul(xRowBytes, kb.idx(8)), ghBytes)));
+      kb.mbarrierArriveExpectTx(bar, kb.indexToI32(kb.add(kb.mul(xRowBytes, kb.idx(8)), ghBytes)));
       for (int64_t r = 0; r < 8; ++r) {
         Value row = kb.min(kb.add(m0, kb.idx(r)), lastRow);
         kb.bulkCopy(kb.sharedPtr(ring, kb.add(base, kb.idx(r * rowBytes / 4))),
                     kb.globalPtr(l.arg("x"), kb.add(kb.mul(row, kb.idx(K)), sliceCol)),
-                    toI32(xRowBytes), bar);
+                    kb.indexToI32(xRowBytes), bar);
       }
       if (ghStride == N)
         kb.bulkCopy(kb.sharedPtr(ring, ghBase),
-                    kb.globalPtr(l.arg("gh"), kb.mul(m0, kb.idx(N))), toI32(ghBytes), bar);
+                    kb.globalPtr(l.arg("gh"), kb.mul(m0, kb.idx(N))), kb.indexToI32(ghBytes), bar);
       else
         for (int64_t r = 0; r < 8; ++r)
           kb.when(kb.lt(kb.idx(r), rows), [&] {

@@ -77,6 +77,7 @@ public:
   Value toF64(Value a);                 // scalar
   Value toType(Value a, Type elemType); // f32 -> element type (round to nearest even)
   Value indexToI64(Value a);
+  Value indexToI32(Value a); // byte counts and parities of NVVM ops
   Value i64ToIndex(Value a);
 
   // Memory: 1-D memrefs, element offsets.
