@@ -14,8 +14,9 @@
 // 512-byte warp access.
 //
 // Partial launch: 8 warps, warp w owns tokens 16w..16w+15 of the block's
-// 128; lane (g, t) loads tokens g and g + 8, 16 bytes at byte 64j + 16t of
-// the chunk's run for pair j (a warp access covers 8 rows x 64 bytes). The
+// 128 (two m-tiles, 32w..32w+31 of 256, for n >= 6 in the tf32 mode); lane
+// (g, t) loads tokens g and g + 8 of an m-tile, 16 bytes at byte 64j + 16t
+// of the chunk's run for pair j (a warp access covers 8 rows x 64 bytes). The
 // contraction index is permuted inside each 32-column pair: logical k
 // {2t, 2t+1, 2t+8, 2t+9} of step 2j+h is physical 32j + 8t + 4h + {0..3},
 // for A and B alike. Thread 0 keeps a ring of RST chunk buffers filled: it
@@ -53,6 +54,7 @@ constexpr int64_t kStages = 3;
 struct Staged {
   int64_t sq, parts, nTiles;
   int blocksPerSM;
+  int64_t mTiles = 1; // m-tiles (16 tokens each) per warp
   int64_t chunk() const { return 16 * sq; }
   /// Bytes of packed B per chunk: (sq / 2) pairs x parts x n-tiles x 512.
   int64_t chunkBytes() const { return (sq / 2) * parts * nTiles * 512; }
@@ -73,6 +75,17 @@ std::optional<Staged> stagedShape(const KernelContext &ctx) {
   s.blocksPerSM = live <= 64 ? 2 : 1;
   if (s.blocksPerSM == 1) // (the x of 4 pairs would spill at n = 8)
     s.sq = 4;
+  // With one block (eight warps) per SM and the tf32 mode's two parts, a
+  // warp takes two m-tiles (32 tokens): each B word read from shared memory
+  // feeds two mma's, and the next chunk's x is loaded while this chunk's
+  // mma's run (carried in the loop's values; 250 registers at n = 8, no
+  // spill). H100, n = 8, M = 32768, C = 7168, partial launch: 2456 us ->
+  // 1985 us (two m-tiles) -> 1535 us (and x a chunk ahead); n = 6: 1131 ->
+  // 1075 us. Measured slower: x ahead with one m-tile (n = 6: 1285 us),
+  // 32-column chunks (n = 8: 2267 us), the parts' mma's outermost (2117
+  // us). The precise mode's fp32 totals would pass the register file.
+  if (s.blocksPerSM == 1 && ctx.spec.tf32)
+    s.mTiles = 2;
   int64_t ringBytes =
       (LaunchBuilder::sharedLimit(ctx.spec.arch) - 2048) / s.blocksPerSM;
   for (; s.sq >= 2; s.sq /= 2)
@@ -131,7 +144,8 @@ LogicalResult mlir::mhc::buildProjectForwardStaged(KernelContext &ctx) {
   int64_t chunkBytes = sh.chunkBytes();
   bool precise = !spec.tf32;
   const int threads = 32 * kWarps;
-  const int64_t tokensPerBlock = 16 * kWarps;
+  const int64_t MT = sh.mTiles, tokensPerBlock = 16 * MT * kWarps;
+  bool prefetch = MT > 1; // x a chunk ahead (see stagedShape)
 
   ctx.manifest.split = {tokensPerBlock, ctx.persistentBlocks(),
                         std::min<int64_t>(64, chunks)};
@@ -210,79 +224,132 @@ LogicalResult mlir::mhc::buildProjectForwardStaged(KernelContext &ctx) {
     };
     bulk.start(count, issue);
 
-    // Tokens g and g + 8 of the warp's 16 (clamped for loads).
-    Value r0 = kb.add(kb.mul(sk.mBlock, kb.idx(tokensPerBlock)),
-                      kb.add(kb.mul(warp, kb.idx(16)), g));
-    Value r1 = kb.add(r0, kb.idx(8));
+    // Tokens g and g + 8 of each of the warp's m-tiles (clamped for loads).
+    Value base = kb.add(kb.mul(sk.mBlock, kb.idx(tokensPerBlock)),
+                        kb.add(kb.mul(warp, kb.idx(16 * MT)), g));
+    SmallVector<Value> rows, xRow; // [mt * 2 + h]: token g + 8h of m-tile mt
+    for (int64_t r = 0; r < 2 * MT; ++r)
+      rows.push_back(r == 0 ? base : kb.add(base, kb.idx(8 * r)));
     Value lastRow = kb.sub(M, kb.idx(1));
-    Value x0 = kb.add(kb.mul(kb.min(r0, lastRow), kb.idx(K)), kb.mul(t, kb.idx(8)));
-    Value x1 = kb.add(kb.mul(kb.min(r1, lastRow), kb.idx(K)), kb.mul(t, kb.idx(8)));
+    for (Value r : rows)
+      xRow.push_back(kb.add(kb.mul(kb.min(r, lastRow), kb.idx(K)), kb.mul(t, kb.idx(8))));
 
-    // Iteration values: 4 accumulators per n-tile (rows g, g + 8 x columns
-    // 2t, 2t + 1), then the two sums of squares.
+    // Iteration values: 4 accumulators per (m-tile, n-tile) (rows g, g + 8
+    // x columns 2t, 2t + 1), then the sums of squares of the rows.
     Value zero = kb.f32(0.0);
-    SmallVector<Value> init(4 * NT + 2, zero);
+    int64_t accs = 4 * MT * NT;
+    SmallVector<Value> init(accs + 2 * MT, zero);
+    // xs[r][j]: the 16 bytes of row r (m-tile r / 2, token g + 8 (r % 2))
+    // for pair j of chunk i of the block's range.
+    auto loadX = [&](Value i) {
+      Value col = kb.mul(kb.add(cBegin, i), kb.idx(CH));
+      SmallVector<SmallVector<Value>> xs(2 * MT);
+      for (int64_t j = 0; j < pairs; ++j)
+        for (int64_t r = 0; r < 2 * MT; ++r)
+          xs[r].push_back(kb.vload(x, kb.add(xRow[r], kb.add(col, kb.idx(32 * j))), 8));
+      return xs;
+    };
+    if (prefetch)
+      for (auto &row : loadX(kb.idx(0)))
+        init.append(row.begin(), row.end());
+    auto i32x4 = VectorType::get({4}, kb.b.getI32Type());
+    auto i32x2 = VectorType::get({2}, kb.b.getI32Type());
     SmallVector<Value> result = kb.loop(
         kb.idx(0), count, kb.idx(1), init, [&](Value i, ValueRange it) {
           SmallVector<Value> next(it.begin(), it.end());
-          Value col = kb.mul(kb.add(cBegin, i), kb.idx(CH));
-          SmallVector<Value> xa, xb;
-          for (int64_t j = 0; j < pairs; ++j) {
-            xa.push_back(kb.vload(x, kb.add(x0, kb.add(col, kb.idx(32 * j))), 8));
-            xb.push_back(kb.vload(x, kb.add(x1, kb.add(col, kb.idx(32 * j))), 8));
+          SmallVector<SmallVector<Value>> xs, ahead;
+          if (prefetch) {
+            // This chunk's x came with the iteration values; the next
+            // chunk's loads are in flight during this chunk's mma's.
+            xs.resize(2 * MT);
+            for (int64_t r = 0; r < 2 * MT; ++r)
+              for (int64_t j = 0; j < pairs; ++j)
+                xs[r].push_back(it[accs + 2 * MT + r * pairs + j]);
+            ahead = loadX(kb.min(kb.add(i, kb.idx(1)), kb.sub(count, kb.idx(1))));
+            next.resize(accs + 2 * MT);
+          } else {
+            xs = loadX(i);
           }
           Value st = bulk.acquire(i, count, issue);
 
           SmallVector<Value> total;
           if (precise)
-            for (int64_t e = 0; e < 4 * NT; ++e) {
+            for (int64_t e = 0; e < accs; ++e) {
               total.push_back(next[e]);
               next[e] = zero;
             }
           Value ringBase = kb.mul(st, kb.idx(chunkBytes / 4));
-          auto i32x4 = VectorType::get({4}, kb.b.getI32Type());
+          auto bOffset = [&](int64_t j, int64_t p, int64_t nt) {
+            return kb.add(ringBase, kb.add(kb.idx(((j * P + p) * NT + nt) * 128),
+                                           kb.mul(lane, kb.idx(4))));
+          };
           for (int64_t j = 0; j < pairs; ++j) {
-            // B: 16 bytes per lane per (part, n-tile), two k-steps' worth.
+            // B: 16 bytes per lane per (part, n-tile), two k-steps' worth;
+            // with two m-tiles, 8 bytes per k-step (fewer registers live).
             SmallVector<SmallVector<SmallVector<Value>>> bw(P);
-            for (int64_t p = 0; p < P; ++p)
-              for (int64_t nt = 0; nt < NT; ++nt) {
-                Value off = kb.add(ringBase,
-                                   kb.add(kb.idx(((j * P + p) * NT + nt) * 128),
-                                          kb.mul(lane, kb.idx(4))));
-                Value raw = LLVM::LoadOp::create(kb.b, kb.loc, i32x4,
-                                                 kb.sharedPtr(ring, off), 16);
-                bw[p].push_back(words(kb, raw));
+            if (MT == 1)
+              for (int64_t p = 0; p < P; ++p)
+                for (int64_t nt = 0; nt < NT; ++nt) {
+                  Value raw = LLVM::LoadOp::create(kb.b, kb.loc, i32x4,
+                                                   kb.sharedPtr(ring, bOffset(j, p, nt)), 16);
+                  bw[p].push_back(words(kb, raw));
+                }
+            SmallVector<SmallVector<Value>> w;
+            for (int64_t r = 0; r < 2 * MT; ++r)
+              w.push_back(words(kb, xs[r][j]));
+            for (int64_t mt = 0; mt < MT; ++mt)
+              for (int64_t e = 0; e < 4; ++e) {
+                auto [a0, a1] = halves(kb, w[2 * mt][e]);
+                auto [b0, b1] = halves(kb, w[2 * mt + 1][e]);
+                Value &sa = next[accs + 2 * mt], &sb = next[accs + 2 * mt + 1];
+                sa = kb.fma(a1, a1, kb.fma(a0, a0, sa));
+                sb = kb.fma(b1, b1, kb.fma(b0, b0, sb));
               }
-            SmallVector<Value> wa = words(kb, xa[j]), wb = words(kb, xb[j]);
-            for (int64_t e = 0; e < 4; ++e) {
-              auto [a0, a1] = halves(kb, wa[e]);
-              auto [b0, b1] = halves(kb, wb[e]);
-              next[4 * NT] = kb.fma(a1, a1, kb.fma(a0, a0, next[4 * NT]));
-              next[4 * NT + 1] = kb.fma(b1, b1, kb.fma(b0, b0, next[4 * NT + 1]));
-            }
             for (int h = 0; h < 2; ++h) {
+              if (MT > 1)
+                for (int64_t p = 0; p < P; ++p) {
+                  bw[p].clear();
+                  for (int64_t nt = 0; nt < NT; ++nt) {
+                    Value raw = LLVM::LoadOp::create(
+                        kb.b, kb.loc, i32x2,
+                        kb.sharedPtr(ring, kb.add(bOffset(j, p, nt), kb.idx(2 * h))), 8);
+                    SmallVector<Value> four(4);
+                    four[2 * h] = kb.extract(raw, 0);
+                    four[2 * h + 1] = kb.extract(raw, 1);
+                    bw[p].push_back(four);
+                  }
+                }
               // A: rows g and g + 8 at logical k {2t, 2t+1} then {2t+8, 2t+9}.
-              SmallVector<Value> A = {wa[2 * h], wb[2 * h], wa[2 * h + 1],
-                                      wb[2 * h + 1]};
+              SmallVector<SmallVector<Value>> A;
+              for (int64_t mt = 0; mt < MT; ++mt)
+                A.push_back({w[2 * mt][2 * h], w[2 * mt + 1][2 * h], w[2 * mt][2 * h + 1],
+                             w[2 * mt + 1][2 * h + 1]});
+              auto mma = [&](int64_t p, int64_t nt, int64_t mt) {
+                mmaBf16(kb, A[mt], {bw[p][nt][2 * h], bw[p][nt][2 * h + 1]},
+                        MutableArrayRef<Value>(next).slice(4 * (mt * NT + nt), 4));
+              };
               for (int64_t nt = 0; nt < NT; ++nt)
                 for (int64_t p = 0; p < P; ++p)
-                  mmaBf16(kb, A, {bw[p][nt][2 * h], bw[p][nt][2 * h + 1]},
-                          MutableArrayRef<Value>(next).slice(4 * nt, 4));
+                  for (int64_t mt = 0; mt < MT; ++mt)
+                    mma(p, nt, mt);
             }
           }
           if (precise)
-            for (int64_t e = 0; e < 4 * NT; ++e)
+            for (int64_t e = 0; e < accs; ++e)
               next[e] = kb.add(total[e], next[e]);
           bulk.release(i, lane);
+          for (auto &row : ahead)
+            next.append(row.begin(), row.end());
           return next;
         });
 
-    for (int h = 0; h < 2; ++h)
-      storeProjectPartials(kb, sk, l.arg("partials"), h ? r1 : r0,
-                           result[4 * NT + h], N, NT,
-                           [&](int64_t nt, int64_t e) {
-                             return result[4 * nt + 2 * h + e];
-                           });
+    for (int64_t mt = 0; mt < MT; ++mt)
+      for (int h = 0; h < 2; ++h)
+        storeProjectPartials(kb, sk, l.arg("partials"), rows[2 * mt + h],
+                             result[accs + 2 * mt + h], N, NT,
+                             [&](int64_t nt, int64_t e) {
+                               return result[4 * (mt * NT + nt) + 2 * h + e];
+                             });
   }
   return success();
 }

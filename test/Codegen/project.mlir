@@ -21,6 +21,7 @@
 // RUN: rm -rf %t.b && mhc-compile --spec 'project.bwd;n=4;act=bf16;param=f32;layout=nc;C=7168;tf32=0;weight=1;arch=sm_90a' -o %t.b && cat %t.b/*.ptx | FileCheck %s --check-prefix=BWDPTX
 // RUN: rm -rf %t.c && mhc-compile --spec 'project.bwd;n=4;act=f32;param=f32;layout=nc;C=7168;tf32=1;weight=0;arch=sm_90a' -o %t.c && cat %t.c/*.ptx | FileCheck %s --check-prefix=BWDRING
 // RUN: rm -rf %t.e && mhc-compile --spec 'project.bwd;n=8;act=bf16;param=f32;layout=cn;C=7168;tf32=1;weight=0;arch=sm_90a' -o %t.e && cat %t.e/*.ptx | FileCheck %s --check-prefix=BWD8
+// RUN: mhc-compile --spec 'project.fwd;n=8;act=bf16;param=f32;layout=cn;C=7168;tf32=1;weight=0;arch=sm_90a' --print-ir | FileCheck %s --check-prefix=FWD8
 // RUN: rm -rf %t && mhc-compile --spec 'project.fwd;n=4;act=f16;param=f32;layout=nc;C=7168;tf32=0;weight=1;arch=sm_90a' -o %t && cat %t/*.ptx | FileCheck %s --check-prefix=PTX
 
 // FWD: gpu.func @mhc_project_fwd_n4_{{[0-9a-f]+}}_partial(%{{.*}}: memref<?xf16>, %{{.*}}: memref<?xf32>, %{{.*}}: memref<?xf32>, %{{.*}}: memref<?xf32>, %{{.*}}: i64, %{{.*}}: i64) kernel attributes {known_block_size = array<i32: 128, 1, 1>}
@@ -49,6 +50,21 @@
 // STAGED: nvvm.fence.proxy {kind = #nvvm.proxy_kind<async.shared>, space = #nvvm.shared_space<cta>}
 // STAGED: nvvm.mbarrier.arrive
 // STAGED: gpu.func @mhc_project_fwd_n4_{{.*}}_reduce(
+
+// n = 8 with tf32: one block of eight warps per SM, two m-tiles per warp;
+// x is loaded a chunk ahead (eight 16-byte loads before the loop, carried in
+// its 92 values: 80 accumulators, 4 sums of squares, 8 x vectors), and each
+// 8-byte B read from the ring feeds the two m-tiles' mma's.
+// FWD8: gpu.func @mhc_project_fwd_n8_{{.*}}_partial({{.*}}nvvm.minctasm = 1
+// FWD8-COUNT-8: vector.load {{.*}} : memref<?xbf16>, vector<8xbf16>
+// FWD8: %{{.*}}:92 = scf.for
+// FWD8: llvm.load {{.*}} : !llvm.ptr<3> -> vector<2xi32>
+// FWD8: nvvm.mma.sync A[{{.*}}]  B{{\[}}[[B0:%[0-9]+, %[0-9]+]]]
+// FWD8-NOT: nvvm.mma.sync
+// FWD8: nvvm.mma.sync A[{{.*}}]  B{{\[}}[[B0]]]
+// FWD8-COUNT-158: nvvm.mma.sync
+// FWD8-NOT: nvvm.mma.sync
+// FWD8: gpu.func @mhc_project_fwd_n8_{{.*}}_reduce(
 
 // Three parts of 128-column chunks: a 54 KB ring, past the 48 KB of static
 // shared memory, so a view of the dynamic allocation.
