@@ -54,7 +54,8 @@ std::string Manifest::toJson() const {
         "i64 size, i64 stride=1), 16-byte aligned; M, S = i64\",\n";
   os << "  \"split\": {\"tokens_per_block\": " << split.tokensPerBlock
      << ", \"target_blocks\": " << split.targetBlocks
-     << ", \"max\": " << split.maxSplit << "},\n";
+     << ", \"max\": " << split.maxSplit
+     << ", \"wave_slots\": " << split.waveSlots << "},\n";
   os << "  \"buffers\": [\n";
   for (size_t i = 0; i < buffers.size(); ++i) {
     const BufferDesc &b = buffers[i];
@@ -142,6 +143,8 @@ bool Manifest::fromJson(const std::string &source, Manifest &out,
     out.split.tokensPerBlock = integer(split->get("tokens_per_block"), ok);
     out.split.targetBlocks = integer(split->get("target_blocks"), ok);
     out.split.maxSplit = integer(split->get("max"), ok);
+    if (const json::Value *slots = split->get("wave_slots"))
+      out.split.waveSlots = integer(slots, ok);
   } else {
     ok = false;
   }

@@ -22,6 +22,8 @@
 // RUN: rm -rf %t.c && mhc-compile --spec 'project.bwd;n=4;act=f32;param=f32;layout=nc;C=7168;tf32=1;weight=0;arch=sm_90a' -o %t.c && cat %t.c/*.ptx | FileCheck %s --check-prefix=BWDRING
 // RUN: rm -rf %t.e && mhc-compile --spec 'project.bwd;n=8;act=bf16;param=f32;layout=cn;C=7168;tf32=1;weight=0;arch=sm_90a' -o %t.e && cat %t.e/*.ptx | FileCheck %s --check-prefix=BWD8
 // RUN: mhc-compile --spec 'project.fwd;n=8;act=bf16;param=f32;layout=cn;C=7168;tf32=1;weight=0;arch=sm_90a' --print-ir | FileCheck %s --check-prefix=FWD8
+// RUN: rm -rf %t.f8 && mhc-compile --spec 'project.fwd;n=8;act=bf16;param=f32;layout=cn;C=7168;tf32=1;weight=0;arch=sm_90a' -o %t.f8 && cat %t.f8/*.json | FileCheck %s --check-prefix=FWD8SPLIT
+// RUN: rm -rf %t.f4 && mhc-compile --spec 'project.fwd;n=4;act=bf16;param=f32;layout=cn;C=7168;tf32=1;weight=0;arch=sm_90a' -o %t.f4 && cat %t.f4/*.json | FileCheck %s --check-prefix=FWD4SPLIT
 // RUN: rm -rf %t && mhc-compile --spec 'project.fwd;n=4;act=f16;param=f32;layout=nc;C=7168;tf32=0;weight=1;arch=sm_90a' -o %t && cat %t/*.ptx | FileCheck %s --check-prefix=PTX
 
 // FWD: gpu.func @mhc_project_fwd_n4_{{[0-9a-f]+}}_partial(%{{.*}}: memref<?xf16>, %{{.*}}: memref<?xf32>, %{{.*}}: memref<?xf32>, %{{.*}}: memref<?xf32>, %{{.*}}: i64, %{{.*}}: i64) kernel attributes {known_block_size = array<i32: 128, 1, 1>}
@@ -65,6 +67,11 @@
 // FWD8-COUNT-158: nvvm.mma.sync
 // FWD8-NOT: nvvm.mma.sync
 // FWD8: gpu.func @mhc_project_fwd_n8_{{.*}}_reduce(
+
+// With one block per SM the split fills the waves of H100's 132 SMs
+// (256 tokens per block); two blocks per SM keep the target of 264 blocks.
+// FWD8SPLIT: "split": {"tokens_per_block": 256, "target_blocks": 264, "max": 64, "wave_slots": 132}
+// FWD4SPLIT: "split": {"tokens_per_block": 128, "target_blocks": 264, "max": 64, "wave_slots": 0}
 
 // Three parts of 128-column chunks: a 54 KB ring, past the 48 KB of static
 // shared memory, so a view of the dynamic allocation.

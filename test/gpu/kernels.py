@@ -72,6 +72,13 @@ class Bundle:
         blocks = -(-m // r["tokens_per_block"])
         if blocks <= 0 or r["max"] <= 1:
             return 1
+        slots = r.get("wave_slots", 0)
+        if slots > 0:  # the smallest S filling >= 90% of its waves, else the fullest
+            fill = [(blocks * s, -(-blocks * s // slots) * slots, s) for s in range(1, r["max"] + 1)]
+            for used, room, s in fill:
+                if 10 * used >= 9 * room:
+                    return s
+            return min(fill, key=lambda f: (-f[0] / f[1], f[2]))[2]
         return max(1, min(r["max"], -(-r["target_blocks"] // blocks)))
 
     def run(self, m, tensors):

@@ -37,16 +37,34 @@ struct Extent {
 
 /// The split count S of a split-K op, a function of M alone (so results are
 /// deterministic for a given M): S = clamp(ceil(targetBlocks / tokenBlocks),
-/// 1, maxSplit) with tokenBlocks = ceil(M / tokensPerBlock). Ops without a
-/// split have maxSplit = 1.
+/// 1, maxSplit) with tokenBlocks = ceil(M / tokensPerBlock). With waveSlots
+/// > 0 (the resident blocks of the arch's flagship part, a constant) S fills
+/// its waves instead: the smallest S <= maxSplit whose tokenBlocks * S
+/// blocks fill at least 90% of ceil(tokenBlocks * S / waveSlots) waves (more
+/// splits cost more partials to sum), else the S that fills them best. Ops
+/// without a split have maxSplit = 1.
 struct SplitRule {
   int64_t tokensPerBlock = 1;
   int64_t targetBlocks = 0;
   int64_t maxSplit = 1;
+  int64_t waveSlots = 0;
   int64_t splitFor(int64_t m) const {
     int64_t blocks = (m + tokensPerBlock - 1) / tokensPerBlock;
     if (blocks <= 0 || maxSplit <= 1)
       return 1;
+    if (waveSlots > 0) {
+      // Filled fraction of S's waves: blocks * S / (waves * waveSlots).
+      int64_t best = 1, bestUsed = 0, bestRoom = 1;
+      for (int64_t s = 1; s <= maxSplit; ++s) {
+        int64_t used = blocks * s;
+        int64_t room = (used + waveSlots - 1) / waveSlots * waveSlots;
+        if (10 * used >= 9 * room)
+          return s;
+        if (used * bestRoom > bestUsed * room)
+          best = s, bestUsed = used, bestRoom = room;
+      }
+      return best;
+    }
     int64_t s = (targetBlocks + blocks - 1) / blocks;
     return s < 1 ? 1 : (s > maxSplit ? maxSplit : s);
   }
