@@ -66,6 +66,11 @@ class Bundle:
         self.module = cupy.RawModule(path=cubin)
         self.functions = {l["entry"]: self.module.get_function(l["entry"])
                           for l in self.manifest["launches"]}
+        # Dynamic shared memory past 48 KB is opt-in per function, as in the
+        # runtime.
+        for l in self.manifest["launches"]:
+            if l.get("dynamic_shared_bytes", 0) > 48 * 1024:
+                self.functions[l["entry"]].max_dynamic_shared_size_bytes = l["dynamic_shared_bytes"]
 
     def split_for(self, m):
         r = self.manifest["split"]
@@ -117,7 +122,8 @@ class Bundle:
                 blocks *= s
             if blocks == 0:
                 continue
-            self.functions[launch["entry"]]((blocks,), (launch["block"][0],), tuple(args))
+            self.functions[launch["entry"]]((blocks,), (launch["block"][0],), tuple(args),
+                                            shared_mem=launch.get("dynamic_shared_bytes", 0))
         torch.cuda.synchronize()
         return {b["name"]: bufs[b["name"]][0] for b in self.manifest["buffers"] if b["role"] == "output"}
 
