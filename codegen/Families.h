@@ -41,6 +41,9 @@ struct KernelContext {
   /// Blocks of a persistent (grid-stride over tokens) launch: fixed per arch
   /// so that cross-token partial sums have the same order on every run.
   int64_t persistentBlocks() const;
+  /// The flagship part's SMs (persistentBlocks() / 2): resident blocks per
+  /// wave are smCount() * blocks per SM.
+  int64_t smCount() const { return persistentBlocks() / 2; }
 
   void buffer(const std::string &name, ::mhc::DType dtype,
               ::mhc::BufferRole role, ::mhc::Extent elems);

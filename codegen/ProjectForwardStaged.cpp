@@ -156,7 +156,7 @@ LogicalResult mlir::mhc::buildProjectForwardStaged(KernelContext &ctx) {
   // M = 32768, C = 7168 S = 3 -> 1, 1555 -> 1530 us; n = 6, M = 8192 212 ->
   // 170 us.
   if (MT > 1)
-    ctx.manifest.split.waveSlots = ctx.persistentBlocks() / 2 * sh.blocksPerSM;
+    ctx.manifest.split.waveSlots = ctx.smCount() * sh.blocksPerSM;
   declareProjectForwardIO(ctx);
   ctx.buffer("packed", DType::BF16, BufferRole::Workspace, {0, P * NT * 8 * K});
   ctx.buffer("partials", DType::F32, BufferRole::Workspace, {0, 0, N + 1});

@@ -419,7 +419,7 @@ static LogicalResult buildBackward(KernelContext &ctx) {
   // Both are weighed for M = 32768 tokens.
   int64_t shares = 1;
   {
-    double slots = double(ctx.persistentBlocks() / 2 * blocksPerSM);
+    double slots = double(ctx.smCount() * blocksPerSM);
     double mainBytes = 2.0 * 32768 * K * actBytes, best = 0;
     for (int64_t s = 1; s <= 64; ++s) {
       double waves = slices * s / slots;

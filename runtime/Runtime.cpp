@@ -96,7 +96,7 @@ const LoadedKernel &Runtime::kernel(const KernelSpec &spec, int deviceOrdinal) {
   return *slot;
 }
 
-void Runtime::launch(const LoadedKernel &kernel, int64_t M,
+void Runtime::launch(const LoadedKernel &kernel, int64_t M, int64_t S,
                      void *const *buffers, size_t count, CUstream stream) {
   const Manifest &m = kernel.manifest;
   if (count != m.buffers.size())
@@ -105,7 +105,6 @@ void Runtime::launch(const LoadedKernel &kernel, int64_t M,
                 std::to_string(count));
   if (M <= 0)
     return;
-  int64_t S = m.split.splitFor(M);
   Driver &d = Driver::get();
   // Each buffer is a 1-D memref descriptor: (ptr, ptr, 0, size, 1).
   // No heap allocation per call: kernels have at most kMaxBuffers buffers

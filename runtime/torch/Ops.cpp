@@ -298,7 +298,7 @@ void launch(const mhc::rt::LoadedKernel &kernel, int64_t M,
   c10::cuda::CUDAGuard guard(like.device());
   auto stream = at::cuda::getCurrentCUDAStream(like.get_device()).stream();
   try {
-    mhc::rt::Runtime::get().launch(kernel, M, buffers.data(), buffers.size(),
+    mhc::rt::Runtime::get().launch(kernel, M, S, buffers.data(), buffers.size(),
                                    reinterpret_cast<mhc::rt::CUstream>(stream));
   } catch (const mhc::rt::Error &e) {
     TORCH_CHECK(false, e.what());

@@ -37,11 +37,13 @@ public:
   /// Throws Error when it cannot be compiled or loaded.
   const LoadedKernel &kernel(const KernelSpec &spec, int deviceOrdinal);
 
-  /// Launches every launch of `kernel` for M tokens. `buffers[i]` is the
-  /// device address of manifest buffer i (inputs, outputs and workspaces,
-  /// sized by their extents at M and split()), 16-byte aligned.
-  void launch(const LoadedKernel &kernel, int64_t M, void *const *buffers,
-              size_t count, CUstream stream);
+  /// Launches every launch of `kernel` for M tokens with split count
+  /// S = split(kernel, M), which the caller has already used to size the
+  /// buffers. `buffers[i]` is the device address of manifest buffer i
+  /// (inputs, outputs and workspaces, sized by their extents at M and S),
+  /// 16-byte aligned.
+  void launch(const LoadedKernel &kernel, int64_t M, int64_t S,
+              void *const *buffers, size_t count, CUstream stream);
 
   /// The split count the kernel uses for M tokens.
   static int64_t split(const LoadedKernel &kernel, int64_t M) {
