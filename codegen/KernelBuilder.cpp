@@ -341,6 +341,60 @@ void KernelBuilder::fenceProxyAsyncShared() {
       NVVM::SharedSpaceAttr::get(b.getContext(), NVVM::SharedSpace::shared_cta));
 }
 
+Value KernelBuilder::wgmmaDescriptor(Value mem, Value elem, int64_t lbo,
+                                     int64_t sbo) {
+  // Bits 0-13: the shared address / 16; 16-29: lbo / 16; 32-45: sbo / 16;
+  // 62-63: swizzle mode (0: none).
+  Value base = memref::ExtractAlignedPointerAsIndexOp::create(b, loc, mem);
+  int64_t bytes = cast<MemRefType>(mem.getType()).getElementTypeBitWidth() / 8;
+  Value addr = add(base, mul(elem, idx(bytes)));
+  Value start = andi(div(addr, idx(16)), idx(0x3FFF));
+  Value i64 = arith::IndexCastOp::create(b, loc, b.getI64Type(), start);
+  int64_t fixed = ((lbo >> 4) << 16) | ((sbo >> 4) << 32);
+  return arith::OrIOp::create(
+      b, loc, i64, arith::ConstantIntOp::create(b, loc, b.getI64Type(), fixed));
+}
+void KernelBuilder::wgmmaFence() { NVVM::WgmmaFenceAlignedOp::create(b, loc); }
+void KernelBuilder::wgmmaCommit() { NVVM::WgmmaGroupSyncAlignedOp::create(b, loc); }
+void KernelBuilder::wgmmaWait(int64_t pending) {
+  NVVM::WgmmaWaitGroupSyncOp::create(b, loc, pending);
+}
+void KernelBuilder::wgmmaBf16(MutableArrayRef<Value> acc, ArrayRef<Value> a,
+                              Value desc) {
+  // NVVM's wgmma op takes A from shared memory only: A in registers is
+  // inline PTX, the accumulators tied in place ("+f").
+  int64_t n = static_cast<int64_t>(acc.size());
+  std::string text = "{\n.reg .pred p;\nsetp.ne.b32 p, $" +
+                     std::to_string(n + 5) + ", 0;\n" +
+                     "wgmma.mma_async.sync.aligned.m64n" + std::to_string(2 * n) +
+                     "k16.f32.bf16.bf16 {";
+  std::string constraints;
+  for (int64_t i = 0; i < n; ++i) {
+    text += (i ? ", $" : "$") + std::to_string(i);
+    constraints += "=f,";
+  }
+  text += "}, {$" + std::to_string(n) + ", $" + std::to_string(n + 1) + ", $" +
+          std::to_string(n + 2) + ", $" + std::to_string(n + 3) + "}, $" +
+          std::to_string(n + 4) + ", p, 1, 1, 0;\n}";
+  constraints += "r,r,r,r,l,r";
+  SmallVector<Value> operands(a.begin(), a.end());
+  operands.push_back(desc);
+  operands.push_back(i32(1)); // scale-d: D = A B + D
+  for (int64_t i = 0; i < n; ++i) {
+    constraints += "," + std::to_string(i);
+    operands.push_back(acc[i]);
+  }
+  SmallVector<Type> types(n, b.getF32Type());
+  auto result = LLVM::LLVMStructType::getLiteral(b.getContext(), types);
+  auto op = LLVM::InlineAsmOp::create(
+      b, loc, result, operands, text, constraints, /*has_side_effects=*/true,
+      /*is_align_stack=*/false, LLVM::tailcallkind::TailCallKind::None,
+      LLVM::AsmDialectAttr::get(b.getContext(), LLVM::AsmDialect::AD_ATT),
+      ArrayAttr());
+  for (int64_t i = 0; i < n; ++i)
+    acc[i] = LLVM::ExtractValueOp::create(b, loc, op.getRes(), ArrayRef<int64_t>{i});
+}
+
 //===----------------------------------------------------------------------===//
 // LaunchBuilder
 //===----------------------------------------------------------------------===//

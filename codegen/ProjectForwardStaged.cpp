@@ -31,6 +31,14 @@
 // H100, n = 4, M = 32768, C = 7168 (bench/proj_probe.py, the same kernel in
 // CUDA C): 639 us against 724 us for the register-fed tf32 kernel.
 //
+// Specs with one block per SM (n >= 6 in the tf32 mode) on sm_90a multiply
+// with wgmma instead: warpgroup G (warps 4G..4G+3) owns two 64-token
+// m-tiles, warp w of it rows 16w..16w+15 of each, whose A fragments are
+// the same x words as above. The pack then writes each (k-step, part)
+// tile of B as wgmma's K-major core matrices, and the products read B
+// from the ring through descriptors; a chunk's products are one group,
+// waited for before the warp releases the buffer.
+//
 //===----------------------------------------------------------------------===//
 
 #include "Families.h"
@@ -55,6 +63,9 @@ struct Staged {
   int64_t sq, parts, nTiles;
   int blocksPerSM;
   int64_t mTiles = 1; // m-tiles (16 tokens each) per warp
+  /// Warpgroup products (sm_90a): each group of four warps multiplies
+  /// m-tiles of 64 tokens by B straight from the ring.
+  bool wgmma = false;
   int64_t chunk() const { return 16 * sq; }
   /// Bytes of packed B per chunk: (sq / 2) pairs x parts x n-tiles x 512.
   int64_t chunkBytes() const { return (sq / 2) * parts * nTiles * 512; }
@@ -86,6 +97,18 @@ std::optional<Staged> stagedShape(const KernelContext &ctx) {
   // us). The precise mode's fp32 totals would pass the register file.
   if (s.blocksPerSM == 1 && ctx.spec.tf32)
     s.mTiles = 2;
+  // On sm_90a these specs multiply with wgmma instead (mma.sync issued 2.4
+  // clocks per m16n8k16 per SM at n = 8): B goes from the ring to the
+  // tensor cores without passing through registers, and a product covers
+  // 64 tokens x N. That frees the registers for 128-column chunks, each
+  // token row read 256 bytes at a time. H100, n = 8, M = 32768, C = 7168,
+  // partial launch: 1516 us -> 1435 us (wgmma, 64-column chunks; the same
+  // without the products 1420 us, without the x loads 726 us) -> 1296 us
+  // (128-column chunks; without the products 1291 us: the memory path).
+  // x two chunks ahead instead measured 1430 us.
+  s.wgmma = s.mTiles > 1 && ctx.spec.arch == "sm_90a" && s.nTiles * 8 <= 256;
+  if (s.wgmma)
+    s.sq = 8;
   int64_t ringBytes =
       (LaunchBuilder::sharedLimit(ctx.spec.arch) - 2048) / s.blocksPerSM;
   for (; s.sq >= 2; s.sq /= 2)
@@ -161,7 +184,60 @@ LogicalResult mlir::mhc::buildProjectForwardStaged(KernelContext &ctx) {
   ctx.buffer("packed", DType::BF16, BufferRole::Workspace, {0, P * NT * 8 * K});
   ctx.buffer("partials", DType::F32, BufferRole::Workspace, {0, 0, N + 1});
 
-  {
+  if (sh.wgmma) {
+    // wgmma's B layout: per chunk, k-step s and part p, an [N, 16] tile in
+    // core matrices (n-block nb, k-half kb) of 8 rows x 16 bytes at byte
+    // nb * 256 + kb * 128 (the descriptors' SBO and LBO). Logical k
+    // 8 kb + e of step s = 2j + h is physical column 32j + 4h + 2kb +
+    // 8(e / 2) + e % 2 of the chunk (the permutation of x's A fragments).
+    // One thread per (chunk, pair j, row n) reads the row's 32 columns.
+    const int pthreads = 256;
+    int64_t rowsPad = NT * 8, items = (K / 32) * rowsPad;
+    LaunchBuilder &l = ctx.launch("pack");
+    l.param("phi");
+    if (spec.hasWeight)
+      l.param("weight");
+    l.param("packed").block(pthreads).grid({0, (items + pthreads - 1) / pthreads});
+    KernelBuilder kb = ctx.begin(l);
+    Value i = kb.add(kb.mul(kb.blockId(), kb.idx(pthreads)), kb.threadId());
+    kb.when(kb.lt(i, kb.idx(items)), [&] {
+      Value row = kb.rem(i, kb.idx(rowsPad)), q = kb.div(i, kb.idx(rowsPad));
+      Value j = kb.rem(q, kb.idx(pairs)), c = kb.div(q, kb.idx(pairs));
+      Value col = kb.add(kb.mul(c, kb.idx(CH)), kb.mul(j, kb.idx(32)));
+      Value valid = kb.lt(row, kb.idx(N));
+      SmallVector<Value> v =
+          kb.loadF32(l.arg("phi"), kb.add(kb.mul(kb.min(row, kb.idx(N - 1)), kb.idx(K)), col), 32);
+      SmallVector<Value> w;
+      if (spec.hasWeight)
+        w = kb.loadF32(l.arg("weight"), col, 32);
+      Type bf16 = kb.b.getBF16Type();
+      // parts[p][e]: part p of physical column e of the 32.
+      SmallVector<SmallVector<Value>> parts(P);
+      for (int64_t e = 0; e < 32; ++e) {
+        Value r = spec.hasWeight ? kb.mul(v[e], w[e]) : v[e];
+        r = kb.select(valid, r, kb.f32(0.0));
+        for (int64_t p = 0; p < P; ++p) {
+          Value part = kb.toType(r, bf16);
+          parts[p].push_back(part);
+          r = kb.sub(r, kb.toF32(part));
+        }
+      }
+      Value nb = kb.div(row, kb.idx(8)), r8 = kb.rem(row, kb.idx(8));
+      Value inTile = kb.add(kb.mul(nb, kb.idx(128)), kb.mul(r8, kb.idx(8)));
+      Value chunkBase = kb.mul(c, kb.idx(chunkBytes / 2));
+      for (int64_t h = 0; h < 2; ++h)
+        for (int64_t half = 0; half < 2; ++half)
+          for (int64_t p = 0; p < P; ++p) {
+            SmallVector<Value> out;
+            for (int64_t e = 0; e < 8; ++e)
+              out.push_back(parts[p][4 * h + 2 * half + 8 * (e / 2) + e % 2]);
+            Value s = kb.add(kb.mul(j, kb.idx(2)), kb.idx(h));
+            Value tile = kb.mul(kb.add(kb.mul(s, kb.idx(P)), kb.idx(p)), kb.idx(NT * 128));
+            Value off = kb.add(chunkBase, kb.add(tile, kb.add(inTile, kb.idx(64 * half))));
+            kb.vstore(kb.vector(out), l.arg("packed"), off);
+          }
+    });
+  } else {
     // One thread per 16-byte piece of the packed parts.
     const int pthreads = 256;
     int64_t pieces = K * P * NT;
@@ -233,11 +309,19 @@ LogicalResult mlir::mhc::buildProjectForwardStaged(KernelContext &ctx) {
     bulk.start(count, issue);
 
     // Tokens g and g + 8 of each of the warp's m-tiles (clamped for loads).
-    Value base = kb.add(kb.mul(sk.mBlock, kb.idx(tokensPerBlock)),
-                        kb.add(kb.mul(warp, kb.idx(16 * MT)), g));
+    // With wgmma, warp w of group G holds rows 16w..16w+15 of each of the
+    // group's 64-token m-tiles.
+    Value inBlock = kb.mul(warp, kb.idx(16 * MT));
+    int64_t tileStride = 16;
+    if (sh.wgmma) {
+      inBlock = kb.add(kb.mul(kb.div(warp, kb.idx(4)), kb.idx(64 * MT)),
+                       kb.mul(kb.rem(warp, kb.idx(4)), kb.idx(16)));
+      tileStride = 64;
+    }
+    Value base = kb.add(kb.mul(sk.mBlock, kb.idx(tokensPerBlock)), kb.add(inBlock, g));
     SmallVector<Value> rows, xRow; // [mt * 2 + h]: token g + 8h of m-tile mt
     for (int64_t r = 0; r < 2 * MT; ++r)
-      rows.push_back(r == 0 ? base : kb.add(base, kb.idx(8 * r)));
+      rows.push_back(r == 0 ? base : kb.add(base, kb.idx(tileStride * (r / 2) + 8 * (r % 2))));
     Value lastRow = kb.sub(M, kb.idx(1));
     for (Value r : rows)
       xRow.push_back(kb.add(kb.mul(kb.min(r, lastRow), kb.idx(K)), kb.mul(t, kb.idx(8))));
@@ -291,7 +375,38 @@ LogicalResult mlir::mhc::buildProjectForwardStaged(KernelContext &ctx) {
             return kb.add(ringBase, kb.add(kb.idx(((j * P + p) * NT + nt) * 128),
                                            kb.mul(lane, kb.idx(4))));
           };
-          for (int64_t j = 0; j < pairs; ++j) {
+          if (sh.wgmma) {
+            // The x words are this chunk's A fragments; the products run
+            // asynchronously and are waited for before the buffer goes back.
+            kb.wgmmaFence();
+            for (int64_t j = 0; j < pairs; ++j) {
+              SmallVector<SmallVector<Value>> w;
+              for (int64_t r = 0; r < 2 * MT; ++r)
+                w.push_back(words(kb, xs[r][j]));
+              for (int64_t mt = 0; mt < MT; ++mt)
+                for (int64_t e = 0; e < 4; ++e) {
+                  auto [a0, a1] = halves(kb, w[2 * mt][e]);
+                  auto [b0, b1] = halves(kb, w[2 * mt + 1][e]);
+                  Value &sa = next[accs + 2 * mt], &sb = next[accs + 2 * mt + 1];
+                  sa = kb.fma(a1, a1, kb.fma(a0, a0, sa));
+                  sb = kb.fma(b1, b1, kb.fma(b0, b0, sb));
+                }
+              for (int h = 0; h < 2; ++h)
+                for (int64_t p = 0; p < P; ++p) {
+                  int64_t tile = ((2 * j + h) * P + p) * NT * 256;
+                  Value desc = kb.wgmmaDescriptor(
+                      ring, kb.add(ringBase, kb.idx(tile / 4)), /*lbo=*/128, /*sbo=*/256);
+                  for (int64_t mt = 0; mt < MT; ++mt)
+                    kb.wgmmaBf16(MutableArrayRef<Value>(next).slice(4 * mt * NT, 4 * NT),
+                                 {w[2 * mt][2 * h], w[2 * mt + 1][2 * h],
+                                  w[2 * mt][2 * h + 1], w[2 * mt + 1][2 * h + 1]},
+                                 desc);
+                }
+            }
+            kb.wgmmaCommit();
+            kb.wgmmaWait(0);
+          }
+          for (int64_t j = 0; !sh.wgmma && j < pairs; ++j) {
             // B: 16 bytes per lane per (part, n-tile), two k-steps' worth;
             // with two m-tiles, 8 bytes per k-step (fewer registers live).
             SmallVector<SmallVector<SmallVector<Value>>> bw(P);

@@ -22,6 +22,8 @@
 // RUN: rm -rf %t.c && mhc-compile --spec 'project.bwd;n=4;act=f32;param=f32;layout=nc;C=7168;tf32=1;weight=0;arch=sm_90a' -o %t.c && cat %t.c/*.ptx | FileCheck %s --check-prefix=BWDRING
 // RUN: rm -rf %t.e && mhc-compile --spec 'project.bwd;n=8;act=bf16;param=f32;layout=cn;C=7168;tf32=1;weight=0;arch=sm_90a' -o %t.e && cat %t.e/*.ptx | FileCheck %s --check-prefix=BWD8
 // RUN: mhc-compile --spec 'project.fwd;n=8;act=bf16;param=f32;layout=cn;C=7168;tf32=1;weight=0;arch=sm_90a' --print-ir | FileCheck %s --check-prefix=FWD8
+// RUN: mhc-compile --spec 'project.fwd;n=8;act=bf16;param=f32;layout=cn;C=7168;tf32=1;weight=0;arch=sm_100a' --print-ir | FileCheck %s --check-prefix=FWD8B
+// RUN: rm -rf %t.w8 && mhc-compile --spec 'project.fwd;n=8;act=bf16;param=f32;layout=cn;C=7168;tf32=1;weight=0;arch=sm_90a' -o %t.w8 && cat %t.w8/*.ptx | FileCheck %s --check-prefix=FWD8PTX
 // RUN: rm -rf %t.f8 && mhc-compile --spec 'project.fwd;n=8;act=bf16;param=f32;layout=cn;C=7168;tf32=1;weight=0;arch=sm_90a' -o %t.f8 && cat %t.f8/*.json | FileCheck %s --check-prefix=FWD8SPLIT
 // RUN: rm -rf %t.f4 && mhc-compile --spec 'project.fwd;n=4;act=bf16;param=f32;layout=cn;C=7168;tf32=1;weight=0;arch=sm_90a' -o %t.f4 && cat %t.f4/*.json | FileCheck %s --check-prefix=FWD4SPLIT
 // RUN: rm -rf %t && mhc-compile --spec 'project.fwd;n=4;act=f16;param=f32;layout=nc;C=7168;tf32=0;weight=1;arch=sm_90a' -o %t && cat %t/*.ptx | FileCheck %s --check-prefix=PTX
@@ -53,20 +55,49 @@
 // STAGED: nvvm.mbarrier.arrive
 // STAGED: gpu.func @mhc_project_fwd_n4_{{.*}}_reduce(
 
-// n = 8 with tf32: one block of eight warps per SM, two m-tiles per warp;
-// x is loaded a chunk ahead (eight 16-byte loads before the loop, carried in
-// its 92 values: 80 accumulators, 4 sums of squares, 8 x vectors), and each
-// 8-byte B read from the ring feeds the two m-tiles' mma's.
+// n = 8 with tf32 on sm_90a: one block of two warpgroups per SM, each
+// multiplying two 64-token m-tiles with wgmma (A: x as loaded, in
+// registers; B: the ring, through a descriptor with LBO 128 and SBO 256
+// bytes). x is loaded a 128-column chunk ahead (sixteen 16-byte loads
+// before the loop, carried in its 100 values: 80 accumulators, 4 sums of
+// squares, 16 x vectors); per chunk, 8 k-steps x 2 parts x 2 m-tiles
+// products in one group, waited for before the buffer is released.
 // FWD8: gpu.func @mhc_project_fwd_n8_{{.*}}_partial({{.*}}nvvm.minctasm = 1
-// FWD8-COUNT-8: vector.load {{.*}} : memref<?xbf16>, vector<8xbf16>
-// FWD8: %{{.*}}:92 = scf.for
-// FWD8: llvm.load {{.*}} : !llvm.ptr<3> -> vector<2xi32>
-// FWD8: nvvm.mma.sync A[{{.*}}]  B{{\[}}[[B0:%[0-9]+, %[0-9]+]]]
+// FWD8-COUNT-16: vector.load {{.*}} : memref<?xbf16>, vector<8xbf16>
+// FWD8: %{{.*}}:100 = scf.for
+// FWD8: nvvm.mbarrier.try_wait.parity
+// FWD8: nvvm.wgmma.fence.aligned
 // FWD8-NOT: nvvm.mma.sync
-// FWD8: nvvm.mma.sync A[{{.*}}]  B{{\[}}[[B0]]]
-// FWD8-COUNT-158: nvvm.mma.sync
+// FWD8-COUNT-32: wgmma.mma_async.sync.aligned.m64n80k16.f32.bf16.bf16 {{.*}}, $44, p, 1, 1, 0;{{.*}}"=f,{{.*}},r,r,r,r,l,r,0,1,2,
 // FWD8-NOT: nvvm.mma.sync
+// FWD8: nvvm.wgmma.commit.group.sync.aligned
+// FWD8-NEXT: nvvm.wgmma.wait.group.sync.aligned 0
+// FWD8: nvvm.fence.proxy
+// FWD8: nvvm.mbarrier.arrive
 // FWD8: gpu.func @mhc_project_fwd_n8_{{.*}}_reduce(
+
+// The same spec for sm_100a (no wgmma) keeps mma.sync: two m-tiles per
+// warp, each 8-byte B read from the ring feeding both m-tiles' mma's.
+// FWD8B: gpu.func @mhc_project_fwd_n8_{{.*}}_partial({{.*}}nvvm.minctasm = 1
+// FWD8B: %{{.*}}:92 = scf.for
+// FWD8B-NOT: wgmma
+// FWD8B: llvm.load {{.*}} : !llvm.ptr<3> -> vector<2xi32>
+// FWD8B: nvvm.mma.sync A[{{.*}}]  B{{\[}}[[B0:%[0-9]+, %[0-9]+]]]
+// FWD8B-NOT: nvvm.mma.sync
+// FWD8B: nvvm.mma.sync A[{{.*}}]  B{{\[}}[[B0]]]
+// FWD8B-COUNT-158: nvvm.mma.sync
+// FWD8B-NOT: nvvm.mma.sync
+// FWD8B: gpu.func @mhc_project_fwd_n8_{{.*}}_reduce(
+
+// The pack writes wgmma's layout: per (chunk, pair, row of phi) one thread
+// reads 32 columns and stores 2 k-steps x 2 core-matrix halves x 2 parts.
+// FWD8PTX: .entry mhc_project_fwd_n8_{{.*}}_pack(
+// FWD8PTX-COUNT-8: st.global.v4.b32
+// FWD8PTX: .entry mhc_project_fwd_n8_{{.*}}_partial(
+// FWD8PTX: wgmma.fence.sync.aligned;
+// FWD8PTX: wgmma.mma_async.sync.aligned.m64n80k16.f32.bf16.bf16
+// FWD8PTX: wgmma.commit_group.sync.aligned;
+// FWD8PTX: wgmma.wait_group.sync.aligned 0;
 
 // With one block per SM the split fills the waves of H100's 132 SMs
 // (256 tokens per block); two blocks per SM keep the target of 264 blocks.

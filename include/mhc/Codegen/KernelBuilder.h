@@ -144,6 +144,24 @@ public:
   /// Orders this thread's earlier shared-memory accesses before later
   /// async-proxy (bulk copy) accesses to the same memory.
   void fenceProxyAsyncShared();
+
+  // Warpgroup matrix multiply-accumulate (wgmma, sm_90a only): four warps
+  // issue one asynchronous m64nNk16 product together.
+  /// The descriptor of a shared tile in the K-major unswizzled canonical
+  /// layout: core matrices of 8 rows x 16 bytes, `lbo` bytes apart along K
+  /// and `sbo` bytes apart along M (or N). `elem` indexes `mem`.
+  Value wgmmaDescriptor(Value mem, Value elem, int64_t lbo, int64_t sbo);
+  /// Orders earlier register writes before the next wgmma's reads.
+  void wgmmaFence();
+  /// Closes the group of wgmma's issued since the last commit.
+  void wgmmaCommit();
+  /// Waits until at most `pending` committed groups are in flight.
+  void wgmmaWait(int64_t pending);
+  /// acc += A B with f32 accumulators, bf16 A from registers (the four
+  /// words of the m16n8k16 A fragment of the warp's 16 rows of the 64) and
+  /// bf16 B (16 x N, K-major) at `desc`; acc holds N / 2 values per thread
+  /// in the m16n8 accumulator layout of each 8-column block.
+  void wgmmaBf16(MutableArrayRef<Value> acc, ArrayRef<Value> a, Value desc);
 };
 
 /// One kernel launch under construction.
