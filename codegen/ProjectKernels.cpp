@@ -400,14 +400,18 @@ static LogicalResult buildBackward(KernelContext &ctx) {
   bool staged = actBytes == 2 && spec.arch != "sm_80" && N % 4 == 0;
   // Where that leaves one k-tile per warp with tf32 (n = 8: ten row steps)
   // the warp's step is bound by shared-memory loads, one gh fragment per
-  // mma: two k-tiles per warp share each (80 accumulators), in blocks of
-  // two warps, six per SM. H100, n = 8, M = 8192, C = 4096: 1317 -> 1065
-  // us (two k-tiles in two blocks of two warps: 1313 us; one k-tile in
-  // five blocks of four warps: 1264 us).
+  // mma: two k-tiles per warp share each (80 accumulators). H100, n = 8,
+  // M = 8192, C = 4096: 1317 -> 1065 us in blocks of two warps, six per SM
+  // (two k-tiles in two blocks of two warps: 1313 us; one k-tile in five
+  // blocks of four warps: 1264 us). Four warps per block, three per SM,
+  // then read each stage's gh for 128 columns instead of 64 (every block
+  // reads all of gh: 9.4 GB from L2 at C = 7168 with 64): 1055 -> 921 us,
+  // M = 32768, C = 7168 7363 -> 6403-6445 us (three warps x four blocks
+  // 6351 us, six x two 6598, eight x one 8857).
   if (staged && T == 1 && !precise) {
     T = 2;
-    warps = 2;
-    blocksPerSM = 6;
+    warps = 4;
+    blocksPerSM = 3;
   }
   const int threads = 32 * warps;
   int64_t laneCols = 2 * T, blockCols = warps * 16 * T;

@@ -164,13 +164,13 @@
 // bytes of x per token and lane, gh and gms in 16-byte pieces), waited for
 // by group; 68 KB of stages is dynamic shared memory (.extern, sized at
 // launch).
-// n = 8 with tf32: two k-tiles per warp in blocks of two warps, six per SM;
+// n = 8 with tf32: two k-tiles per warp in blocks of four warps, three per SM;
 // a stage takes the 8 x rows and then gh row by row (rows padded to 84
 // floats against bank conflicts): 16 bulk copies at each of the two places
 // that fill a stage (n = 4: 9).
 // BWD8: .entry mhc_project_bwd_n8_{{.*}}_main(
-// BWD8: .maxntid 64, 1, 1
-// BWD8: .minnctapersm 6
+// BWD8: .maxntid 128, 1, 1
+// BWD8: .minnctapersm 3
 // BWD8-COUNT-32: cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes
 // BWD8: mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32
 // BWD8-NOT: cp.async.bulk
