@@ -375,22 +375,28 @@ LogicalResult mlir::mhc::buildProjectForwardStaged(KernelContext &ctx) {
             return kb.add(ringBase, kb.add(kb.idx(((j * P + p) * NT + nt) * 128),
                                            kb.mul(lane, kb.idx(4))));
           };
+          // The words of pair j's x rows (A fragments as loaded), their
+          // squares added into the rows' sums.
+          auto pairWords = [&](int64_t j) {
+            SmallVector<SmallVector<Value>> w;
+            for (int64_t r = 0; r < 2 * MT; ++r)
+              w.push_back(words(kb, xs[r][j]));
+            for (int64_t mt = 0; mt < MT; ++mt)
+              for (int64_t e = 0; e < 4; ++e) {
+                auto [a0, a1] = halves(kb, w[2 * mt][e]);
+                auto [b0, b1] = halves(kb, w[2 * mt + 1][e]);
+                Value &sa = next[accs + 2 * mt], &sb = next[accs + 2 * mt + 1];
+                sa = kb.fma(a1, a1, kb.fma(a0, a0, sa));
+                sb = kb.fma(b1, b1, kb.fma(b0, b0, sb));
+              }
+            return w;
+          };
           if (sh.wgmma) {
             // The x words are this chunk's A fragments; the products run
             // asynchronously and are waited for before the buffer goes back.
             kb.wgmmaFence();
             for (int64_t j = 0; j < pairs; ++j) {
-              SmallVector<SmallVector<Value>> w;
-              for (int64_t r = 0; r < 2 * MT; ++r)
-                w.push_back(words(kb, xs[r][j]));
-              for (int64_t mt = 0; mt < MT; ++mt)
-                for (int64_t e = 0; e < 4; ++e) {
-                  auto [a0, a1] = halves(kb, w[2 * mt][e]);
-                  auto [b0, b1] = halves(kb, w[2 * mt + 1][e]);
-                  Value &sa = next[accs + 2 * mt], &sb = next[accs + 2 * mt + 1];
-                  sa = kb.fma(a1, a1, kb.fma(a0, a0, sa));
-                  sb = kb.fma(b1, b1, kb.fma(b0, b0, sb));
-                }
+              SmallVector<SmallVector<Value>> w = pairWords(j);
               for (int h = 0; h < 2; ++h)
                 for (int64_t p = 0; p < P; ++p) {
                   int64_t tile = ((2 * j + h) * P + p) * NT * 256;
@@ -417,17 +423,7 @@ LogicalResult mlir::mhc::buildProjectForwardStaged(KernelContext &ctx) {
                                                    kb.sharedPtr(ring, bOffset(j, p, nt)), 16);
                   bw[p].push_back(words(kb, raw));
                 }
-            SmallVector<SmallVector<Value>> w;
-            for (int64_t r = 0; r < 2 * MT; ++r)
-              w.push_back(words(kb, xs[r][j]));
-            for (int64_t mt = 0; mt < MT; ++mt)
-              for (int64_t e = 0; e < 4; ++e) {
-                auto [a0, a1] = halves(kb, w[2 * mt][e]);
-                auto [b0, b1] = halves(kb, w[2 * mt + 1][e]);
-                Value &sa = next[accs + 2 * mt], &sb = next[accs + 2 * mt + 1];
-                sa = kb.fma(a1, a1, kb.fma(a0, a0, sa));
-                sb = kb.fma(b1, b1, kb.fma(b0, b0, sb));
-              }
+            SmallVector<SmallVector<Value>> w = pairWords(j);
             for (int h = 0; h < 2; ++h) {
               if (MT > 1)
                 for (int64_t p = 0; p < P; ++p) {
