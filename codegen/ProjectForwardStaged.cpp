@@ -184,15 +184,10 @@ LogicalResult mlir::mhc::buildProjectForwardStaged(KernelContext &ctx) {
   ctx.buffer("packed", DType::BF16, BufferRole::Workspace, {0, P * NT * 8 * K});
   ctx.buffer("partials", DType::F32, BufferRole::Workspace, {0, 0, N + 1});
 
-  if (sh.wgmma) {
-    // wgmma's B layout: per chunk, k-step s and part p, an [N, 16] tile in
-    // core matrices (n-block nb, k-half kb) of 8 rows x 16 bytes at byte
-    // nb * 256 + kb * 128 (the descriptors' SBO and LBO). Logical k
-    // 8 kb + e of step s = 2j + h is physical column 32j + 4h + 2kb +
-    // 8(e / 2) + e % 2 of the chunk (the permutation of x's A fragments).
-    // One thread per (chunk, pair j, row n) reads the row's 32 columns.
+  // The pack launch: one thread per item, i its index.
+  auto packLaunch = [&](int64_t items,
+                        function_ref<void(LaunchBuilder &, KernelBuilder &, Value)> body) {
     const int pthreads = 256;
-    int64_t rowsPad = NT * 8, items = (K / 32) * rowsPad;
     LaunchBuilder &l = ctx.launch("pack");
     l.param("phi");
     if (spec.hasWeight)
@@ -200,7 +195,17 @@ LogicalResult mlir::mhc::buildProjectForwardStaged(KernelContext &ctx) {
     l.param("packed").block(pthreads).grid({0, (items + pthreads - 1) / pthreads});
     KernelBuilder kb = ctx.begin(l);
     Value i = kb.add(kb.mul(kb.blockId(), kb.idx(pthreads)), kb.threadId());
-    kb.when(kb.lt(i, kb.idx(items)), [&] {
+    kb.when(kb.lt(i, kb.idx(items)), [&] { body(l, kb, i); });
+  };
+  if (sh.wgmma) {
+    // wgmma's B layout: per chunk, k-step s and part p, an [N, 16] tile in
+    // core matrices (n-block nb, k-half kb) of 8 rows x 16 bytes at byte
+    // nb * 256 + kb * 128 (the descriptors' SBO and LBO). Logical k
+    // 8 kb + e of step s = 2j + h is physical column 32j + 4h + 2kb +
+    // 8(e / 2) + e % 2 of the chunk (the permutation of x's A fragments).
+    // One thread per (chunk, pair j, row n) reads the row's 32 columns.
+    int64_t rowsPad = NT * 8;
+    packLaunch((K / 32) * rowsPad, [&](LaunchBuilder &l, KernelBuilder &kb, Value i) {
       Value row = kb.rem(i, kb.idx(rowsPad)), q = kb.div(i, kb.idx(rowsPad));
       Value j = kb.rem(q, kb.idx(pairs)), c = kb.div(q, kb.idx(pairs));
       Value col = kb.add(kb.mul(c, kb.idx(CH)), kb.mul(j, kb.idx(32)));
@@ -239,16 +244,7 @@ LogicalResult mlir::mhc::buildProjectForwardStaged(KernelContext &ctx) {
     });
   } else {
     // One thread per 16-byte piece of the packed parts.
-    const int pthreads = 256;
-    int64_t pieces = K * P * NT;
-    LaunchBuilder &l = ctx.launch("pack");
-    l.param("phi");
-    if (spec.hasWeight)
-      l.param("weight");
-    l.param("packed").block(pthreads).grid({0, (pieces + pthreads - 1) / pthreads});
-    KernelBuilder kb = ctx.begin(l);
-    Value i = kb.add(kb.mul(kb.blockId(), kb.idx(pthreads)), kb.threadId());
-    kb.when(kb.lt(i, kb.idx(pieces)), [&] {
+    packLaunch(K * P * NT, [&](LaunchBuilder &l, KernelBuilder &kb, Value i) {
       Value lane = kb.rem(i, kb.idx(32)), q = kb.div(i, kb.idx(32));
       Value nt = kb.rem(q, kb.idx(NT));
       q = kb.div(q, kb.idx(NT));
