@@ -114,7 +114,9 @@ def test_parity(op, d, cfg):
 TF32 = [dict(n=n, act=act, layout=lay, C=C, M=M)
         for (n, act, lay, C, M) in [(2, "bf16", "cn", 4096, 4096 + 5), (4, "bf16", "cn", 7168, 4096 + 3),
                                     (4, "f16", "nc", 1000, 7), (6, "bf16", "nc", 2048, 1),
-                                    (8, "bf16", "cn", 7168, 2048 + 1), (8, "f16", "nc", 4096, 33)]]
+                                    (8, "bf16", "cn", 7168, 2048 + 1), (8, "f16", "nc", 4096, 33),
+                                    # wgmma on 64- and 32-column chunks (K % 128 = 64; K % 64 = 32)
+                                    (8, "bf16", "nc", 1000, 300), (6, "bf16", "cn", 2064, 77)]]
 
 
 @pytest.mark.parametrize("cfg", TF32, ids=lambda c: "n{n}-{act}-{layout}-C{C}-M{M}".format(**c))
@@ -122,7 +124,8 @@ TF32 = [dict(n=n, act=act, layout=lay, C=C, M=M)
 def test_projection_tf32_on_the_staged_paths(d, cfg):
     """The projection with the op's tf32 flag (bench/TE conventions) on the
     2-byte activation paths of every even n: the forward's bf16 parts of
-    phi and the backward's block ring (n = 8: two k-tiles per warp, gh's
+    phi (n = 6, 8 on sm_90a: wgmma, with 128-, 64- and 32-column chunks)
+    and the backward's block ring (n = 8: two k-tiles per warp, gh's
     padded rows), token counts that end in a partial step."""
     s = spec("project", d, cfg["n"], act=cfg["act"], layout=cfg["layout"], C=cfg["C"], tf32=True,
              weight=cfg["n"] in (4, 6))
