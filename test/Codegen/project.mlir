@@ -95,7 +95,11 @@
 // FWD8PTX-COUNT-8: st.global.v4.b32
 // FWD8PTX: .entry mhc_project_fwd_n8_{{.*}}_partial(
 // FWD8PTX: wgmma.fence.sync.aligned;
-// FWD8PTX: wgmma.mma_async.sync.aligned.m64n80k16.f32.bf16.bf16
+// The descriptor: bits 0-13 the shared address / 16, LBO = 128 bytes
+// (8 << 16) and SBO = 256 bytes (16 << 32), no swizzle: 0x1000080000.
+// FWD8PTX: bfe.u64 %rd{{[0-9]+}}, %rd{{[0-9]+}}, 4, 14;
+// FWD8PTX-NEXT: or.b64 %[[DESC:rd[0-9]+]], %rd{{[0-9]+}}, 68720001024;
+// FWD8PTX: wgmma.mma_async.sync.aligned.m64n80k16.f32.bf16.bf16 {{.*}}, %[[DESC]], p, 1, 1, 0;
 // FWD8PTX: wgmma.commit_group.sync.aligned;
 // FWD8PTX: wgmma.wait_group.sync.aligned 0;
 
