@@ -273,11 +273,16 @@ void KernelBuilder::syncWarp() {
   NVVM::SyncWarpOp::create(b, loc, i32(-1));
 }
 
-static Value pointerTo(KernelBuilder &kb, Value mem, Value elem,
-                       unsigned addressSpace) {
+/// The address of element `elem` of `mem` in its address space, as an index.
+static Value addressOf(KernelBuilder &kb, Value mem, Value elem) {
   Value base = memref::ExtractAlignedPointerAsIndexOp::create(kb.b, kb.loc, mem);
   int64_t bytes = cast<MemRefType>(mem.getType()).getElementTypeBitWidth() / 8;
-  Value addr = kb.add(base, kb.mul(elem, kb.idx(bytes)));
+  return kb.add(base, kb.mul(elem, kb.idx(bytes)));
+}
+
+static Value pointerTo(KernelBuilder &kb, Value mem, Value elem,
+                       unsigned addressSpace) {
+  Value addr = addressOf(kb, mem, elem);
   Value i64 = arith::IndexCastOp::create(kb.b, kb.loc, kb.b.getI64Type(), addr);
   auto ptrType = LLVM::LLVMPointerType::get(kb.b.getContext(), addressSpace);
   return LLVM::IntToPtrOp::create(kb.b, kb.loc, ptrType, i64);
@@ -345,10 +350,7 @@ Value KernelBuilder::wgmmaDescriptor(Value mem, Value elem, int64_t lbo,
                                      int64_t sbo) {
   // Bits 0-13: the shared address / 16; 16-29: lbo / 16; 32-45: sbo / 16;
   // 62-63: swizzle mode (0: none).
-  Value base = memref::ExtractAlignedPointerAsIndexOp::create(b, loc, mem);
-  int64_t bytes = cast<MemRefType>(mem.getType()).getElementTypeBitWidth() / 8;
-  Value addr = add(base, mul(elem, idx(bytes)));
-  Value start = andi(div(addr, idx(16)), idx(0x3FFF));
+  Value start = andi(div(addressOf(*this, mem, elem), idx(16)), idx(0x3FFF));
   Value i64 = arith::IndexCastOp::create(b, loc, b.getI64Type(), start);
   int64_t fixed = ((lbo >> 4) << 16) | ((sbo >> 4) << 32);
   return arith::OrIOp::create(
