@@ -172,14 +172,15 @@ LogicalResult mlir::mhc::buildProjectForwardStaged(KernelContext &ctx) {
 
   ctx.manifest.split = {tokensPerBlock, ctx.persistentBlocks(),
                         std::min<int64_t>(64, chunks)};
-  // One block per SM leaves no second block to fill a partial last wave:
-  // S fills the waves of the flagship's SMs instead. H100, n = 8, C = 4096:
-  // M = 8192 (32 token blocks) S = 9 -> 4, three waves (the last a fifth
-  // full) -> one, partial + reduce 318 -> 240 us; M = 2048 95 -> 79 us;
-  // M = 32768, C = 7168 S = 3 -> 1, 1555 -> 1530 us; n = 6, M = 8192 212 ->
-  // 170 us.
-  if (MT > 1)
-    ctx.manifest.split.waveSlots = ctx.smCount() * sh.blocksPerSM;
+  // S fills the waves of the flagship's SMs: a partial last wave runs its
+  // blocks on few SMs at a fraction of the bandwidth. H100, n = 8, C =
+  // 4096: M = 8192 (32 token blocks) S = 9 -> 4, three waves (the last a
+  // fifth full) -> one, partial + reduce 318 -> 240 us; M = 2048 95 -> 79
+  // us; M = 32768, C = 7168 S = 3 -> 1, 1555 -> 1530 us; n = 6, M = 8192
+  // 212 -> 170 us. n = 4 (two blocks per SM, 264 slots), partial launch:
+  // M = 8192 S = 5 -> 4, C = 4096 128.2 -> 102.8 us, C = 7168 213.4 ->
+  // 166.6 us; M = 32768 S = 2 -> 1, 375.4 -> 368.1 and 630.7 -> 634.3 us.
+  ctx.manifest.split.waveSlots = ctx.smCount() * sh.blocksPerSM;
   declareProjectForwardIO(ctx);
   ctx.buffer("packed", DType::BF16, BufferRole::Workspace, {0, P * NT * 8 * K});
   ctx.buffer("partials", DType::F32, BufferRole::Workspace, {0, 0, N + 1});

@@ -103,10 +103,10 @@
 // FWD8PTX: wgmma.commit_group.sync.aligned;
 // FWD8PTX: wgmma.wait_group.sync.aligned 0;
 
-// With one block per SM the split fills the waves of H100's 132 SMs
-// (256 tokens per block); two blocks per SM keep the target of 264 blocks.
+// The split fills the waves of H100's 132 SMs: 132 slots with one block
+// per SM (256 tokens per block), 264 with two (128 tokens per block).
 // FWD8SPLIT: "split": {"tokens_per_block": 256, "target_blocks": 264, "max": 64, "wave_slots": 132}
-// FWD4SPLIT: "split": {"tokens_per_block": 128, "target_blocks": 264, "max": 64, "wave_slots": 0}
+// FWD4SPLIT: "split": {"tokens_per_block": 128, "target_blocks": 264, "max": 64, "wave_slots": 264}
 
 // Three parts of 128-column chunks: a 54 KB ring, past the 48 KB of static
 // shared memory, so a view of the dynamic allocation.
