@@ -1,0 +1,85 @@
+//===- SplitRuleTest.cpp - the split-K count as a function of M -----------===//
+//
+// The split S of a split-K launch fixes the order of the partial sums, so it
+// must depend on M alone; where the manifest gives wave slots, S fills the
+// waves of the flagship part's SMs (the smallest S filling at least 90% of
+// its waves, else the fullest).
+//
+//===----------------------------------------------------------------------===//
+
+#include "mhc/Support/Manifest.h"
+
+#include "Expect.h"
+
+using namespace mhc;
+
+static SplitRule rule(int64_t tokensPerBlock, int64_t targetBlocks,
+                      int64_t maxSplit, int64_t waveSlots) {
+  SplitRule r;
+  r.tokensPerBlock = tokensPerBlock;
+  r.targetBlocks = targetBlocks;
+  r.maxSplit = maxSplit;
+  r.waveSlots = waveSlots;
+  return r;
+}
+
+static void withoutWaves() {
+  SplitRule r = rule(128, 264, 64, 0);
+  EXPECT(r.splitFor(0) == 1);
+  EXPECT(r.splitFor(128) == 64);   // ceil(264 / 1), capped
+  EXPECT(r.splitFor(8192) == 5);   // ceil(264 / 64)
+  EXPECT(r.splitFor(32768) == 2);  // ceil(264 / 256)
+  EXPECT(r.splitFor(65536) == 1);
+  EXPECT(rule(128, 264, 1, 264).splitFor(8192) == 1); // no split
+}
+
+// Two blocks per SM of 132 (the n <= 5 projection forward): 264 slots.
+static void fillsWavesOfTwoBlocksPerSM() {
+  SplitRule r = rule(128, 264, 64, 264);
+  EXPECT(r.splitFor(8192) == 4);   // 256 of 264 slots: one wave, not 1.2
+  EXPECT(r.splitFor(16384) == 2);  // 256 of 264
+  EXPECT(r.splitFor(32768) == 1);  // 256 of 264
+  EXPECT(r.splitFor(4096) == 8);   // 256 of 264
+  EXPECT(r.splitFor(128) == 64);   // no S fills 90%: the fullest
+  EXPECT(r.splitFor(300) == 64);
+}
+
+// One block per SM (n >= 6 with tf32): 132 slots, 256 tokens per block.
+static void fillsWavesOfOneBlockPerSM() {
+  SplitRule r = rule(256, 264, 64, 132);
+  EXPECT(r.splitFor(8192) == 4);   // 128 of 132
+  EXPECT(r.splitFor(32768) == 1);  // 128 of 132
+}
+
+// For every M: S within [1, maxSplit], and either its waves are at least
+// 90% full or no S up to maxSplit fills them that well.
+static void everyMRespectsTheRule() {
+  for (int64_t slots : {132, 264})
+    for (int64_t m = 1; m <= 70000; m += 97) {
+      SplitRule r = rule(128, 264, 64, slots);
+      int64_t s = r.splitFor(m), blocks = (m + 127) / 128;
+      EXPECT(s >= 1 && s <= 64);
+      auto filled = [&](int64_t k) {
+        int64_t used = blocks * k, room = (used + slots - 1) / slots * slots;
+        return 10 * used >= 9 * room;
+      };
+      if (!filled(s)) {
+        bool any = false;
+        for (int64_t k = 1; k <= 64; ++k)
+          any = any || filled(k);
+        EXPECT(!any);
+      } else {
+        for (int64_t k = 1; k < s; ++k)
+          EXPECT(!filled(k));
+      }
+      EXPECT(r.splitFor(m) == s); // a function of M alone
+    }
+}
+
+int main() {
+  withoutWaves();
+  fillsWavesOfTwoBlocksPerSM();
+  fillsWavesOfOneBlockPerSM();
+  everyMRespectsTheRule();
+  return summary();
+}
