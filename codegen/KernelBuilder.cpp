@@ -260,13 +260,31 @@ Value KernelBuilder::gridDim() {
 }
 void KernelBuilder::barrier() { gpu::BarrierOp::create(b, loc); }
 
-Value KernelBuilder::warpSum(Value v) {
-  for (int offset : {16, 8, 4, 2, 1}) {
-    auto shuffle =
-        gpu::ShuffleOp::create(b, loc, v, offset, 32, gpu::ShuffleMode::XOR);
-    v = add(v, shuffle.getShuffleResult());
-  }
-  return v;
+Value KernelBuilder::shuffleXor(Value v, int offset) {
+  auto shuffle = [&](Value x) {
+    return gpu::ShuffleOp::create(b, loc, x, offset, 32, gpu::ShuffleMode::XOR)
+        .getShuffleResult();
+  };
+  if (!v.getType().isF64())
+    return shuffle(v);
+  // gpu.shuffle moves 32 bits: an f64 goes as its two halves.
+  Type i32 = b.getI32Type(), i64 = b.getI64Type();
+  Value bits = arith::BitcastOp::create(b, loc, i64, v);
+  Value lo = arith::TruncIOp::create(b, loc, i32, bits);
+  Value hi = arith::TruncIOp::create(
+      b, loc, i32,
+      arith::ShRUIOp::create(b, loc, bits, arith::ConstantIntOp::create(b, loc, i64, 32)));
+  Value lo2 = arith::ExtUIOp::create(b, loc, i64, shuffle(lo));
+  Value hi2 = arith::ShLIOp::create(b, loc, arith::ExtUIOp::create(b, loc, i64, shuffle(hi)),
+                                    arith::ConstantIntOp::create(b, loc, i64, 32));
+  return arith::BitcastOp::create(b, loc, b.getF64Type(),
+                                  arith::OrIOp::create(b, loc, hi2, lo2));
+}
+
+void KernelBuilder::laneGroupSum(MutableArrayRef<Value> values, int lanes) {
+  for (int offset = lanes / 2; offset >= 1; offset /= 2)
+    for (Value &v : values)
+      v = add(v, shuffleXor(v, offset));
 }
 
 void KernelBuilder::syncWarp() {

@@ -137,6 +137,22 @@ std::pair<Value, Value> halves(KernelBuilder &kb, Value w) {
           arith::BitcastOp::create(kb.b, kb.loc, f32, hi)};
 }
 
+/// The P bf16 parts of phi w at one element (w absent: phi): part 0 is
+/// rn(v), part p the rounded rest after parts 0..p-1; zeros where `valid`
+/// is false (rows past N).
+SmallVector<Value> bf16Parts(KernelBuilder &kb, Value phi, Value w, Value valid,
+                             int64_t P) {
+  Value r = w ? kb.mul(phi, w) : phi;
+  r = kb.select(valid, r, kb.f32(0.0));
+  SmallVector<Value> parts;
+  for (int64_t p = 0; p < P; ++p) {
+    parts.push_back(kb.toType(r, kb.b.getBF16Type()));
+    if (p + 1 < P)
+      r = kb.sub(r, kb.toF32(parts.back()));
+  }
+  return parts;
+}
+
 /// c += A B on the tensor cores: m16n8k16, bf16 operands, f32 accumulators.
 void mmaBf16(KernelBuilder &kb, ArrayRef<Value> a, ArrayRef<Value> b,
              MutableArrayRef<Value> c) {
@@ -216,17 +232,12 @@ LogicalResult mlir::mhc::buildProjectForwardStaged(KernelContext &ctx) {
       SmallVector<Value> w;
       if (spec.hasWeight)
         w = kb.loadF32(l.arg("weight"), col, 32);
-      Type bf16 = kb.b.getBF16Type();
       // parts[p][e]: part p of physical column e of the 32.
       SmallVector<SmallVector<Value>> parts(P);
       for (int64_t e = 0; e < 32; ++e) {
-        Value r = spec.hasWeight ? kb.mul(v[e], w[e]) : v[e];
-        r = kb.select(valid, r, kb.f32(0.0));
-        for (int64_t p = 0; p < P; ++p) {
-          Value part = kb.toType(r, bf16);
-          parts[p].push_back(part);
-          r = kb.sub(r, kb.toF32(part));
-        }
+        SmallVector<Value> pe = bf16Parts(kb, v[e], spec.hasWeight ? w[e] : Value(), valid, P);
+        for (int64_t p = 0; p < P; ++p)
+          parts[p].push_back(pe[p]);
       }
       Value nb = kb.div(row, kb.idx(8)), r8 = kb.rem(row, kb.idx(8));
       Value inTile = kb.add(kb.mul(nb, kb.idx(128)), kb.mul(r8, kb.idx(8)));
@@ -261,17 +272,12 @@ LogicalResult mlir::mhc::buildProjectForwardStaged(KernelContext &ctx) {
       SmallVector<Value> w;
       if (spec.hasWeight)
         w = kb.loadF32(l.arg("weight"), col, 8);
-      Type bf16 = kb.b.getBF16Type();
       SmallVector<Value> out;
       for (int64_t e = 0; e < 8; ++e) {
-        Value r = spec.hasWeight ? kb.mul(v[e], w[e]) : v[e];
-        r = kb.select(valid, r, kb.f32(0.0));
-        // Part p is the rounded rest after parts 0..p-1.
-        Value sel = kb.toType(r, bf16);
-        for (int64_t p = 1; p < P; ++p) {
-          r = kb.sub(r, kb.toF32(kb.toType(r, bf16)));
-          sel = kb.select(kb.eq(part, kb.idx(p)), kb.toType(r, bf16), sel);
-        }
+        SmallVector<Value> pe = bf16Parts(kb, v[e], spec.hasWeight ? w[e] : Value(), valid, P);
+        Value sel = pe[0];
+        for (int64_t p = 1; p < P; ++p)
+          sel = kb.select(kb.eq(part, kb.idx(p)), pe[p], sel);
         out.push_back(sel);
       }
       kb.vstore(kb.vector(out), l.arg("packed"), kb.mul(i, kb.idx(8)));

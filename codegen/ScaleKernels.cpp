@@ -9,9 +9,6 @@
 
 #include "Families.h"
 
-#include "mlir/Dialect/Arith/IR/Arith.h"
-#include "mlir/Dialect/GPU/IR/GPUDialect.h"
-
 using namespace mlir;
 using namespace mlir::mhc;
 using ::mhc::BufferRole;
@@ -89,28 +86,6 @@ static LogicalResult buildForward(KernelContext &ctx) {
     });
   });
   return success();
-}
-
-/// v from the lane `offset` away (xor) in the same warp, for f64 values
-/// (two 32-bit shuffles).
-static Value shuffleXorF64(KernelBuilder &kb, Value v, int offset) {
-  Type i32 = kb.b.getI32Type(), i64 = kb.b.getI64Type();
-  Value bits = arith::BitcastOp::create(kb.b, kb.loc, i64, v);
-  Value lo = arith::TruncIOp::create(kb.b, kb.loc, i32, bits);
-  Value hi = arith::TruncIOp::create(
-      kb.b, kb.loc, i32,
-      arith::ShRUIOp::create(kb.b, kb.loc, bits,
-                             arith::ConstantIntOp::create(kb.b, kb.loc, i64, 32)));
-  auto shuffle = [&](Value x) {
-    return gpu::ShuffleOp::create(kb.b, kb.loc, x, offset, 32, gpu::ShuffleMode::XOR)
-        .getShuffleResult();
-  };
-  Value lo2 = arith::ExtUIOp::create(kb.b, kb.loc, i64, shuffle(lo));
-  Value hi2 = arith::ShLIOp::create(
-      kb.b, kb.loc, arith::ExtUIOp::create(kb.b, kb.loc, i64, shuffle(hi)),
-      arith::ConstantIntOp::create(kb.b, kb.loc, i64, 32));
-  return arith::BitcastOp::create(kb.b, kb.loc, kb.b.getF64Type(),
-                                  arith::OrIOp::create(kb.b, kb.loc, hi2, lo2));
 }
 
 static LogicalResult buildBackward(KernelContext &ctx) {
@@ -224,11 +199,10 @@ static LogicalResult buildBackward(KernelContext &ctx) {
       store(gz, "contrib", kb.add(row, kb.add(kb.idx(3), k)));
     });
   }
-  for (int offset : {4, 2, 1}) {
-    dot = kb.add(dot, shuffleXorF64(kb, dot, offset));
-    for (Value &v : segment)
-      v = kb.add(v, shuffleXorF64(kb, v, offset));
-  }
+  SmallVector<Value> sums = {dot, segment[0], segment[1], segment[2]};
+  kb.laneGroupSum(sums, L);
+  dot = sums[0];
+  segment.assign(sums.begin() + 1, sums.end());
   kb.when(kb.andi(ok, kb.eq(lane, kb.idx(0))), [&] {
     for (int64_t s = 0; s < 3; ++s)
       store(kb.mul(segment[s], r), "contrib", kb.add(row, kb.idx(s)));

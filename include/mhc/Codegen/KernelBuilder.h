@@ -108,7 +108,16 @@ public:
   void barrier();
   /// Butterfly sum over the 32 lanes of a warp; every lane gets the total.
   /// The order of additions is fixed, so the result is deterministic.
-  Value warpSum(Value v);
+  Value warpSum(Value v) {
+    laneGroupSum(v, 32);
+    return v;
+  }
+  /// The same in place over each aligned group of `lanes` (a power of two)
+  /// lanes, for every value: xor offsets lanes / 2 down to 1, the values in
+  /// turn at each offset; f32 or f64 (two 32-bit shuffles).
+  void laneGroupSum(MutableArrayRef<Value> values, int lanes);
+  /// v from the lane `offset` away (xor) in the warp, for f32 or f64 v.
+  Value shuffleXor(Value v, int offset);
   void syncWarp();
 
   // Asynchronous bulk copies (sm_90): the TMA engine copies global memory
