@@ -63,3 +63,17 @@ void BulkRing::release(Value i, Value lane) {
   kb.syncWarp();
   kb.when(kb.eq(lane, kb.idx(0)), [&] { kb.mbarrierArrive(empty(stage(i))); });
 }
+
+void BulkRing::produce(Value i, function_ref<void(Value)> issue) {
+  Value st = stage(i);
+  kb.when(kb.lt(kb.idx(stages - 1), i), [&] {
+    kb.mbarrierWait(empty(st), parity(kb.sub(i, kb.idx(stages))));
+  });
+  issue(st);
+}
+
+Value BulkRing::wait(Value i) {
+  Value st = stage(i);
+  kb.mbarrierWait(full(st), parity(i));
+  return st;
+}

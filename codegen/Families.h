@@ -163,6 +163,23 @@ void storeProjectPartials(KernelBuilder &kb, const ProjectSplitK &sk,
                           int64_t nTiles,
                           function_ref<Value(int64_t, int64_t)> acc);
 LogicalResult buildProjectForwardStaged(KernelContext &ctx);
+/// The n = 8 projection backward on wgmma (ProjectBackwardWgmma.cpp):
+/// whether it serves the spec, and its buffers and launches.
+bool projectBackwardIsWgmma(const KernelContext &ctx);
+LogicalResult buildProjectBackwardWgmma(KernelContext &ctx);
+/// v rounded to tf32 (10 mantissa bits), to nearest: unbiased, unlike the
+/// truncation the tensor core applies to its operands.
+Value roundTf32(KernelBuilder &kb, Value v);
+/// v (times w when given; 0 where !valid) as P bf16 parts, hi = rn(v),
+/// lo = rn(v - hi)[, ...]: two carry 2^-17 of v.
+SmallVector<Value> bf16Parts(KernelBuilder &kb, Value v, Value w, Value valid,
+                             int64_t P);
+/// Token shares of a split over tokens with `slices` column blocks: the
+/// count that best fills the last wave of `slots` resident blocks for
+/// M = 32768 tokens of `mainBytes`, against the final sum's cost (8 bytes
+/// per share per element of `width`). A constant of the spec, so partial
+/// sums have the same order on every run.
+int64_t tokenShares(double slots, int64_t slices, double mainBytes, int64_t width);
 
 /// A ring of `stages` shared-memory buffers that thread 0 fills with bulk
 /// copies and `warps` warps read, step i in buffer i % stages: per buffer a
@@ -188,6 +205,12 @@ struct BulkRing {
   /// A warp is done with step i's buffer: a proxy fence orders its lanes'
   /// reads before the bulk copy that overwrites it, then lane 0 arrives.
   void release(Value i, Value lane);
+  /// Warp-specialised use (a producer thread apart from the consumers):
+  /// the producer fills step i's buffer once every warp released the
+  /// step that used it before; issue(st) copies into buffer st.
+  void produce(Value i, function_ref<void(Value)> issue);
+  /// A consumer waits for step i's buffer, which it returns.
+  Value wait(Value i);
 
 private:
   Value parity(Value i); // of the phase step i completes, as i32

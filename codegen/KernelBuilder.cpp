@@ -364,6 +364,14 @@ void KernelBuilder::fenceProxyAsyncShared() {
       NVVM::SharedSpaceAttr::get(b.getContext(), NVVM::SharedSpace::shared_cta));
 }
 
+Value KernelBuilder::wgmmaDescriptorSwizzled(Value mem, Value elem,
+                                             int64_t lbo, int64_t sbo) {
+  // Layout type 1 in bits 62-63: 128-byte swizzle.
+  return arith::OrIOp::create(
+      b, loc, wgmmaDescriptor(mem, elem, lbo, sbo),
+      arith::ConstantIntOp::create(b, loc, b.getI64Type(), int64_t(1) << 62));
+}
+
 Value KernelBuilder::wgmmaDescriptor(Value mem, Value elem, int64_t lbo,
                                      int64_t sbo) {
   // Bits 0-13: the shared address / 16; 16-29: lbo / 16; 32-45: sbo / 16;
@@ -379,15 +387,18 @@ void KernelBuilder::wgmmaCommit() { NVVM::WgmmaGroupSyncAlignedOp::create(b, loc
 void KernelBuilder::wgmmaWait(int64_t pending) {
   NVVM::WgmmaWaitGroupSyncOp::create(b, loc, pending);
 }
-void KernelBuilder::wgmmaBf16(MutableArrayRef<Value> acc, ArrayRef<Value> a,
-                              Value desc) {
-  // NVVM's wgmma op takes A from shared memory only: A in registers is
-  // inline PTX, the accumulators tied in place ("+f").
+/// acc += A B through inline PTX: NVVM's wgmma op takes A from shared
+/// memory only; A in registers is inline PTX, the accumulators tied in
+/// place ("+f"). `shape` is "m64nNkK.f32.<a>.<b>", `immediates` what follows
+/// the scale-d predicate (scale-a, scale-b[, transpose-b]).
+static void wgmmaRegisterA(KernelBuilder &kb, MutableArrayRef<Value> acc,
+                           ArrayRef<Value> a, Value desc, int64_t k,
+                           StringRef types, StringRef immediates) {
   int64_t n = static_cast<int64_t>(acc.size());
   std::string text = "{\n.reg .pred p;\nsetp.ne.b32 p, $" +
                      std::to_string(n + 5) + ", 0;\n" +
                      "wgmma.mma_async.sync.aligned.m64n" + std::to_string(2 * n) +
-                     "k16.f32.bf16.bf16 {";
+                     "k" + std::to_string(k) + "." + types.str() + " {";
   std::string constraints;
   for (int64_t i = 0; i < n; ++i) {
     text += (i ? ", $" : "$") + std::to_string(i);
@@ -395,24 +406,78 @@ void KernelBuilder::wgmmaBf16(MutableArrayRef<Value> acc, ArrayRef<Value> a,
   }
   text += "}, {$" + std::to_string(n) + ", $" + std::to_string(n + 1) + ", $" +
           std::to_string(n + 2) + ", $" + std::to_string(n + 3) + "}, $" +
-          std::to_string(n + 4) + ", p, 1, 1, 0;\n}";
+          std::to_string(n + 4) + ", p, " + immediates.str() + ";\n}";
   constraints += "r,r,r,r,l,r";
-  SmallVector<Value> operands(a.begin(), a.end());
+  SmallVector<Value> operands;
+  for (Value v : a) // tf32 words go in as their bits
+    operands.push_back(v.getType().isF32()
+                           ? arith::BitcastOp::create(kb.b, kb.loc, kb.b.getI32Type(), v)
+                           : v);
   operands.push_back(desc);
-  operands.push_back(i32(1)); // scale-d: D = A B + D
+  operands.push_back(kb.i32(1)); // scale-d: D = A B + D
   for (int64_t i = 0; i < n; ++i) {
     constraints += "," + std::to_string(i);
     operands.push_back(acc[i]);
   }
-  SmallVector<Type> types(n, b.getF32Type());
-  auto result = LLVM::LLVMStructType::getLiteral(b.getContext(), types);
+  SmallVector<Type> types32(n, kb.b.getF32Type());
+  auto result = LLVM::LLVMStructType::getLiteral(kb.b.getContext(), types32);
   auto op = LLVM::InlineAsmOp::create(
-      b, loc, result, operands, text, constraints, /*has_side_effects=*/true,
+      kb.b, kb.loc, result, operands, text, constraints, /*has_side_effects=*/true,
       /*is_align_stack=*/false, LLVM::tailcallkind::TailCallKind::None,
-      LLVM::AsmDialectAttr::get(b.getContext(), LLVM::AsmDialect::AD_ATT),
+      LLVM::AsmDialectAttr::get(kb.b.getContext(), LLVM::AsmDialect::AD_ATT),
       ArrayAttr());
   for (int64_t i = 0; i < n; ++i)
-    acc[i] = LLVM::ExtractValueOp::create(b, loc, op.getRes(), ArrayRef<int64_t>{i});
+    acc[i] = LLVM::ExtractValueOp::create(kb.b, kb.loc, op.getRes(), ArrayRef<int64_t>{i});
+}
+
+void KernelBuilder::wgmmaBf16(MutableArrayRef<Value> acc, ArrayRef<Value> a,
+                              Value desc) {
+  wgmmaRegisterA(*this, acc, a, desc, 16, "f32.bf16.bf16", "1, 1, 0");
+}
+void KernelBuilder::wgmmaBf16TransB(MutableArrayRef<Value> acc,
+                                    ArrayRef<Value> a, Value desc) {
+  wgmmaRegisterA(*this, acc, a, desc, 16, "f32.bf16.bf16", "1, 1, 1");
+}
+void KernelBuilder::wgmmaTf32(MutableArrayRef<Value> acc, ArrayRef<Value> a,
+                              Value desc) {
+  // tf32 has no transpose immediates: both operands are K-major.
+  wgmmaRegisterA(*this, acc, a, desc, 8, "f32.tf32.tf32", "1, 1");
+}
+
+void KernelBuilder::tensorLoad2d(Value dst, Value map, Value col, Value row,
+                                 Value bar) {
+  auto cluster = LLVM::LLVMPointerType::get(
+      b.getContext(), static_cast<unsigned>(NVVM::NVVMMemorySpace::SharedCluster));
+  Value dstCluster = LLVM::AddrSpaceCastOp::create(b, loc, cluster, dst);
+  NVVM::CpAsyncBulkTensorGlobalToSharedClusterOp::create(
+      b, loc, dstCluster, map, ValueRange{col, row}, bar, ValueRange{}, Value(),
+      Value(), NVVM::TMALoadMode::TILE, /*isCTAOnly=*/false,
+      NVVM::CTAGroupKindAttr(), Value());
+}
+void KernelBuilder::tensorStore2d(Value map, Value src, Value col, Value row) {
+  NVVM::CpAsyncBulkTensorSharedCTAToGlobalOp::create(
+      b, loc, map, src, ValueRange{col, row}, Value(), NVVM::TMAStoreMode::TILE,
+      Value());
+}
+void KernelBuilder::bulkCommit() { NVVM::CpAsyncBulkCommitGroupOp::create(b, loc); }
+void KernelBuilder::bulkWait(int64_t pending, bool readOnly) {
+  NVVM::CpAsyncBulkWaitGroupOp::create(b, loc, static_cast<uint32_t>(pending),
+                                       readOnly ? b.getUnitAttr() : UnitAttr());
+}
+void KernelBuilder::setMaxRegisters(int64_t count, bool increase) {
+  NVVM::SetMaxRegisterOp::create(b, loc, static_cast<uint32_t>(count),
+                                 increase ? NVVM::SetMaxRegisterAction::increase
+                                          : NVVM::SetMaxRegisterAction::decrease);
+}
+void KernelBuilder::namedBarrier(Value id, int64_t threads) {
+  NVVM::BarrierOp::create(b, loc, TypeRange{}, id, i32(threads),
+                          NVVM::BarrierReductionAttr(), Value());
+}
+Value KernelBuilder::packBf16x2(Value lo, Value hi) {
+  auto bf16 = [&](Value v) { return v.getType().isBF16() ? v : toType(v, b.getBF16Type()); };
+  Value v = vector::FromElementsOp::create(
+      b, loc, VectorType::get({2}, b.getBF16Type()), ValueRange{bf16(lo), bf16(hi)});
+  return LLVM::BitcastOp::create(b, loc, b.getI32Type(), v);
 }
 
 //===----------------------------------------------------------------------===//
@@ -432,7 +497,8 @@ Type mlir::mhc::elementType(MLIRContext *ctx, ::mhc::DType dtype) {
 }
 
 LaunchBuilder &LaunchBuilder::param(const std::string &name) {
-  assert((name == "M" || name == "S" || manifest.buffer(name)) &&
+  [[maybe_unused]] const char *tmap = ::mhc::tensorMapBuffer(name);
+  assert((name == "M" || name == "S" || manifest.buffer(tmap ? tmap : name)) &&
          "unknown buffer");
   params.push_back(name);
   return *this;
@@ -491,6 +557,10 @@ gpu::GPUFuncOp LaunchBuilder::create(OpBuilder &b, gpu::GPUModuleOp module) {
   for (const std::string &p : params) {
     if (p == "M" || p == "S") {
       types.push_back(b.getI64Type());
+      continue;
+    }
+    if (::mhc::tensorMapBuffer(p)) {
+      types.push_back(LLVM::LLVMPointerType::get(ctx));
       continue;
     }
     const ::mhc::BufferDesc *desc = manifest.buffer(p);

@@ -137,21 +137,6 @@ std::pair<Value, Value> halves(KernelBuilder &kb, Value w) {
           arith::BitcastOp::create(kb.b, kb.loc, f32, hi)};
 }
 
-/// The P bf16 parts of phi w at one element (w absent: phi): part 0 is
-/// rn(v), part p the rounded rest after parts 0..p-1; zeros where `valid`
-/// is false (rows past N).
-SmallVector<Value> bf16Parts(KernelBuilder &kb, Value phi, Value w, Value valid,
-                             int64_t P) {
-  Value r = w ? kb.mul(phi, w) : phi;
-  r = kb.select(valid, r, kb.f32(0.0));
-  SmallVector<Value> parts;
-  for (int64_t p = 0; p < P; ++p) {
-    parts.push_back(kb.toType(r, kb.b.getBF16Type()));
-    if (p + 1 < P)
-      r = kb.sub(r, kb.toF32(parts.back()));
-  }
-  return parts;
-}
 
 /// c += A B on the tensor cores: m16n8k16, bf16 operands, f32 accumulators.
 void mmaBf16(KernelBuilder &kb, ArrayRef<Value> a, ArrayRef<Value> b,
@@ -170,6 +155,22 @@ void mmaBf16(KernelBuilder &kb, ArrayRef<Value> a, ArrayRef<Value> b,
 }
 
 } // namespace
+
+/// The P bf16 parts of phi w at one element (w absent: phi): part 0 is
+/// rn(v), part p the rounded rest after parts 0..p-1; zeros where `valid`
+/// is false (rows past N).
+SmallVector<Value> mlir::mhc::bf16Parts(KernelBuilder &kb, Value phi, Value w, Value valid,
+                             int64_t P) {
+  Value r = w ? kb.mul(phi, w) : phi;
+  r = kb.select(valid, r, kb.f32(0.0));
+  SmallVector<Value> parts;
+  for (int64_t p = 0; p < P; ++p) {
+    parts.push_back(kb.toType(r, kb.b.getBF16Type()));
+    if (p + 1 < P)
+      r = kb.sub(r, kb.toF32(parts.back()));
+  }
+  return parts;
+}
 
 bool mlir::mhc::projectForwardIsStaged(const KernelContext &ctx) {
   return stagedShape(ctx).has_value();

@@ -57,6 +57,29 @@ using namespace mlir::mhc;
 using ::mhc::BufferRole;
 using ::mhc::DType;
 
+/// v rounded to tf32 (10 mantissa bits), to nearest: unbiased, unlike the
+/// truncation the tensor core applies to its operands.
+Value mlir::mhc::roundTf32(KernelBuilder &kb, Value v) {
+  Value bits = arith::BitcastOp::create(kb.b, kb.loc, kb.b.getI32Type(), v);
+  Value rounded = arith::AddIOp::create(kb.b, kb.loc, bits, kb.i32(0x1000));
+  Value mask = kb.i32(static_cast<int32_t>(0xFFFFE000u));
+  return arith::BitcastOp::create(kb.b, kb.loc, kb.b.getF32Type(),
+                                  kb.andi(rounded, mask));
+}
+
+int64_t mlir::mhc::tokenShares(double slots, int64_t slices, double mainBytes,
+                               int64_t width) {
+  int64_t shares = 1;
+  double best = 0;
+  for (int64_t s = 1; s <= 64; ++s) {
+    double waves = slices * s / slots;
+    double cost = mainBytes * std::ceil(waves) / waves + 8.0 * s * width;
+    if (s == 1 || cost < best)
+      best = cost, shares = s;
+  }
+  return shares;
+}
+
 namespace {
 
 /// Loads `count` consecutive elements as f32 in accesses of at most 16 bytes.
@@ -72,15 +95,6 @@ SmallVector<Value> loadRun(KernelBuilder &kb, Value mem, Value offset,
   return out;
 }
 
-/// v rounded to tf32 (10 mantissa bits), to nearest: unbiased, unlike the
-/// truncation the tensor core applies to its operands.
-Value roundTf32(KernelBuilder &kb, Value v) {
-  Value bits = arith::BitcastOp::create(kb.b, kb.loc, kb.b.getI32Type(), v);
-  Value rounded = arith::AddIOp::create(kb.b, kb.loc, bits, kb.i32(0x1000));
-  Value mask = kb.i32(static_cast<int32_t>(0xFFFFE000u));
-  return arith::BitcastOp::create(kb.b, kb.loc, kb.b.getF32Type(),
-                                  kb.andi(rounded, mask));
-}
 
 /// v = hi + lo with hi the nearest tf32 value and lo the (rounded) rest:
 /// hi * b + lo * b carries ~21 bits of v.
@@ -376,6 +390,8 @@ static void buildReduce(KernelContext &ctx) {
 }
 
 static LogicalResult buildBackward(KernelContext &ctx) {
+  if (projectBackwardIsWgmma(ctx))
+    return buildProjectBackwardWgmma(ctx);
   const ::mhc::KernelSpec &spec = ctx.spec;
   int64_t N = ctx.N(), K = ctx.K();
   bool hasW = spec.hasWeight;
@@ -421,17 +437,8 @@ static LogicalResult buildBackward(KernelContext &ctx) {
   // same order on every run. Blocks do equal work, so the grid should fill
   // its last wave of resident blocks; more shares cost a larger final sum.
   // Both are weighed for M = 32768 tokens.
-  int64_t shares = 1;
-  {
-    double slots = double(ctx.smCount() * blocksPerSM);
-    double mainBytes = 2.0 * 32768 * K * actBytes, best = 0;
-    for (int64_t s = 1; s <= 64; ++s) {
-      double waves = slices * s / slots;
-      double cost = mainBytes * std::ceil(waves) / waves + 8.0 * s * width;
-      if (s == 1 || cost < best)
-        best = cost, shares = s;
-    }
-  }
+  int64_t shares = tokenShares(double(ctx.smCount() * blocksPerSM), slices,
+                               2.0 * 32768 * K * actBytes, width);
   // Steps (8 tokens each) per run of the two-level sums (precise mode).
   const int64_t run = 8;
 

@@ -24,10 +24,14 @@ const BufferDesc *Manifest::buffer(const std::string &name) const {
   return nullptr;
 }
 
+const char *tensorMapBuffer(const std::string &param) {
+  return param.rfind("tmap:", 0) == 0 ? param.c_str() + 5 : nullptr;
+}
+
 int Manifest::ptxParamCount(const LaunchDesc &launch) {
   int count = 0;
   for (const std::string &p : launch.params)
-    count += (p == "M" || p == "S") ? 1 : 5;
+    count += (p == "M" || p == "S" || tensorMapBuffer(p)) ? 1 : 5;
   return count;
 }
 
@@ -51,7 +55,8 @@ std::string Manifest::toJson() const {
   os << "  \"compiler\": " << quote(compiler) << ",\n";
   os << "  \"ptxas\": " << quote(ptxas) << ",\n";
   os << "  \"abi\": \"buffer = 1-D memref descriptor (ptr, ptr, i64 offset=0, "
-        "i64 size, i64 stride=1), 16-byte aligned; M, S = i64\",\n";
+        "i64 size, i64 stride=1), 16-byte aligned; M, S = i64; "
+        "tmap:<buffer> = CUtensorMap by value (128 bytes)\",\n";
   os << "  \"split\": {\"tokens_per_block\": " << split.tokensPerBlock
      << ", \"target_blocks\": " << split.targetBlocks
      << ", \"max\": " << split.maxSplit
@@ -188,9 +193,11 @@ bool Manifest::fromJson(const std::string &source, Manifest &out,
     if (d.grid.itemsPerToken > 0 && d.grid.itemsPerBlock <= 0)
       ok = false;
     d.dynamicSharedBytes = integer(l.get("dynamic_shared_bytes"), ok);
-    for (const std::string &p : d.params)
-      if (p != "M" && p != "S" && !out.buffer(p))
+    for (const std::string &p : d.params) {
+      const char *tmap = tensorMapBuffer(p);
+      if (p != "M" && p != "S" && !out.buffer(tmap ? tmap : p))
         ok = false;
+    }
     out.launches.push_back(d);
   }
   if (!ok) {

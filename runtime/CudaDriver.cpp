@@ -41,6 +41,8 @@ Driver::Driver() {
   bind(lib, cuFuncSetAttribute, "cuFuncSetAttribute");
   bind(lib, cuLaunchKernel, "cuLaunchKernel");
   bind(lib, cuGetErrorString, "cuGetErrorString");
+  cuTensorMapEncodeTiled = reinterpret_cast<decltype(cuTensorMapEncodeTiled)>(
+      dlsym(lib, "cuTensorMapEncodeTiled"));
   check(cuInit(0), "cuInit");
 }
 

@@ -14,6 +14,45 @@ struct Descriptor {
   void *allocated, *aligned;
   int64_t offset, size, stride;
 };
+// Parameter index of the tensor map of buffer b: kTensorMapBase - b.
+constexpr int kTensorMapBase = -1000;
+// A launch encodes at most this many tensor maps.
+constexpr int kMaxTensorMaps = 4;
+struct alignas(64) TensorMap {
+  unsigned char bytes[128];
+};
+
+// cuda.h's enum values.
+int tensorMapType(DType t) {
+  switch (t) {
+  case DType::F16: return 6;
+  case DType::F32: return 7;
+  case DType::BF16: return 9;
+  }
+  return -1;
+}
+
+/// The "tmap:<buffer>" parameter (Manifest.h): the buffer as [M, perToken]
+/// in boxes of 64 x 64 elements, 128-byte swizzle, zeros past M.
+void encodeTensorMap(TensorMap &map, const BufferDesc &b, void *address,
+                     int64_t M, const std::string &entry) {
+  Driver &d = Driver::get();
+  if (!d.cuTensorMapEncodeTiled)
+    throw Error("mhc: " + entry + " needs cuTensorMapEncodeTiled, which this "
+                "CUDA driver lacks");
+  unsigned long long dims[2] = {static_cast<unsigned long long>(b.elems.perToken),
+                                static_cast<unsigned long long>(M)};
+  unsigned long long strides[1] = {static_cast<unsigned long long>(
+      b.elems.perToken * byteWidth(b.dtype))};
+  unsigned box[2] = {64, 64}, unit[2] = {1, 1};
+  d.check(d.cuTensorMapEncodeTiled(&map, tensorMapType(b.dtype), 2, address,
+                                   dims, strides, box, unit,
+                                   /*INTERLEAVE_NONE*/ 0, /*SWIZZLE_128B*/ 3,
+                                   /*L2_PROMOTION_L2_128B*/ 2,
+                                   /*FLOAT_OOB_FILL_NONE*/ 0),
+          "encoding the tensor map of '" + b.name + "' for " + entry +
+              " (M = " + std::to_string(M) + ")");
+}
 } // namespace
 
 int LoadedKernel::bufferIndex(const std::string &name) const {
@@ -84,8 +123,12 @@ const LoadedKernel &Runtime::kernel(const KernelSpec &spec, int deviceOrdinal) {
                   " bytes of shared memory for " + l.entry);
     kernel->functions.push_back(fn);
     std::vector<int> indices;
-    for (const std::string &p : l.params)
-      indices.push_back(p == "M" ? -1 : p == "S" ? -2 : kernel->bufferIndex(p));
+    for (const std::string &p : l.params) {
+      if (const char *tmap = tensorMapBuffer(p))
+        indices.push_back(kTensorMapBase - kernel->bufferIndex(tmap));
+      else
+        indices.push_back(p == "M" ? -1 : p == "S" ? -2 : kernel->bufferIndex(p));
+    }
     kernel->paramBuffers.push_back(std::move(indices));
   }
   std::lock_guard<std::mutex> lock(mutex);
@@ -113,10 +156,21 @@ void Runtime::launch(const LoadedKernel &kernel, int64_t M, int64_t S,
   for (size_t i = 0; i < count; ++i)
     descriptors[i] = {buffers[i], buffers[i], 0, m.buffers[i].elems.at(M, S), 1};
   void *params[5 * kMaxBuffers + 2];
+  TensorMap maps[kMaxTensorMaps];
   for (size_t li = 0; li < m.launches.size(); ++li) {
     const LaunchDesc &l = m.launches[li];
     size_t np = 0;
+    int nMaps = 0;
     for (int index : kernel.paramBuffers[li]) {
+      if (index <= kTensorMapBase) {
+        int b = kTensorMapBase - index;
+        if (nMaps == kMaxTensorMaps)
+          throw Error("mhc: " + l.entry + " takes more than " +
+                      std::to_string(kMaxTensorMaps) + " tensor maps");
+        encodeTensorMap(maps[nMaps], m.buffers[b], buffers[b], M, l.entry);
+        params[np++] = &maps[nMaps++];
+        continue;
+      }
       if (index == -1) {
         params[np++] = const_cast<int64_t *>(&M);
         continue;

@@ -21,6 +21,7 @@
 // RUN: rm -rf %t.b && mhc-compile --spec 'project.bwd;n=4;act=bf16;param=f32;layout=nc;C=7168;tf32=0;weight=1;arch=sm_90a' -o %t.b && cat %t.b/*.ptx | FileCheck %s --check-prefix=BWDPTX
 // RUN: rm -rf %t.c && mhc-compile --spec 'project.bwd;n=4;act=f32;param=f32;layout=nc;C=7168;tf32=1;weight=0;arch=sm_90a' -o %t.c && cat %t.c/*.ptx | FileCheck %s --check-prefix=BWDRING
 // RUN: rm -rf %t.e && mhc-compile --spec 'project.bwd;n=8;act=bf16;param=f32;layout=cn;C=7168;tf32=1;weight=0;arch=sm_90a' -o %t.e && cat %t.e/*.ptx | FileCheck %s --check-prefix=BWD8
+// RUN: rm -rf %t.w && mhc-compile --spec 'project.bwd;n=8;act=bf16;param=f32;layout=cn;C=7168;tf32=1;weight=1;arch=sm_90a' -o %t.w && cat %t.w/*.ptx | FileCheck %s --check-prefix=BWD8W
 // RUN: mhc-compile --spec 'project.fwd;n=8;act=bf16;param=f32;layout=cn;C=7168;tf32=1;weight=0;arch=sm_90a' --print-ir | FileCheck %s --check-prefix=FWD8
 // RUN: mhc-compile --spec 'project.fwd;n=8;act=bf16;param=f32;layout=cn;C=7168;tf32=1;weight=0;arch=sm_100a' --print-ir | FileCheck %s --check-prefix=FWD8B
 // RUN: rm -rf %t.w8 && mhc-compile --spec 'project.fwd;n=8;act=bf16;param=f32;layout=cn;C=7168;tf32=1;weight=0;arch=sm_90a' -o %t.w8 && cat %t.w8/*.ptx | FileCheck %s --check-prefix=FWD8PTX
@@ -168,16 +169,40 @@
 // bytes of x per token and lane, gh and gms in 16-byte pieces), waited for
 // by group; 68 KB of stages is dynamic shared memory (.extern, sized at
 // launch).
-// n = 8 with tf32: two k-tiles per warp in blocks of four warps, three per SM;
-// a stage takes the 8 x rows and then gh row by row (rows padded to 84
-// floats against bank conflicts): 16 bulk copies at each of the two places
-// that fill a stage (n = 4: 9).
+// n = 8 with tf32 where the wgmma kernel does not apply (here: a norm
+// weight): two k-tiles per warp in blocks of four warps, three per SM; a
+// stage takes the 8 x rows and then gh row by row (rows padded to 84 floats
+// against bank conflicts): 16 bulk copies at each of the two places that
+// fill a stage (n = 4: 9).
+// BWD8W: .entry mhc_project_bwd_n8_{{.*}}_main(
+// BWD8W: .maxntid 128, 1, 1
+// BWD8W: .minnctapersm 3
+// BWD8W-COUNT-32: cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes
+// BWD8W: mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32
+// BWD8W-NOT: cp.async.bulk
+// BWD8W-NOT: atom.
+
+// n = 8, tf32, bf16 x, no weight on sm_90a: the warp-specialised wgmma
+// kernel (ProjectBackwardWgmma.cpp). A pad launch; then two tensor maps by
+// value (grid constants, read in parameter space), one block of three
+// warpgroups per SM: the producer gives registers up and issues TMA tile
+// loads, the consumers take them, multiply (tf32 D, bf16 gphi with B
+// transposed) and store gx by a TMA tile store after a warpgroup barrier.
+// BWD8: .entry mhc_project_bwd_n8_{{.*}}_pad(
 // BWD8: .entry mhc_project_bwd_n8_{{.*}}_main(
-// BWD8: .maxntid 128, 1, 1
-// BWD8: .minnctapersm 3
-// BWD8-COUNT-32: cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes
-// BWD8: mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32
-// BWD8-NOT: cp.async.bulk
+// BWD8-NEXT: .param .align 64 .b8 mhc_project_bwd_n8_{{.*}}_main_param_0[128],
+// BWD8-NEXT: .param .align 64 .b8 mhc_project_bwd_n8_{{.*}}_main_param_1[128],
+// BWD8: .maxntid 384, 1, 1
+// BWD8: .minnctapersm 1
+// BWD8-DAG: cvta.param.u64
+// BWD8-DAG: setmaxnreg.dec.sync.aligned.u32 40
+// BWD8-DAG: cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes
+// BWD8-DAG: setmaxnreg.inc.sync.aligned.u32 232
+// BWD8-DAG: wgmma.mma_async.sync.aligned.m64n64k8.f32.tf32.tf32
+// BWD8-DAG: wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16
+// BWD8-DAG: bar.sync {{%r[0-9]+}}, 128;
+// BWD8-DAG: cp.async.bulk.tensor.2d.global.shared::cta.tile.bulk_group
+// BWD8: .entry mhc_project_bwd_n8_{{.*}}_partials_final(
 // BWD8-NOT: atom.
 
 // BWDRING: .extern .shared .align 16 .b8 __dynamic_shmem__0[];

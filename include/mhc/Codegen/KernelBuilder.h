@@ -160,6 +160,10 @@ public:
   /// layout: core matrices of 8 rows x 16 bytes, `lbo` bytes apart along K
   /// and `sbo` bytes apart along M (or N). `elem` indexes `mem`.
   Value wgmmaDescriptor(Value mem, Value elem, int64_t lbo, int64_t sbo);
+  /// The same for a 128-byte-swizzled layout (TMA's SWIZZLE_128B): rows of
+  /// 128 bytes whose 16-byte pieces are permuted by the row index mod 8;
+  /// the tile must start at a 1024-byte boundary of shared memory.
+  Value wgmmaDescriptorSwizzled(Value mem, Value elem, int64_t lbo, int64_t sbo);
   /// Orders earlier register writes before the next wgmma's reads.
   void wgmmaFence();
   /// Closes the group of wgmma's issued since the last commit.
@@ -171,6 +175,34 @@ public:
   /// bf16 B (16 x N, K-major) at `desc`; acc holds N / 2 values per thread
   /// in the m16n8 accumulator layout of each 8-column block.
   void wgmmaBf16(MutableArrayRef<Value> acc, ArrayRef<Value> a, Value desc);
+  /// The same with B stored N-major (wgmma's transpose-B): bf16 B as [K][N]
+  /// rows, N contiguous.
+  void wgmmaBf16TransB(MutableArrayRef<Value> acc, ArrayRef<Value> a, Value desc);
+  /// acc += A B, tf32 (m64nNk8): A from registers (the four f32 words of
+  /// the m16n8k8 tf32 A fragment), B (8 x N, K-major) at `desc`.
+  void wgmmaTf32(MutableArrayRef<Value> acc, ArrayRef<Value> a, Value desc);
+
+  // TMA tensor copies (sm_90), through a "tmap:" parameter (Manifest.h).
+  /// Copies the box at (col, row) (i32 coordinates) into shared memory at
+  /// `dst`, completing on the mbarrier `bar`.
+  void tensorLoad2d(Value dst, Value map, Value col, Value row, Value bar);
+  /// Stores the box at `src` to (col, row); rows past the tensor are dropped.
+  /// Committed with bulkCommit(); bulkWait() before `src` is rewritten.
+  void tensorStore2d(Value map, Value src, Value col, Value row);
+  void bulkCommit();
+  /// Waits until at most `pending` bulk groups are in flight (`readOnly`:
+  /// until they finished reading their shared memory).
+  void bulkWait(int64_t pending, bool readOnly);
+
+  /// setmaxnreg: the warpgroup's registers per thread go down (or up) to
+  /// `count`; every warp of the warpgroup executes it.
+  void setMaxRegisters(int64_t count, bool increase);
+  /// bar.sync `id` (i32), `threads`: a barrier of some warps (id 0 is
+  /// barrier()'s).
+  void namedBarrier(Value id, int64_t threads);
+  /// Two bf16 values (f32 ones are rounded to nearest even) as one word,
+  /// the first in the low half.
+  Value packBf16x2(Value lo, Value hi);
 };
 
 /// One kernel launch under construction.

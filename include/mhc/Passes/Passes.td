@@ -102,10 +102,14 @@ def KernelNoAlias : Pass<"mhc-kernel-noalias", "::mlir::gpu::GPUModuleOp"> {
     aligned pointer of each memref argument (the second of its five
     parameters) gets `llvm.noalias`: the backend may then move loads above
     stores and read inputs through the non-coherent cache (`ld.global.nc`).
-    Only kernels (`nvvm.kernel`) in modules made by `mhc-generate-kernels`
-    (an `mhc.manifest` attribute) are touched.
+    A tensor-map parameter (`tmap:<buffer>` in the manifest) becomes a
+    128-byte `llvm.byval` argument marked `nvvm.grid_constant`, so that TMA
+    reads it in parameter space. Only kernels (`nvvm.kernel`) in modules
+    made by `mhc-generate-kernels` (an `mhc.manifest` attribute) are touched;
+    the manifest's parameter lists say where each buffer's five parameters
+    start.
   }];
-  let dependentDialects = ["::mlir::LLVM::LLVMDialect"];
+  let dependentDialects = ["::mlir::LLVM::LLVMDialect", "::mlir::NVVM::NVVMDialect"];
 }
 
 def ExternDynamicShared

@@ -54,6 +54,14 @@ public:
                              unsigned, unsigned, unsigned, unsigned, CUstream,
                              void **, void **) = nullptr;
   CUresult (*cuGetErrorString)(CUresult, const char **) = nullptr;
+  /// cuTensorMapEncodeTiled (CUDA 12+), the enums passed as their values;
+  /// null when the driver lacks it (then kernels with tensor maps fail to
+  /// launch with that message).
+  CUresult (*cuTensorMapEncodeTiled)(void *, int, unsigned, void *,
+                                     const unsigned long long *,
+                                     const unsigned long long *,
+                                     const unsigned *, const unsigned *, int,
+                                     int, int, int) = nullptr;
 
 private:
   Driver();

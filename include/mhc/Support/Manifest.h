@@ -107,9 +107,16 @@ struct Resources {
   int sharedBytes = -1;
 };
 
+/// The buffer name of a "tmap:<buffer>" parameter, or null for any other.
+const char *tensorMapBuffer(const std::string &param);
+
 struct LaunchDesc {
   std::string entry;
-  /// Buffer names, "M" and "S", in parameter order.
+  /// Buffer names, "M" and "S", in parameter order; "tmap:<buffer>" is a
+  /// TMA tensor map of that buffer (a 128-byte kernel parameter the runtime
+  /// encodes per launch): the buffer as a 2-D tensor [M, its elements per
+  /// token], boxes of 64 x 64 elements (128-byte rows for 2-byte types),
+  /// 128-byte swizzle, zero fill past M.
   std::vector<std::string> params;
   int block = 256;
   GridRule grid;

@@ -1,0 +1,315 @@
+//===- ProjectBackwardWgmma.cpp - n = 8 projection backward on wgmma ------===//
+//
+// gx = gh phi + (2/K) gms x and gphi = gh^T x for bf16 x, tf32 mode, no
+// weight, on sm_90a, where the mma.sync kernel (ProjectKernels.cpp) is
+// bound by the tensor issue and its per-step structure (n = 8: 80 mixing
+// rows per token, 38% of the copy bandwidth at M = 32768, C = 7168).
+//
+// Launch "pad" copies gh [M, N] into rows of R = N + 4 floats, gms in
+// column N and zero rows up to a multiple of 64 tokens, so that one bulk
+// copy moves a 64-token step's gh (and gms) into shared memory and the
+// lanes' reads below hit distinct banks (R = 20 mod 32).
+//
+// Launch "main": a block per (128 columns, token share), one per SM.
+// Warpgroup 0 gives its registers up (setmaxnreg) and its thread 0 fills
+// a ring of stages: per 64-token step, the two 64-column x tiles by TMA
+// tensor copies (128-byte rows, 128-byte swizzle) and the padded gh rows
+// by one bulk copy, all completing on the stage's "full" mbarrier.
+// Warpgroups 1 and 2 (64 columns each) wait on it and release the stage on
+// its "empty" mbarrier; no block barrier in the loop. Per step:
+//   D [64 tokens x 64 columns] = gh phi: tf32 wgmma m64n64k8, N/8 k-steps,
+//     A = gh (tf32-rounded) from registers, B = phi^T resident in shared
+//     memory (written once per block, K-major core matrices);
+//   gphi [N x 64 columns] += gh^T x: bf16 wgmma m64n64k16 over 16 tokens,
+//     A = gh^T as bf16 hi + lo parts from registers (2^-17 of gh, finer
+//     than tf32; x is exact in bf16), B = the x tile as TMA wrote it
+//     (N-major, transpose-B, swizzled descriptor);
+//   gx = D + (2/K) gms x into a swizzled tile in shared memory, stored by
+//     one TMA tensor store (rows past M dropped).
+// gphi's partial sums per token share go to [shares, N, K], summed in order
+// by the "partials_final" launch: deterministic.
+//
+// H100, n = 8, M = 32768, C = 7168 (the same kernel in CUDA C, main
+// launch): 4047 us against 6445 us for the mma.sync kernel. What each part
+// costs (the probe without it): the products 2.29 ms with the loads alone,
+// the gx stores 3.25 ms without the products; scattered 4-byte gx stores
+// from the accumulators took 5.6 ms, x boxes of 16-byte rows 6.7 ms.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Families.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+
+using namespace mlir;
+using namespace mlir::mhc;
+using ::mhc::BufferRole;
+using ::mhc::DType;
+
+namespace {
+
+constexpr int64_t kTokens = 64;     // tokens per step (wgmma's M)
+constexpr int64_t kCols = 128;      // columns per block, 64 per consumer
+constexpr int64_t kStages = 3;      // ring depth
+constexpr int64_t kOutTiles = 4;    // gx tiles per consumer in flight
+constexpr int64_t kTile = 8192;     // bytes of a [64][64] bf16 tile
+constexpr int64_t kAlign = 1024;    // the swizzle's period in shared memory
+
+} // namespace
+
+bool mlir::mhc::projectBackwardIsWgmma(const KernelContext &ctx) {
+  const ::mhc::KernelSpec &s = ctx.spec;
+  // n = 8 (N = 80): the register budget below (D 32, gphi 64, gh 40) is
+  // sized for it, and it is the case the mma.sync kernel serves worst.
+  return s.arch == "sm_90a" && s.tf32 && s.act == DType::BF16 &&
+         !s.hasWeight && s.n == 8 && ctx.K() % kCols == 0;
+}
+
+LogicalResult mlir::mhc::buildProjectBackwardWgmma(KernelContext &ctx) {
+  const int64_t N = ctx.N(), K = ctx.K();
+  const int64_t R = N + 4;                 // padded gh row (floats)
+  const int64_t kSteps = N / 8;            // D's k-steps
+  const int64_t mTiles = (N + 63) / 64;    // gphi's 64-row tiles
+  const int64_t ghBytes = kTokens * R * 4;
+  const int64_t stageBytes = 2 * kTile + ghBytes;
+  const int64_t phiBytes = 2 * N * 64 * 4; // phi^T per consumer: N x 64 tf32
+  const int64_t outBytes = 2 * kOutTiles * kTile;
+  const int64_t slices = K / kCols;
+  const int64_t shares = tokenShares(double(ctx.smCount()), slices,
+                                     2.0 * 32768 * K * 2, N * K);
+
+  ctx.buffer("gh", DType::F32, BufferRole::Input, {N, 0});
+  ctx.buffer("gms", DType::F32, BufferRole::Input, {1, 0});
+  ctx.buffer("x", DType::BF16, BufferRole::Input, {K, 0});
+  ctx.buffer("phi", ctx.spec.param, BufferRole::Input, {0, N * K});
+  ctx.buffer("gx", DType::BF16, BufferRole::Output, {K, 0});
+  ctx.buffer("gphi", ctx.spec.param, BufferRole::Output, {0, N * K});
+  ctx.buffer("ghp", DType::F32, BufferRole::Workspace, {R, (kTokens - 1) * R});
+  ctx.buffer("partials", DType::F32, BufferRole::Workspace, {0, shares * N * K});
+
+  {
+    LaunchBuilder &l = ctx.launch("pad");
+    l.param("gh").param("gms").param("ghp").param("M").block(256).grid({kTokens, 0});
+    KernelBuilder kb = ctx.begin(l);
+    Value M = l.tokens(), bid = kb.blockId();
+    Value zero = kb.f32(0.0);
+    kb.loop(kb.threadId(), kb.idx(kTokens * R), kb.idx(256), [&](Value e) {
+      Value r = kb.add(kb.mul(bid, kb.idx(kTokens)), kb.div(e, kb.idx(R)));
+      Value j = kb.rem(e, kb.idx(R));
+      Value rc = kb.min(r, kb.sub(M, kb.idx(1)));
+      Value g = kb.load(l.arg("gh"), kb.add(kb.mul(rc, kb.idx(N)), kb.min(j, kb.idx(N - 1))));
+      Value s = kb.load(l.arg("gms"), rc);
+      Value v = kb.select(kb.lt(j, kb.idx(N)), g, kb.select(kb.eq(j, kb.idx(N)), s, zero));
+      kb.store(kb.select(kb.lt(r, M), v, zero), l.arg("ghp"),
+               kb.add(kb.mul(bid, kb.idx(kTokens * R)), e));
+    });
+  }
+
+  {
+    LaunchBuilder &l = ctx.launch("main");
+    l.param("tmap:x").param("tmap:gx").param("ghp").param("phi").param("partials")
+        .param("M").block(384).grid({0, slices * shares})
+        .sharedF32((kAlign + phiBytes + kStages * stageBytes + outBytes) / 4, 128)
+        .sharedI64(2 * kStages)
+        .minBlocksPerSM(1);
+    KernelBuilder kb = ctx.begin(l);
+    Value M = l.tokens();
+    Value tid = kb.threadId(), bid = kb.blockId();
+    Value smem = l.shared(0);
+    BulkRing ring(kb, l.shared(1), kStages, 8);
+    Value slice = kb.rem(bid, kb.idx(slices)), share = kb.div(bid, kb.idx(slices));
+    Value colBase = kb.mul(slice, kb.idx(kCols));
+    Value steps = kb.div(kb.add(M, kb.idx(kTokens - 1)), kb.idx(kTokens));
+    Value per = kb.div(kb.add(steps, kb.idx(shares - 1)), kb.idx(shares));
+    Value s0 = kb.min(kb.mul(share, per), steps);
+    Value count = kb.sub(kb.min(kb.add(s0, per), steps), s0);
+
+    // Float index of the first 1024-byte boundary in the buffer: the
+    // swizzled tiles' pattern follows the shared address.
+    Value addr = LLVM::PtrToIntOp::create(kb.b, kb.loc, kb.b.getI64Type(),
+                                          kb.sharedPtr(smem, kb.idx(0)));
+    Value addrIdx = arith::IndexCastOp::create(kb.b, kb.loc, kb.b.getIndexType(), addr);
+    Value lead = kb.rem(kb.sub(kb.idx(kAlign), kb.rem(addrIdx, kb.idx(kAlign))),
+                        kb.idx(kAlign));
+    Value phiAt = kb.div(lead, kb.idx(4)); // floats
+    auto stageAt = [&](Value st) {         // floats
+      return kb.add(phiAt, kb.add(kb.idx(phiBytes / 4), kb.mul(st, kb.idx(stageBytes / 4))));
+    };
+    Value outAt = kb.add(phiAt, kb.idx((phiBytes + kStages * stageBytes) / 4));
+
+    // phi^T, tf32-rounded, consumer c's (column cc, row j) at byte
+    // c*N*256 + (j/8)*2048 + (cc/8)*256 + ((j%8)/4)*128 + (cc%8)*16 + (j%4)*4:
+    // per k-step of 8 rows, 64 columns of K-major core matrices.
+    kb.loop(tid, kb.idx(N * kCols), kb.idx(384), [&](Value e) {
+      Value j = kb.div(e, kb.idx(kCols)), col = kb.rem(e, kb.idx(kCols));
+      Value c = kb.div(col, kb.idx(64)), cc = kb.rem(col, kb.idx(64));
+      Value byte = kb.add(
+          kb.add(kb.mul(c, kb.idx(N * 256)), kb.mul(kb.div(j, kb.idx(8)), kb.idx(2048))),
+          kb.add(kb.add(kb.mul(kb.div(cc, kb.idx(8)), kb.idx(256)),
+                        kb.mul(kb.div(kb.rem(j, kb.idx(8)), kb.idx(4)), kb.idx(128))),
+                 kb.add(kb.mul(kb.rem(cc, kb.idx(8)), kb.idx(16)),
+                        kb.mul(kb.rem(j, kb.idx(4)), kb.idx(4)))));
+      Value v = kb.toF32(kb.load(l.arg("phi"), kb.add(kb.mul(j, kb.idx(K)), kb.add(colBase, col))));
+      kb.store(roundTf32(kb, v), smem, kb.add(phiAt, kb.div(byte, kb.idx(4))));
+    });
+    kb.fenceProxyAsyncShared(); // the products read phi^T through the async proxy
+    // The mbarriers, then every thread past the phi^T writes.
+    ring.start(kb.idx(0), [](Value, Value) {});
+
+    Value wg = kb.div(tid, kb.idx(128));
+    // Producer: thread 0 of warpgroup 0.
+    kb.when(kb.eq(wg, kb.idx(0)), [&] {
+      kb.setMaxRegisters(40, /*increase=*/false);
+      kb.when(kb.eq(tid, kb.idx(0)), [&] {
+        kb.loop(kb.idx(0), count, kb.idx(1), [&](Value i) {
+          ring.produce(i, [&](Value st) {
+          Value at = stageAt(st), bar = ring.full(st);
+          Value m0 = kb.mul(kb.add(s0, i), kb.idx(kTokens));
+          kb.mbarrierArriveExpectTx(bar, stageBytes);
+          for (int64_t c = 0; c < 2; ++c)
+            kb.tensorLoad2d(kb.sharedPtr(smem, kb.add(at, kb.idx(c * kTile / 4))),
+                            l.arg("tmap:x"),
+                            kb.indexToI32(kb.add(colBase, kb.idx(64 * c))),
+                            kb.indexToI32(m0), bar);
+          kb.bulkCopy(kb.sharedPtr(smem, kb.add(at, kb.idx(2 * kTile / 4))),
+                      kb.globalPtr(l.arg("ghp"), kb.mul(m0, kb.idx(R))), ghBytes, bar);
+          });
+        });
+      });
+    });
+
+    // Consumers: warpgroups 1 and 2.
+    kb.when(kb.lt(kb.idx(0), wg), [&] {
+      kb.setMaxRegisters(232, /*increase=*/true);
+      Value c = kb.sub(wg, kb.idx(1)), ct = kb.rem(tid, kb.idx(128));
+      Value w = kb.div(ct, kb.idx(32)), lane = kb.rem(ct, kb.idx(32));
+      Value g = kb.div(lane, kb.idx(4)), t = kb.rem(lane, kb.idx(4));
+      Value r0 = kb.add(kb.mul(w, kb.idx(16)), g);
+      Value myPhi = kb.add(phiAt, kb.mul(c, kb.idx(N * 64)));
+      Value zero = kb.f32(0.0);
+      Value twoOverK = kb.f32(2.0 / static_cast<double>(K));
+      Value leader = kb.eq(ct, kb.idx(0));
+      Type bf16x2 = VectorType::get({2}, kb.b.getBF16Type());
+      Value colC = kb.add(colBase, kb.mul(c, kb.idx(64)));
+      Value barrierId = kb.indexToI32(wg); // 1 or 2: this warpgroup's barrier
+
+      SmallVector<Value> init(mTiles * 32, zero);
+      SmallVector<Value> total = kb.loop(
+          kb.idx(0), count, kb.idx(1), init, [&](Value i, ValueRange it) {
+            SmallVector<Value> acc(it.begin(), it.end());
+            Value at = stageAt(ring.wait(i));
+            Value xs = kb.add(at, kb.mul(c, kb.idx(kTile / 4)));
+            Value ghs = kb.add(at, kb.idx(2 * kTile / 4));
+            Value m0 = kb.mul(kb.add(s0, i), kb.idx(kTokens));
+            auto gh = [&](Value tok, Value j) {
+              return kb.load(smem, kb.add(ghs, kb.add(kb.mul(tok, kb.idx(R)), j)));
+            };
+            // D = gh phi.
+            SmallVector<Value> d(32, zero);
+            SmallVector<SmallVector<Value>> a;
+            for (int64_t s = 0; s < kSteps; ++s) {
+              Value j = kb.add(kb.idx(8 * s), t);
+              a.push_back({roundTf32(kb, gh(r0, j)),
+                           roundTf32(kb, gh(kb.add(r0, kb.idx(8)), j)),
+                           roundTf32(kb, gh(r0, kb.add(j, kb.idx(4)))),
+                           roundTf32(kb, gh(kb.add(r0, kb.idx(8)), kb.add(j, kb.idx(4))))});
+            }
+            kb.wgmmaFence();
+            for (int64_t s = 0; s < kSteps; ++s)
+              kb.wgmmaTf32(d, a[s], kb.wgmmaDescriptor(smem, kb.add(myPhi, kb.idx(s * 512)), 128, 256));
+            kb.wgmmaCommit();
+            // gphi += gh^T x, 16 tokens at a time.
+            for (int64_t kk = 0; kk < kTokens / 16; ++kk) {
+              SmallVector<SmallVector<Value>> parts; // [mt * 2 + part] -> 4 words
+              for (int64_t mt = 0; mt < mTiles; ++mt) {
+                Value j0 = kb.add(kb.idx(64 * mt), r0), j1 = kb.add(j0, kb.idx(8));
+                std::array<std::array<Value, 2>, 4> v;
+                for (int q = 0; q < 4; ++q) {
+                  Value tk = kb.add(kb.idx(16 * kk + (q & 1) + 8 * (q >> 1)), kb.mul(t, kb.idx(2)));
+                  for (int h = 0; h < 2; ++h) {
+                    Value j = h ? j1 : j0;
+                    Value raw = gh(tk, kb.min(j, kb.idx(N - 1)));
+                    v[q][h] = 64 * mt + 64 <= N ? raw : kb.select(kb.lt(j, kb.idx(N)), raw, zero);
+                  }
+                }
+                SmallVector<Value> hi, lo;
+                for (auto [qa, qb, h] : {std::tuple{0, 1, 0}, std::tuple{0, 1, 1},
+                                         std::tuple{2, 3, 0}, std::tuple{2, 3, 1}}) {
+                  SmallVector<Value> pa = bf16Parts(kb, v[qa][h], Value(), kb.boolean(true), 2);
+                  SmallVector<Value> pb = bf16Parts(kb, v[qb][h], Value(), kb.boolean(true), 2);
+                  hi.push_back(kb.packBf16x2(pa[0], pb[0]));
+                  lo.push_back(kb.packBf16x2(pa[1], pb[1]));
+                }
+                parts.push_back(hi);
+                parts.push_back(lo);
+              }
+              Value bd = kb.wgmmaDescriptorSwizzled(smem, kb.add(xs, kb.idx(kk * 512)), kTile, 1024);
+              kb.wgmmaFence();
+              for (int64_t mt = 0; mt < mTiles; ++mt)
+                for (int64_t p = 0; p < 2; ++p)
+                  kb.wgmmaBf16TransB(MutableArrayRef<Value>(acc).slice(32 * mt, 32),
+                                     parts[2 * mt + p], bd);
+              kb.wgmmaCommit();
+              kb.wgmmaWait(1); // kk = 0: D is done; later: the previous gphi group
+              if (kk != 0)
+                continue;
+              // gx through a swizzled tile (the x tile's layout: no bank
+              // conflicts), then one tensor store.
+              Value o = kb.add(outAt, kb.add(kb.mul(c, kb.idx(kOutTiles * kTile / 4)),
+                                             kb.mul(kb.rem(i, kb.idx(kOutTiles)), kb.idx(kTile / 4))));
+              kb.when(leader, [&] { kb.bulkWait(kOutTiles - 1, /*readOnly=*/true); });
+              kb.namedBarrier(barrierId, 128);
+              for (int64_t h = 0; h < 2; ++h) {
+                Value m = kb.add(r0, kb.idx(8 * h));
+                Value gm = kb.mul(gh(m, kb.idx(N)), twoOverK);
+                Value sw = kb.rem(m, kb.idx(8));
+                for (int64_t i8 = 0; i8 < 8; ++i8) {
+                  Value chunk = arith::XOrIOp::create(kb.b, kb.loc, kb.idx(i8), sw);
+                  Value byte = kb.add(kb.mul(m, kb.idx(128)),
+                                      kb.add(kb.mul(chunk, kb.idx(16)), kb.mul(t, kb.idx(4))));
+                  Value f = kb.div(byte, kb.idx(4));
+                  Value xv = kb.toF32(LLVM::LoadOp::create(kb.b, kb.loc, bf16x2,
+                                                           kb.sharedPtr(smem, kb.add(xs, f)), 4));
+                  Value v0 = kb.fma(gm, kb.extract(xv, 0), d[4 * i8 + 2 * h]);
+                  Value v1 = kb.fma(gm, kb.extract(xv, 1), d[4 * i8 + 2 * h + 1]);
+                  Value out = kb.vector({kb.toType(v0, kb.b.getBF16Type()),
+                                         kb.toType(v1, kb.b.getBF16Type())});
+                  LLVM::StoreOp::create(kb.b, kb.loc, out, kb.sharedPtr(smem, kb.add(o, f)), 4);
+                }
+              }
+              kb.fenceProxyAsyncShared();
+              kb.namedBarrier(barrierId, 128);
+              kb.when(leader, [&] {
+                kb.tensorStore2d(l.arg("tmap:gx"), kb.sharedPtr(smem, o),
+                                 kb.indexToI32(colC), kb.indexToI32(m0));
+                kb.bulkCommit();
+              });
+            }
+            kb.wgmmaWait(0);
+            ring.release(i, lane);
+            return acc;
+          });
+      kb.when(leader, [&] { kb.bulkWait(0, /*readOnly=*/false); });
+      // gphi[j][colC + 8 i8 + 2t + e] = total[32 mt + 4 i8 + 2h + e], j = 64 mt + r0 + 8h.
+      Value base = kb.mul(share, kb.idx(N * K));
+      for (int64_t mt = 0; mt < mTiles; ++mt)
+        for (int64_t h = 0; h < 2; ++h) {
+          Value j = kb.add(kb.idx(64 * mt + 8 * h), r0);
+          auto write = [&] {
+            for (int64_t i8 = 0; i8 < 8; ++i8)
+              kb.storeFrom({total[32 * mt + 4 * i8 + 2 * h], total[32 * mt + 4 * i8 + 2 * h + 1]},
+                           l.arg("partials"),
+                           kb.add(base, kb.add(kb.mul(j, kb.idx(K)),
+                                               kb.add(colC, kb.add(kb.idx(8 * i8), kb.mul(t, kb.idx(2)))))));
+          };
+          if (64 * mt + 64 <= N)
+            write();
+          else
+            kb.when(kb.lt(j, kb.idx(N)), write);
+        }
+    });
+  }
+  emitColumnSumFinal(ctx, "partials", N * K, {{"gphi", N * K}}, shares);
+  return success();
+}
