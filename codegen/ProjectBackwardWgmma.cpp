@@ -29,11 +29,13 @@
 // gphi's partial sums per token share go to [shares, N, K], summed in order
 // by the "partials_final" launch: deterministic.
 //
-// H100, n = 8, M = 32768, C = 7168 (the same kernel in CUDA C, main
-// launch): 4047 us against 6445 us for the mma.sync kernel. What each part
-// costs (the probe without it): the products 2.29 ms with the loads alone,
-// the gx stores 3.25 ms without the products; scattered 4-byte gx stores
-// from the accumulators took 5.6 ms, x boxes of 16-byte rows 6.7 ms.
+// H100, n = 8, M = 32768, C = 7168, main launch: 3979 us against 6445 us
+// for the mma.sync kernel (M = 8192, C = 4096: 584 against 921 us). What
+// each part costs, from the same kernel in CUDA C without it: the loads
+// and products alone 2.29 ms, the loads and gx stores alone 3.25 ms;
+// scattered 4-byte gx stores from the accumulators took 5.6 ms, gms read
+// from global memory in the store path 5.6 -> 4.3 ms, x boxes of 16-byte
+// rows 6.7 ms, x copied by a producer warp with cp.async 5.3 ms.
 //
 //===----------------------------------------------------------------------===//
 
@@ -164,16 +166,16 @@ LogicalResult mlir::mhc::buildProjectBackwardWgmma(KernelContext &ctx) {
       kb.when(kb.eq(tid, kb.idx(0)), [&] {
         kb.loop(kb.idx(0), count, kb.idx(1), [&](Value i) {
           ring.produce(i, [&](Value st) {
-          Value at = stageAt(st), bar = ring.full(st);
-          Value m0 = kb.mul(kb.add(s0, i), kb.idx(kTokens));
-          kb.mbarrierArriveExpectTx(bar, stageBytes);
-          for (int64_t c = 0; c < 2; ++c)
-            kb.tensorLoad2d(kb.sharedPtr(smem, kb.add(at, kb.idx(c * kTile / 4))),
-                            l.arg("tmap:x"),
-                            kb.indexToI32(kb.add(colBase, kb.idx(64 * c))),
-                            kb.indexToI32(m0), bar);
-          kb.bulkCopy(kb.sharedPtr(smem, kb.add(at, kb.idx(2 * kTile / 4))),
-                      kb.globalPtr(l.arg("ghp"), kb.mul(m0, kb.idx(R))), ghBytes, bar);
+            Value at = stageAt(st), bar = ring.full(st);
+            Value m0 = kb.mul(kb.add(s0, i), kb.idx(kTokens));
+            kb.mbarrierArriveExpectTx(bar, stageBytes);
+            for (int64_t c = 0; c < 2; ++c)
+              kb.tensorLoad2d(kb.sharedPtr(smem, kb.add(at, kb.idx(c * kTile / 4))),
+                              l.arg("tmap:x"),
+                              kb.indexToI32(kb.add(colBase, kb.idx(64 * c))),
+                              kb.indexToI32(m0), bar);
+            kb.bulkCopy(kb.sharedPtr(smem, kb.add(at, kb.idx(2 * kTile / 4))),
+                        kb.globalPtr(l.arg("ghp"), kb.mul(m0, kb.idx(R))), ghBytes, bar);
           });
         });
       });
