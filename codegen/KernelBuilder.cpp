@@ -473,6 +473,21 @@ void KernelBuilder::namedBarrier(Value id, int64_t threads) {
   NVVM::BarrierOp::create(b, loc, TypeRange{}, id, i32(threads),
                           NVVM::BarrierReductionAttr(), Value());
 }
+SmallVector<Value> KernelBuilder::ldmatrix4(Value ptr, bool trans) {
+  MLIRContext *ctx = b.getContext();
+  Type word = b.getI32Type();
+  auto type = LLVM::LLVMStructType::getLiteral(ctx, {word, word, word, word});
+  auto op = NVVM::LdMatrixOp::create(
+      b, loc, type, ptr, b.getI32IntegerAttr(4),
+      NVVM::MMALayoutAttr::get(ctx, trans ? NVVM::MMALayout::col : NVVM::MMALayout::row),
+      NVVM::LdStMatrixShapeAttr::get(ctx, 8, 8),
+      NVVM::LdStMatrixEltTypeAttr::get(ctx, NVVM::LdStMatrixEltType::B16));
+  SmallVector<Value> words;
+  for (int64_t i = 0; i < 4; ++i)
+    words.push_back(LLVM::ExtractValueOp::create(b, loc, op.getRes(), ArrayRef<int64_t>{i}));
+  return words;
+}
+
 Value KernelBuilder::packBf16x2(Value lo, Value hi) {
   auto bf16 = [&](Value v) { return v.getType().isBF16() ? v : toType(v, b.getBF16Type()); };
   Value v = vector::FromElementsOp::create(

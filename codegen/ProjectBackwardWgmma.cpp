@@ -5,25 +5,26 @@
 // bound by the tensor issue and its per-step structure (n = 8: 80 mixing
 // rows per token, 38% of the copy bandwidth at M = 32768, C = 7168).
 //
-// Launch "pad" copies gh [M, N] into rows of R = N + 4 floats, gms in
-// column N and zero rows up to a multiple of 64 tokens, so that one bulk
-// copy moves a 64-token step's gh (and gms) into shared memory and the
-// lanes' reads below hit distinct banks (R = 20 mod 32).
+// Launch "pad" writes each 64-token step's gh as one image that a single
+// bulk copy moves into shared memory: [64][N + 4] f32 rows, gh rounded to
+// tf32 (gms in column N) for D's A, and gh's bf16 hi and lo parts as
+// [64][N + 8] planes for gphi's A; the row lengths put the eight rows of
+// each ldmatrix on distinct banks.
 //
 // Launch "main": a block per (128 columns, token share), one per SM.
 // Warpgroup 0 gives its registers up (setmaxnreg) and its thread 0 fills
-// a ring of stages: per 64-token step, the two 64-column x tiles by TMA
-// tensor copies (128-byte rows, 128-byte swizzle) and the padded gh rows
-// by one bulk copy, all completing on the stage's "full" mbarrier.
-// Warpgroups 1 and 2 (64 columns each) wait on it and release the stage on
-// its "empty" mbarrier; no block barrier in the loop. Per step:
+// a ring of two stages: per step, the two 64-column x tiles by TMA tensor
+// copies (128-byte rows, 128-byte swizzle) and the gh image by one bulk
+// copy, all completing on the stage's "full" mbarrier. Warpgroups 1 and 2
+// (64 columns each) wait on it and release the stage on its "empty"
+// mbarrier; no block barrier in the loop. Per step:
 //   D [64 tokens x 64 columns] = gh phi: tf32 wgmma m64n64k8, N/8 k-steps,
-//     A = gh (tf32-rounded) from registers, B = phi^T resident in shared
-//     memory (written once per block, K-major core matrices);
+//     A = gh's rows by ldmatrix, B = phi^T resident in shared memory
+//     (written once per block, K-major core matrices);
 //   gphi [N x 64 columns] += gh^T x: bf16 wgmma m64n64k16 over 16 tokens,
-//     A = gh^T as bf16 hi + lo parts from registers (2^-17 of gh, finer
-//     than tf32; x is exact in bf16), B = the x tile as TMA wrote it
-//     (N-major, transpose-B, swizzled descriptor);
+//     A = gh^T's hi and lo parts by transposing ldmatrix (2^-17 of gh,
+//     finer than tf32; x is exact in bf16), B = the x tile as TMA wrote it
+//     (N-major, transpose-B, swizzled descriptor); two k-steps per group;
 //   gx = D + (2/K) gms x into a swizzled tile in shared memory, stored by
 //     one TMA tensor store (rows past M dropped).
 // gphi's partial sums per token share go to [shares, N, K], summed in order
@@ -53,7 +54,7 @@ namespace {
 
 constexpr int64_t kTokens = 64;     // tokens per step (wgmma's M)
 constexpr int64_t kCols = 128;      // columns per block, 64 per consumer
-constexpr int64_t kStages = 3;      // ring depth
+constexpr int64_t kStages = 2;      // ring depth (shared memory allows two)
 constexpr int64_t kOutTiles = 4;    // gx tiles per consumer in flight
 constexpr int64_t kTile = 8192;     // bytes of a [64][64] bf16 tile
 constexpr int64_t kAlign = 1024;    // the swizzle's period in shared memory
@@ -70,10 +71,17 @@ bool mlir::mhc::projectBackwardIsWgmma(const KernelContext &ctx) {
 
 LogicalResult mlir::mhc::buildProjectBackwardWgmma(KernelContext &ctx) {
   const int64_t N = ctx.N(), K = ctx.K();
-  const int64_t R = N + 4;                 // padded gh row (floats)
+  // A step's gh image (the pad launch): [64][R] f32 rows (gh rounded to
+  // tf32, gms in column N) for D's A, then gh's bf16 hi and lo parts as
+  // [64][P] planes for gphi's A (read transposed by ldmatrix). Rows of R =
+  // 84 floats (20 words mod 32) and P = 88 bf16 (12 words mod 32) put the
+  // eight rows of an ldmatrix on distinct banks.
+  const int64_t R = N + 4, P = N + 8;
   const int64_t kSteps = N / 8;            // D's k-steps
   const int64_t mTiles = (N + 63) / 64;    // gphi's 64-row tiles
-  const int64_t ghBytes = kTokens * R * 4;
+  const int64_t rowsBytes = kTokens * R * 4, planeBytes = kTokens * P * 2;
+  const int64_t ghBytes = rowsBytes + 2 * planeBytes;
+  const int64_t stepFloats = ghBytes / 4;
   const int64_t stageBytes = 2 * kTile + ghBytes;
   const int64_t phiBytes = 2 * N * 64 * 4; // phi^T per consumer: N x 64 tf32
   const int64_t outBytes = 2 * kOutTiles * kTile;
@@ -87,7 +95,8 @@ LogicalResult mlir::mhc::buildProjectBackwardWgmma(KernelContext &ctx) {
   ctx.buffer("phi", ctx.spec.param, BufferRole::Input, {0, N * K});
   ctx.buffer("gx", DType::BF16, BufferRole::Output, {K, 0});
   ctx.buffer("gphi", ctx.spec.param, BufferRole::Output, {0, N * K});
-  ctx.buffer("ghp", DType::F32, BufferRole::Workspace, {R, (kTokens - 1) * R});
+  ctx.buffer("ghp", DType::F32, BufferRole::Workspace,
+             {stepFloats / kTokens, (kTokens - 1) * stepFloats / kTokens});
   ctx.buffer("partials", DType::F32, BufferRole::Workspace, {0, shares * N * K});
 
   {
@@ -96,15 +105,32 @@ LogicalResult mlir::mhc::buildProjectBackwardWgmma(KernelContext &ctx) {
     KernelBuilder kb = ctx.begin(l);
     Value M = l.tokens(), bid = kb.blockId();
     Value zero = kb.f32(0.0);
+    Value last = kb.sub(M, kb.idx(1)), image = kb.mul(bid, kb.idx(stepFloats));
+    auto ghAt = [&](Value r, Value j) { // gh[r][j], 0 past M or N
+      Value g = kb.load(l.arg("gh"), kb.add(kb.mul(kb.min(r, last), kb.idx(N)),
+                                            kb.min(j, kb.idx(N - 1))));
+      return kb.select(kb.andi(kb.lt(r, M), kb.lt(j, kb.idx(N))), g, zero);
+    };
     kb.loop(kb.threadId(), kb.idx(kTokens * R), kb.idx(256), [&](Value e) {
       Value r = kb.add(kb.mul(bid, kb.idx(kTokens)), kb.div(e, kb.idx(R)));
       Value j = kb.rem(e, kb.idx(R));
-      Value rc = kb.min(r, kb.sub(M, kb.idx(1)));
-      Value g = kb.load(l.arg("gh"), kb.add(kb.mul(rc, kb.idx(N)), kb.min(j, kb.idx(N - 1))));
-      Value s = kb.load(l.arg("gms"), rc);
-      Value v = kb.select(kb.lt(j, kb.idx(N)), g, kb.select(kb.eq(j, kb.idx(N)), s, zero));
-      kb.store(kb.select(kb.lt(r, M), v, zero), l.arg("ghp"),
-               kb.add(kb.mul(bid, kb.idx(kTokens * R)), e));
+      Value s = kb.select(kb.lt(r, M), kb.load(l.arg("gms"), kb.min(r, last)), zero);
+      Value v = kb.select(kb.lt(j, kb.idx(N)), roundTf32(kb, ghAt(r, j)),
+                          kb.select(kb.eq(j, kb.idx(N)), s, zero));
+      kb.store(v, l.arg("ghp"), kb.add(image, e));
+    });
+    // The planes, a word (two columns) per item.
+    kb.loop(kb.threadId(), kb.idx(kTokens * P / 2), kb.idx(256), [&](Value e) {
+      Value r = kb.add(kb.mul(bid, kb.idx(kTokens)), kb.div(e, kb.idx(P / 2)));
+      Value j = kb.mul(kb.rem(e, kb.idx(P / 2)), kb.idx(2));
+      SmallVector<Value> p0 = bf16Parts(kb, ghAt(r, j), Value(), kb.boolean(true), 2);
+      SmallVector<Value> p1 = bf16Parts(kb, ghAt(r, kb.add(j, kb.idx(1))), Value(), kb.boolean(true), 2);
+      for (int64_t part = 0; part < 2; ++part) {
+        Value word = arith::BitcastOp::create(kb.b, kb.loc, kb.b.getF32Type(),
+                                              kb.packBf16x2(p0[part], p1[part]));
+        kb.store(word, l.arg("ghp"),
+                 kb.add(image, kb.add(kb.idx((rowsBytes + part * planeBytes) / 4), e)));
+      }
     });
   }
 
@@ -175,7 +201,7 @@ LogicalResult mlir::mhc::buildProjectBackwardWgmma(KernelContext &ctx) {
                               kb.indexToI32(kb.add(colBase, kb.idx(64 * c))),
                               kb.indexToI32(m0), bar);
             kb.bulkCopy(kb.sharedPtr(smem, kb.add(at, kb.idx(2 * kTile / 4))),
-                        kb.globalPtr(l.arg("ghp"), kb.mul(m0, kb.idx(R))), ghBytes, bar);
+                        kb.globalPtr(l.arg("ghp"), kb.mul(kb.add(s0, i), kb.idx(stepFloats))), ghBytes, bar);
           });
         });
       });
@@ -209,42 +235,39 @@ LogicalResult mlir::mhc::buildProjectBackwardWgmma(KernelContext &ctx) {
             };
             // D = gh phi.
             SmallVector<Value> d(32, zero);
+            // D's A (rounded in the pad launch): lane l reads row (l & 7) +
+            // 8 ((l >> 3) & 1) of the warp's 16 tokens, columns 8s + 4 (l >> 4).
+            Value aRow = kb.add(kb.mul(w, kb.idx(16)),
+                                kb.add(kb.mul(kb.rem(kb.div(lane, kb.idx(8)), kb.idx(2)), kb.idx(8)),
+                                       kb.rem(lane, kb.idx(8))));
+            Value aAt = kb.add(ghs, kb.add(kb.mul(aRow, kb.idx(R)),
+                                           kb.mul(kb.div(lane, kb.idx(16)), kb.idx(4))));
             SmallVector<SmallVector<Value>> a;
-            for (int64_t s = 0; s < kSteps; ++s) {
-              Value j = kb.add(kb.idx(8 * s), t);
-              a.push_back({roundTf32(kb, gh(r0, j)),
-                           roundTf32(kb, gh(kb.add(r0, kb.idx(8)), j)),
-                           roundTf32(kb, gh(r0, kb.add(j, kb.idx(4)))),
-                           roundTf32(kb, gh(kb.add(r0, kb.idx(8)), kb.add(j, kb.idx(4))))});
-            }
+            for (int64_t s = 0; s < kSteps; ++s)
+              a.push_back(kb.ldmatrix4(kb.sharedPtr(smem, kb.add(aAt, kb.idx(8 * s))), false));
             kb.wgmmaFence();
             for (int64_t s = 0; s < kSteps; ++s)
               kb.wgmmaTf32(d, a[s], kb.wgmmaDescriptor(smem, kb.add(myPhi, kb.idx(s * 512)), 128, 256));
             kb.wgmmaCommit();
             // gphi += gh^T x, 16 tokens at a time.
             for (int64_t kk = 0; kk < kTokens / 16; ++kk) {
+              // gphi's A = gh^T (rows j, 16 tokens), both parts, by
+              // transposing ldmatrix from the planes: lane l reads token
+              // 16kk + 8 (l >> 4) + (l & 7), columns jw.. jw + 7. Rows past
+              // N repeat valid rows; their products are dropped.
               SmallVector<SmallVector<Value>> parts; // [mt * 2 + part] -> 4 words
+              Value tk = kb.add(kb.idx(16 * kk),
+                                kb.add(kb.mul(kb.div(lane, kb.idx(16)), kb.idx(8)), kb.rem(lane, kb.idx(8))));
               for (int64_t mt = 0; mt < mTiles; ++mt) {
-                Value j0 = kb.add(kb.idx(64 * mt), r0), j1 = kb.add(j0, kb.idx(8));
-                std::array<std::array<Value, 2>, 4> v;
-                for (int q = 0; q < 4; ++q) {
-                  Value tk = kb.add(kb.idx(16 * kk + (q & 1) + 8 * (q >> 1)), kb.mul(t, kb.idx(2)));
-                  for (int h = 0; h < 2; ++h) {
-                    Value j = h ? j1 : j0;
-                    Value raw = gh(tk, kb.min(j, kb.idx(N - 1)));
-                    v[q][h] = 64 * mt + 64 <= N ? raw : kb.select(kb.lt(j, kb.idx(N)), raw, zero);
-                  }
-                }
-                SmallVector<Value> hi, lo;
-                for (auto [qa, qb, h] : {std::tuple{0, 1, 0}, std::tuple{0, 1, 1},
-                                         std::tuple{2, 3, 0}, std::tuple{2, 3, 1}}) {
-                  SmallVector<Value> pa = bf16Parts(kb, v[qa][h], Value(), kb.boolean(true), 2);
-                  SmallVector<Value> pb = bf16Parts(kb, v[qb][h], Value(), kb.boolean(true), 2);
-                  hi.push_back(kb.packBf16x2(pa[0], pb[0]));
-                  lo.push_back(kb.packBf16x2(pa[1], pb[1]));
-                }
-                parts.push_back(hi);
-                parts.push_back(lo);
+                Value jw = kb.min(kb.add(kb.idx(64 * mt),
+                                         kb.add(kb.mul(w, kb.idx(16)),
+                                                kb.mul(kb.rem(kb.div(lane, kb.idx(8)), kb.idx(2)), kb.idx(8)))),
+                                  kb.idx(N - 8));
+                Value at = kb.add(kb.add(ghs, kb.idx(rowsBytes / 4)),
+                                  kb.div(kb.add(kb.mul(tk, kb.idx(P)), jw), kb.idx(2)));
+                for (int64_t part = 0; part < 2; ++part)
+                  parts.push_back(kb.ldmatrix4(
+                      kb.sharedPtr(smem, kb.add(at, kb.idx(part * planeBytes / 4))), true));
               }
               Value bd = kb.wgmmaDescriptorSwizzled(smem, kb.add(xs, kb.idx(kk * 512)), kTile, 1024);
               kb.wgmmaFence();
@@ -252,9 +275,13 @@ LogicalResult mlir::mhc::buildProjectBackwardWgmma(KernelContext &ctx) {
                 for (int64_t p = 0; p < 2; ++p)
                   kb.wgmmaBf16TransB(MutableArrayRef<Value>(acc).slice(32 * mt, 32),
                                      parts[2 * mt + p], bd);
+              // Two k-steps per group: after the first, D is done (epilogue);
+              // after the second, the first group.
+              if (kk % 2 == 0)
+                continue;
               kb.wgmmaCommit();
-              kb.wgmmaWait(1); // kk = 0: D is done; later: the previous gphi group
-              if (kk != 0)
+              kb.wgmmaWait(1);
+              if (kk != 1)
                 continue;
               // gx through a swizzled tile (the x tile's layout: no bank
               // conflicts), then one tensor store.

@@ -200,6 +200,10 @@ public:
   /// bar.sync `id` (i32), `threads`: a barrier of some warps (id 0 is
   /// barrier()'s).
   void namedBarrier(Value id, int64_t threads);
+  /// ldmatrix .x4 (b16, 8x8): lane l gives the shared address of row l % 8 of
+  /// matrix l / 8; each lane gets its four words (of matrices 0..3), the
+  /// mma A/B fragment layout; `trans` transposes each matrix.
+  SmallVector<Value> ldmatrix4(Value ptr, bool trans);
   /// Two bf16 values (f32 ones are rounded to nearest even) as one word,
   /// the first in the low half.
   Value packBf16x2(Value lo, Value hi);
