@@ -30,13 +30,14 @@
 // gphi's partial sums per token share go to [shares, N, K], summed in order
 // by the "partials_final" launch: deterministic.
 //
-// H100, n = 8, M = 32768, C = 7168, main launch: 3979 us against 6445 us
-// for the mma.sync kernel (M = 8192, C = 4096: 584 against 921 us). What
+// H100, n = 8, M = 32768, C = 7168, main launch: 3654 us against 6445 us
+// for the mma.sync kernel (M = 8192, C = 4096: 524 against 921 us). What
 // each part costs, from the same kernel in CUDA C without it: the loads
-// and products alone 2.29 ms, the loads and gx stores alone 3.25 ms;
-// scattered 4-byte gx stores from the accumulators took 5.6 ms, gms read
-// from global memory in the store path 5.6 -> 4.3 ms, x boxes of 16-byte
-// rows 6.7 ms, x copied by a producer warp with cp.async 5.3 ms.
+// and products alone 2.27 ms, the loads and gx stores alone 2.88 ms; the
+// fragments by shared loads and conversions instead of ldmatrix 4.05 ms;
+// scattered 4-byte gx stores from the accumulators 5.6 ms, gms read from
+// global memory in the store path 5.6 -> 4.3 ms, x boxes of 16-byte rows
+// 6.7 ms, x copied by a producer warp with cp.async 5.3 ms.
 //
 //===----------------------------------------------------------------------===//
 
