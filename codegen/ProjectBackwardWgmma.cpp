@@ -13,7 +13,7 @@
 //
 // Launch "main": a block per (128 columns, token share), one per SM.
 // Warpgroup 0 gives its registers up (setmaxnreg) and its thread 0 fills
-// a ring of two stages: per step, the two 64-column x tiles by TMA tensor
+// a ring of stages (two for n = 8, three for n = 6): per step, the two 64-column x tiles by TMA tensor
 // copies (128-byte rows, 128-byte swizzle) and the gh image by one bulk
 // copy, all completing on the stage's "full" mbarrier. Warpgroups 1 and 2
 // (64 columns each) wait on it and release the stage on its "empty"
@@ -55,7 +55,7 @@ namespace {
 
 constexpr int64_t kTokens = 64;     // tokens per step (wgmma's M)
 constexpr int64_t kCols = 128;      // columns per block, 64 per consumer
-constexpr int64_t kStages = 2;      // ring depth (shared memory allows two)
+constexpr int64_t kMaxStages = 4;   // ring depth: as many as shared memory holds
 constexpr int64_t kOutTiles = 4;    // gx tiles per consumer in flight
 constexpr int64_t kTile = 8192;     // bytes of a [64][64] bf16 tile
 constexpr int64_t kAlign = 1024;    // the swizzle's period in shared memory
@@ -64,10 +64,11 @@ constexpr int64_t kAlign = 1024;    // the swizzle's period in shared memory
 
 bool mlir::mhc::projectBackwardIsWgmma(const KernelContext &ctx) {
   const ::mhc::KernelSpec &s = ctx.spec;
-  // n = 8 (N = 80): the register budget below (D 32, gphi 64, gh 40) is
-  // sized for it, and it is the case the mma.sync kernel serves worst.
+  // n = 6 and 8 (N = 48, 80): N a multiple of 8 (D's k-steps), and the
+  // registers (D 32, gphi 32 per 64-row tile, D's A N/2) fit; the row
+  // lengths below keep ldmatrix's rows on distinct banks for both.
   return s.arch == "sm_90a" && s.tf32 && s.act == DType::BF16 &&
-         !s.hasWeight && s.n == 8 && ctx.K() % kCols == 0;
+         !s.hasWeight && (s.n == 6 || s.n == 8) && ctx.K() % kCols == 0;
 }
 
 LogicalResult mlir::mhc::buildProjectBackwardWgmma(KernelContext &ctx) {
@@ -75,8 +76,9 @@ LogicalResult mlir::mhc::buildProjectBackwardWgmma(KernelContext &ctx) {
   // A step's gh image (the pad launch): [64][R] f32 rows (gh rounded to
   // tf32, gms in column N) for D's A, then gh's bf16 hi and lo parts as
   // [64][P] planes for gphi's A (read transposed by ldmatrix). Rows of R =
-  // 84 floats (20 words mod 32) and P = 88 bf16 (12 words mod 32) put the
-  // eight rows of an ldmatrix on distinct banks.
+  // N + 4 floats (84 and 52: 20 words mod 32) and P = N + 8 bf16 (44 and
+  // 28 words) put the eight rows of an ldmatrix on distinct banks; the
+  // stage stays a multiple of 1024 bytes (R + P = 0 mod 4).
   const int64_t R = N + 4, P = N + 8;
   const int64_t kSteps = N / 8;            // D's k-steps
   const int64_t mTiles = (N + 63) / 64;    // gphi's 64-row tiles
@@ -86,6 +88,10 @@ LogicalResult mlir::mhc::buildProjectBackwardWgmma(KernelContext &ctx) {
   const int64_t stageBytes = 2 * kTile + ghBytes;
   const int64_t phiBytes = 2 * N * 64 * 4; // phi^T per consumer: N x 64 tf32
   const int64_t outBytes = 2 * kOutTiles * kTile;
+  int64_t kStages = kMaxStages;
+  while (kStages > 2 && kAlign + phiBytes + kStages * stageBytes + outBytes + 16 * kStages >
+                            LaunchBuilder::sharedLimit(ctx.spec.arch))
+    --kStages;
   const int64_t slices = K / kCols;
   const int64_t shares = tokenShares(double(ctx.smCount()), slices,
                                      2.0 * 32768 * K * 2, N * K);

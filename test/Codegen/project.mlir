@@ -21,6 +21,7 @@
 // RUN: rm -rf %t.b && mhc-compile --spec 'project.bwd;n=4;act=bf16;param=f32;layout=nc;C=7168;tf32=0;weight=1;arch=sm_90a' -o %t.b && cat %t.b/*.ptx | FileCheck %s --check-prefix=BWDPTX
 // RUN: rm -rf %t.c && mhc-compile --spec 'project.bwd;n=4;act=f32;param=f32;layout=nc;C=7168;tf32=1;weight=0;arch=sm_90a' -o %t.c && cat %t.c/*.ptx | FileCheck %s --check-prefix=BWDRING
 // RUN: rm -rf %t.e && mhc-compile --spec 'project.bwd;n=8;act=bf16;param=f32;layout=cn;C=7168;tf32=1;weight=0;arch=sm_90a' -o %t.e && cat %t.e/*.ptx | FileCheck %s --check-prefix=BWD8
+// RUN: rm -rf %t.s && mhc-compile --spec 'project.bwd;n=6;act=bf16;param=f32;layout=nc;C=4096;tf32=1;weight=0;arch=sm_90a' -o %t.s && cat %t.s/*.ptx | FileCheck %s --check-prefix=BWD6
 // RUN: rm -rf %t.w && mhc-compile --spec 'project.bwd;n=8;act=bf16;param=f32;layout=cn;C=7168;tf32=1;weight=1;arch=sm_90a' -o %t.w && cat %t.w/*.ptx | FileCheck %s --check-prefix=BWD8W
 // RUN: mhc-compile --spec 'project.fwd;n=8;act=bf16;param=f32;layout=cn;C=7168;tf32=1;weight=0;arch=sm_90a' --print-ir | FileCheck %s --check-prefix=FWD8
 // RUN: mhc-compile --spec 'project.fwd;n=8;act=bf16;param=f32;layout=cn;C=7168;tf32=1;weight=0;arch=sm_100a' --print-ir | FileCheck %s --check-prefix=FWD8B
@@ -204,6 +205,16 @@
 // BWD8-DAG: cp.async.bulk.tensor.2d.global.shared::cta.tile.bulk_group
 // BWD8: .entry mhc_project_bwd_n8_{{.*}}_partials_final(
 // BWD8-NOT: atom.
+
+// n = 6 (N = 48) takes the same kernel: six tf32 k-steps for D, one 64-row
+// gphi tile (two parts x four 16-token steps).
+// BWD6: .entry mhc_project_bwd_n6_{{.*}}_pad(
+// BWD6: .entry mhc_project_bwd_n6_{{.*}}_main(
+// BWD6-NEXT: .param .align 64 .b8 mhc_project_bwd_n6_{{.*}}_main_param_0[128],
+// BWD6-COUNT-6: wgmma.mma_async.sync.aligned.m64n64k8.f32.tf32.tf32
+// BWD6-COUNT-8: wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16
+// BWD6-NOT: wgmma.mma_async
+// BWD6: .entry mhc_project_bwd_n6_{{.*}}_partials_final(
 
 // BWDRING: .extern .shared .align 16 .b8 __dynamic_shmem__0[];
 // BWDRING: .entry mhc_project_bwd_n4_{{.*}}_main(

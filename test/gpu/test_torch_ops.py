@@ -119,7 +119,10 @@ TF32 = [dict(n=n, act=act, layout=lay, C=C, M=M)
                                     (8, "bf16", "nc", 1000, 300), (6, "bf16", "cn", 2064, 77),
                                     # n = 8 backward on wgmma (K % 128 = 0, no weight): 64-token
                                     # steps, token shares past the last step left empty
-                                    (8, "bf16", "nc", 2048, 77), (8, "bf16", "cn", 4096, 4096 + 63)]]
+                                    (8, "bf16", "nc", 2048, 77), (8, "bf16", "cn", 4096, 4096 + 63)]] + [
+    # n = 6 without a weight: the same wgmma backward, one gphi m-tile
+    dict(n=6, act="bf16", layout="cn", C=4096, M=4096 + 17, weight=False),
+    dict(n=6, act="bf16", layout="nc", C=1024, M=50, weight=False)]
 
 
 @pytest.mark.parametrize("cfg", TF32, ids=lambda c: "n{n}-{act}-{layout}-C{C}-M{M}".format(**c))
@@ -129,11 +132,11 @@ def test_projection_tf32_on_the_staged_paths(d, cfg):
     2-byte activation paths of every even n: the forward's bf16 parts of
     phi (n = 6, 8 on sm_90a: wgmma, with 128-, 64- and 32-column chunks)
     and the backward's block ring (n = 8 where K % 128 != 0: two k-tiles
-    per warp, gh's padded rows) or, for n = 8 with K % 128 = 0 on sm_90a,
-    its warp-specialised wgmma kernel (TMA tensor maps); token counts that
-    end in a partial step."""
+    per warp, gh's padded rows) or, for n = 6 and 8 without a weight and
+    K % 128 = 0 on sm_90a, its warp-specialised wgmma kernel (TMA tensor
+    maps); token counts that end in a partial step."""
     s = spec("project", d, cfg["n"], act=cfg["act"], layout=cfg["layout"], C=cfg["C"], tf32=True,
-             weight=cfg["n"] in (4, 6))
+             weight=cfg.get("weight", cfg["n"] in (4, 6)))
     before = mhc._C.stats()
     check(s, cfg["M"], SEED + hash(("tf32", d, tuple(cfg.values()))) % 100000)
     after = mhc._C.stats()
