@@ -28,7 +28,7 @@ Value BulkRing::parity(Value i) {
   return kb.indexToI32(p);
 }
 
-void BulkRing::start(Value count, function_ref<void(Value, Value)> issue) {
+void BulkRing::init() {
   kb.when(leader, [&] {
     for (int64_t s = 0; s < stages; ++s) {
       kb.mbarrierInit(full(kb.idx(s)), 1);
@@ -37,6 +37,10 @@ void BulkRing::start(Value count, function_ref<void(Value, Value)> issue) {
     kb.fenceMbarrierInit();
   });
   kb.barrier();
+}
+
+void BulkRing::start(Value count, function_ref<void(Value, Value)> issue) {
+  init();
   kb.when(leader, [&] {
     kb.loop(kb.idx(0), kb.min(kb.idx(stages - 1), count), kb.idx(1),
             [&](Value i) { issue(i, i); });

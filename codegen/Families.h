@@ -163,7 +163,7 @@ void storeProjectPartials(KernelBuilder &kb, const ProjectSplitK &sk,
                           int64_t nTiles,
                           function_ref<Value(int64_t, int64_t)> acc);
 LogicalResult buildProjectForwardStaged(KernelContext &ctx);
-/// The n = 8 projection backward on wgmma (ProjectBackwardWgmma.cpp):
+/// The n = 6 and 8 projection backward on wgmma (ProjectBackwardWgmma.cpp):
 /// whether it serves the spec, and its buffers and launches.
 bool projectBackwardIsWgmma(const KernelContext &ctx);
 LogicalResult buildProjectBackwardWgmma(KernelContext &ctx);
@@ -194,8 +194,10 @@ struct BulkRing {
   Value stage(Value i);
   Value full(Value st);
   Value empty(Value st);
-  /// Thread 0 sets up the barriers and issues steps 0 .. stages - 2 (of
-  /// `count`); then the block synchronises. issue(i, st) copies step i into
+  /// Thread 0 sets up the barriers; then the block synchronises.
+  void init();
+  /// init(), then thread 0 issues steps 0 .. stages - 2 (of `count`).
+  /// issue(i, st) copies step i into
   /// buffer st and arrives on full(st) expecting its bytes.
   void start(Value count, function_ref<void(Value, Value)> issue);
   /// At step i: thread 0 refills the buffer of step i - 1 with step

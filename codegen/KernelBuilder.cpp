@@ -389,8 +389,9 @@ void KernelBuilder::wgmmaWait(int64_t pending) {
 }
 /// acc += A B through inline PTX: NVVM's wgmma op takes A from shared
 /// memory only; A in registers is inline PTX, the accumulators tied in
-/// place ("+f"). `shape` is "m64nNkK.f32.<a>.<b>", `immediates` what follows
-/// the scale-d predicate (scale-a, scale-b[, transpose-b]).
+/// place ("+f"). The shape is m64nNkK with N = 2 acc.size(); `types` is
+/// "f32.<a>.<b>", `immediates` what follows the scale-d predicate (scale-a,
+/// scale-b[, transpose-b]).
 static void wgmmaRegisterA(KernelBuilder &kb, MutableArrayRef<Value> acc,
                            ArrayRef<Value> a, Value desc, int64_t k,
                            StringRef types, StringRef immediates) {

@@ -52,10 +52,6 @@ struct KernelNoAliasPass
       // stride).
       unsigned at = 0;
       for (const std::string &p : launch->params) {
-        if (p == "M" || p == "S") {
-          ++at;
-          continue;
-        }
         if (::mhc::tensorMapBuffer(p)) {
           // 128 bytes by value, read in place by TMA: a grid constant
           // (its address stays in parameter space).
@@ -65,11 +61,10 @@ struct KernelNoAliasPass
                           IntegerAttr::get(IntegerType::get(ctx, 64), 64));
           func.setArgAttr(at, NVVM::NVVMDialect::getGridConstantAttrName(),
                           UnitAttr::get(ctx));
-          ++at;
-          continue;
+        } else if (::mhc::ptxParamWidth(p) == 5) {
+          func.setArgAttr(at + 1, LLVM::LLVMDialect::getNoAliasAttrName(), UnitAttr::get(ctx));
         }
-        func.setArgAttr(at + 1, LLVM::LLVMDialect::getNoAliasAttrName(), UnitAttr::get(ctx));
-        at += 5;
+        at += ::mhc::ptxParamWidth(p);
       }
     }
   }

@@ -189,8 +189,7 @@ LogicalResult mlir::mhc::buildProjectBackwardWgmma(KernelContext &ctx) {
       kb.store(roundTf32(kb, v), smem, kb.add(phiAt, kb.div(byte, kb.idx(4))));
     });
     kb.fenceProxyAsyncShared(); // the products read phi^T through the async proxy
-    // The mbarriers, then every thread past the phi^T writes.
-    ring.start(kb.idx(0), [](Value, Value) {});
+    ring.init(); // the mbarriers, then every thread past the phi^T writes
 
     Value wg = kb.div(tid, kb.idx(128));
     // Producer: thread 0 of warpgroup 0.
@@ -228,6 +227,24 @@ LogicalResult mlir::mhc::buildProjectBackwardWgmma(KernelContext &ctx) {
       Type bf16x2 = VectorType::get({2}, kb.b.getBF16Type());
       Value colC = kb.add(colBase, kb.mul(c, kb.idx(64)));
       Value barrierId = kb.indexToI32(wg); // 1 or 2: this warpgroup's barrier
+      // ldmatrix addressing, the same every step: lane l gives row l % 8 of
+      // matrix l / 8. D's A: the warp's tokens 16w + 8 ((l >> 3) & 1) +
+      // (l & 7), columns 8s + 4 (l >> 4) (floats past the step's rows).
+      // gphi's A (planes, transposed): tokens 16kk + 8 (l >> 4) + (l & 7),
+      // columns 64mt + 16w + 8 ((l >> 3) & 1), clamped so that rows past N
+      // repeat valid rows (their products are dropped).
+      Value lane8 = kb.rem(lane, kb.idx(8)), half = kb.rem(kb.div(lane, kb.idx(8)), kb.idx(2));
+      Value quad = kb.div(lane, kb.idx(16));
+      Value aLane = kb.add(kb.mul(kb.add(kb.mul(w, kb.idx(16)),
+                                         kb.add(kb.mul(half, kb.idx(8)), lane8)),
+                                  kb.idx(R)),
+                           kb.mul(quad, kb.idx(4)));
+      Value tkLane = kb.add(kb.mul(quad, kb.idx(8)), lane8);
+      SmallVector<Value> jLane; // per gphi m-tile
+      for (int64_t mt = 0; mt < mTiles; ++mt)
+        jLane.push_back(kb.min(kb.add(kb.idx(64 * mt),
+                                      kb.add(kb.mul(w, kb.idx(16)), kb.mul(half, kb.idx(8)))),
+                               kb.idx(N - 8)));
 
       SmallVector<Value> init(mTiles * 32, zero);
       SmallVector<Value> total = kb.loop(
@@ -237,18 +254,9 @@ LogicalResult mlir::mhc::buildProjectBackwardWgmma(KernelContext &ctx) {
             Value xs = kb.add(at, kb.mul(c, kb.idx(kTile / 4)));
             Value ghs = kb.add(at, kb.idx(2 * kTile / 4));
             Value m0 = kb.mul(kb.add(s0, i), kb.idx(kTokens));
-            auto gh = [&](Value tok, Value j) {
-              return kb.load(smem, kb.add(ghs, kb.add(kb.mul(tok, kb.idx(R)), j)));
-            };
-            // D = gh phi.
+            // D = gh phi, A from the rows (rounded in the pad launch).
             SmallVector<Value> d(32, zero);
-            // D's A (rounded in the pad launch): lane l reads row (l & 7) +
-            // 8 ((l >> 3) & 1) of the warp's 16 tokens, columns 8s + 4 (l >> 4).
-            Value aRow = kb.add(kb.mul(w, kb.idx(16)),
-                                kb.add(kb.mul(kb.rem(kb.div(lane, kb.idx(8)), kb.idx(2)), kb.idx(8)),
-                                       kb.rem(lane, kb.idx(8))));
-            Value aAt = kb.add(ghs, kb.add(kb.mul(aRow, kb.idx(R)),
-                                           kb.mul(kb.div(lane, kb.idx(16)), kb.idx(4))));
+            Value aAt = kb.add(ghs, aLane);
             SmallVector<SmallVector<Value>> a;
             for (int64_t s = 0; s < kSteps; ++s)
               a.push_back(kb.ldmatrix4(kb.sharedPtr(smem, kb.add(aAt, kb.idx(8 * s))), false));
@@ -259,19 +267,12 @@ LogicalResult mlir::mhc::buildProjectBackwardWgmma(KernelContext &ctx) {
             // gphi += gh^T x, 16 tokens at a time.
             for (int64_t kk = 0; kk < kTokens / 16; ++kk) {
               // gphi's A = gh^T (rows j, 16 tokens), both parts, by
-              // transposing ldmatrix from the planes: lane l reads token
-              // 16kk + 8 (l >> 4) + (l & 7), columns jw.. jw + 7. Rows past
-              // N repeat valid rows; their products are dropped.
+              // transposing ldmatrix from the planes.
               SmallVector<SmallVector<Value>> parts; // [mt * 2 + part] -> 4 words
-              Value tk = kb.add(kb.idx(16 * kk),
-                                kb.add(kb.mul(kb.div(lane, kb.idx(16)), kb.idx(8)), kb.rem(lane, kb.idx(8))));
+              Value tk = kb.add(kb.idx(16 * kk), tkLane);
               for (int64_t mt = 0; mt < mTiles; ++mt) {
-                Value jw = kb.min(kb.add(kb.idx(64 * mt),
-                                         kb.add(kb.mul(w, kb.idx(16)),
-                                                kb.mul(kb.rem(kb.div(lane, kb.idx(8)), kb.idx(2)), kb.idx(8)))),
-                                  kb.idx(N - 8));
                 Value at = kb.add(kb.add(ghs, kb.idx(rowsBytes / 4)),
-                                  kb.div(kb.add(kb.mul(tk, kb.idx(P)), jw), kb.idx(2)));
+                                  kb.div(kb.add(kb.mul(tk, kb.idx(P)), jLane[mt]), kb.idx(2)));
                 for (int64_t part = 0; part < 2; ++part)
                   parts.push_back(kb.ldmatrix4(
                       kb.sharedPtr(smem, kb.add(at, kb.idx(part * planeBytes / 4))), true));
@@ -297,11 +298,14 @@ LogicalResult mlir::mhc::buildProjectBackwardWgmma(KernelContext &ctx) {
               kb.when(leader, [&] { kb.bulkWait(kOutTiles - 1, /*readOnly=*/true); });
               kb.namedBarrier(barrierId, 128);
               for (int64_t h = 0; h < 2; ++h) {
+                // Token m = r0 + 8h (m % 8 = g): gms rides in column N of
+                // its row; the 16-byte pieces of its 128-byte rows are
+                // permuted by m % 8.
                 Value m = kb.add(r0, kb.idx(8 * h));
-                Value gm = kb.mul(gh(m, kb.idx(N)), twoOverK);
-                Value sw = kb.rem(m, kb.idx(8));
+                Value gm = kb.mul(kb.load(smem, kb.add(ghs, kb.add(kb.mul(m, kb.idx(R)), kb.idx(N)))),
+                                  twoOverK);
                 for (int64_t i8 = 0; i8 < 8; ++i8) {
-                  Value chunk = arith::XOrIOp::create(kb.b, kb.loc, kb.idx(i8), sw);
+                  Value chunk = arith::XOrIOp::create(kb.b, kb.loc, kb.idx(i8), g);
                   Value byte = kb.add(kb.mul(m, kb.idx(128)),
                                       kb.add(kb.mul(chunk, kb.idx(16)), kb.mul(t, kb.idx(4))));
                   Value f = kb.div(byte, kb.idx(4));

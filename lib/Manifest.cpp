@@ -28,10 +28,14 @@ const char *tensorMapBuffer(const std::string &param) {
   return param.rfind("tmap:", 0) == 0 ? param.c_str() + 5 : nullptr;
 }
 
+int ptxParamWidth(const std::string &param) {
+  return (param == "M" || param == "S" || tensorMapBuffer(param)) ? 1 : 5;
+}
+
 int Manifest::ptxParamCount(const LaunchDesc &launch) {
   int count = 0;
   for (const std::string &p : launch.params)
-    count += (p == "M" || p == "S" || tensorMapBuffer(p)) ? 1 : 5;
+    count += ptxParamWidth(p);
   return count;
 }
 

@@ -16,7 +16,7 @@ struct Descriptor {
 };
 // Parameter index of the tensor map of buffer b: kTensorMapBase - b.
 constexpr int kTensorMapBase = -1000;
-// A launch encodes at most this many tensor maps.
+// A launch encodes at most this many tensor maps (checked at load).
 constexpr int kMaxTensorMaps = 4;
 struct alignas(64) TensorMap {
   unsigned char bytes[128];
@@ -123,12 +123,19 @@ const LoadedKernel &Runtime::kernel(const KernelSpec &spec, int deviceOrdinal) {
                   " bytes of shared memory for " + l.entry);
     kernel->functions.push_back(fn);
     std::vector<int> indices;
+    int maps = 0;
     for (const std::string &p : l.params) {
-      if (const char *tmap = tensorMapBuffer(p))
+      if (const char *tmap = tensorMapBuffer(p)) {
         indices.push_back(kTensorMapBase - kernel->bufferIndex(tmap));
-      else
+        ++maps;
+      } else {
         indices.push_back(p == "M" ? -1 : p == "S" ? -2 : kernel->bufferIndex(p));
+      }
     }
+    if (maps > kMaxTensorMaps)
+      throw Error("mhc: " + l.entry + " takes " + std::to_string(maps) +
+                  " tensor maps; the launcher encodes at most " +
+                  std::to_string(kMaxTensorMaps));
     kernel->paramBuffers.push_back(std::move(indices));
   }
   std::lock_guard<std::mutex> lock(mutex);
@@ -162,11 +169,8 @@ void Runtime::launch(const LoadedKernel &kernel, int64_t M, int64_t S,
     size_t np = 0;
     int nMaps = 0;
     for (int index : kernel.paramBuffers[li]) {
-      if (index <= kTensorMapBase) {
+      if (index <= kTensorMapBase) { // at most kMaxTensorMaps (checked at load)
         int b = kTensorMapBase - index;
-        if (nMaps == kMaxTensorMaps)
-          throw Error("mhc: " + l.entry + " takes more than " +
-                      std::to_string(kMaxTensorMaps) + " tensor maps");
         encodeTensorMap(maps[nMaps], m.buffers[b], buffers[b], M, l.entry);
         params[np++] = &maps[nMaps++];
         continue;

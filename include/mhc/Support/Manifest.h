@@ -109,6 +109,9 @@ struct Resources {
 
 /// The buffer name of a "tmap:<buffer>" parameter, or null for any other.
 const char *tensorMapBuffer(const std::string &param);
+/// PTX parameters a launch parameter takes: 1 for M, S and a tensor map, 5
+/// for a buffer (its memref descriptor).
+int ptxParamWidth(const std::string &param);
 
 struct LaunchDesc {
   std::string entry;
