@@ -19,7 +19,6 @@ sources = [
     "runtime/torch/Module.cpp",
     "runtime/torch/Ops.cpp",
     "runtime/torch/Autograd.cpp",
-    "runtime/torch/Layer.cpp",
     "runtime/torch/Reference.cpp",
     "runtime/CudaDriver.cpp",
     "runtime/KernelCache.cpp",

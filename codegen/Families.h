@@ -137,7 +137,28 @@ void emitColumnSumFinal(KernelContext &ctx, const std::string &partials,
                         ArrayRef<std::pair<std::string, int64_t>> dsts,
                         int64_t rows = 0);
 
+/// Scale's per-logit math (SPEC.md eq. 16-18), shared by the scale kernel
+/// and the fused pre step so both give the same bits: r = 1/sqrt(ms +
+/// norm_eps); the segment (0 pre, 1 post, 2 res) of logit index k; z =
+/// alpha h r + beta; the squash of z for pre (sigmoid + pre_eps) or post
+/// (post_mult sigmoid).
+Value scaleRsqrt(KernelBuilder &kb, const ::mhc::KernelSpec &spec, Value ms);
+Value scaleSegment(KernelBuilder &kb, int64_t n, Value k);
+Value scaleLogit(KernelBuilder &kb, Value alpha, Value h, Value r, Value beta);
+Value scaleSquash(KernelBuilder &kb, const ::mhc::KernelSpec &spec, Value z,
+                  bool pre);
+/// One token's forward Sinkhorn (SPEC.md eq. 19) from its n*n logits
+/// (row-major, f32) in one thread; calls store(P) on the path the token
+/// takes (the log mode falls back to the log domain when its scaling form
+/// leaves the safe range). Shared by the sinkhorn kernel and the pre step.
+void emitSinkhornPlan(KernelBuilder &kb, const ::mhc::KernelSpec &spec,
+                      ArrayRef<Value> logits,
+                      function_ref<void(ArrayRef<Value>)> store);
+
 LogicalResult buildAggregate(KernelContext &ctx);
+/// The fused pre step (PreKernels.cpp): the projection's partial launches,
+/// then one launch per token for the rest.
+LogicalResult buildPre(KernelContext &ctx);
 LogicalResult buildExpandCombine(KernelContext &ctx);
 LogicalResult buildScale(KernelContext &ctx);
 LogicalResult buildSinkhorn(KernelContext &ctx);
@@ -163,6 +184,11 @@ void storeProjectPartials(KernelBuilder &kb, const ProjectSplitK &sk,
                           int64_t nTiles,
                           function_ref<Value(int64_t, int64_t)> acc);
 LogicalResult buildProjectForwardStaged(KernelContext &ctx);
+/// The projection forward's launches before its reduce: the buffers, the
+/// split rule and the launches that leave per-split partials [S, M, N + 1]
+/// in the "partials" workspace (sum over S in order: h, then the sum of
+/// squares). Project adds the reduce launch; the fused pre step its tail.
+LogicalResult buildProjectForwardPartials(KernelContext &ctx);
 /// The n = 6 and 8 projection backward on wgmma (ProjectBackwardWgmma.cpp):
 /// whether it serves the spec, and its buffers and launches.
 bool projectBackwardIsWgmma(const KernelContext &ctx);

@@ -133,6 +133,9 @@ mlir::mhc::buildKernelModule(ModuleOp top, const ::mhc::KernelSpec &spec,
   case ::mhc::OpKind::ExpandCombine:
     built = buildExpandCombine(kc);
     break;
+  case ::mhc::OpKind::Pre:
+    built = buildPre(kc);
+    break;
   }
   if (failed(built))
     return failure();

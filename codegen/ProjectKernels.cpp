@@ -135,7 +135,6 @@ Value mma(KernelBuilder &kb, Value a, Value b, Value c) {
 } // namespace
 
 static void buildReduce(KernelContext &ctx);
-
 ProjectSplitK mlir::mhc::projectSplitK(KernelBuilder &kb, LaunchBuilder &l,
                                        int64_t chunks) {
   ProjectSplitK sk;
@@ -187,13 +186,9 @@ void mlir::mhc::declareProjectForwardIO(KernelContext &ctx) {
   ctx.buffer("ms", DType::F32, BufferRole::Output, {1, 0});
 }
 
-static LogicalResult buildForward(KernelContext &ctx) {
-  if (projectForwardIsStaged(ctx)) {
-    if (failed(buildProjectForwardStaged(ctx)))
-      return failure();
-    buildReduce(ctx);
-    return success();
-  }
+LogicalResult mlir::mhc::buildProjectForwardPartials(KernelContext &ctx) {
+  if (projectForwardIsStaged(ctx))
+    return buildProjectForwardStaged(ctx);
   const ::mhc::KernelSpec &spec = ctx.spec;
   int64_t N = ctx.N(), K = ctx.K();
   // Chunk = 8s columns, s k-steps: the largest s in {8, 4, 2, 1} with
@@ -349,7 +344,12 @@ static LogicalResult buildForward(KernelContext &ctx) {
                                                ArrayRef<int64_t>{h, e});
             });
   }
+  return success();
+}
 
+static LogicalResult buildForward(KernelContext &ctx) {
+  if (failed(buildProjectForwardPartials(ctx)))
+    return failure();
   buildReduce(ctx);
   return success();
 }

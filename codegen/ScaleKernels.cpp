@@ -27,6 +27,30 @@ void declareInputs(KernelContext &ctx) {
 }
 } // namespace
 
+// Single-instruction rsqrt and sigmoid (~2^-22 relative, bound 1e-5): the
+// forward is latency-bound, and libdevice's accurate sqrt, exp and divisions
+// were most of each thread's work.
+Value mlir::mhc::scaleRsqrt(KernelBuilder &kb, const ::mhc::KernelSpec &spec,
+                            Value ms) {
+  return kb.rsqrtApprox(kb.add(ms, kb.f32(spec.normEps)));
+}
+
+Value mlir::mhc::scaleSegment(KernelBuilder &kb, int64_t n, Value k) {
+  return kb.add(kb.select(kb.lt(k, kb.idx(n)), kb.idx(0), kb.idx(1)),
+                kb.select(kb.lt(k, kb.idx(2 * n)), kb.idx(0), kb.idx(1)));
+}
+
+Value mlir::mhc::scaleLogit(KernelBuilder &kb, Value alpha, Value h, Value r,
+                            Value beta) {
+  return kb.fma(kb.mul(alpha, h), r, beta);
+}
+
+Value mlir::mhc::scaleSquash(KernelBuilder &kb, const ::mhc::KernelSpec &spec,
+                             Value z, bool pre) {
+  double mult = pre ? 1.0 : spec.postMult, add = pre ? spec.preEps : 0.0;
+  return kb.add(kb.mul(kb.f32(mult), kb.sigmoidApprox(z)), kb.f32(add));
+}
+
 static LogicalResult buildForward(KernelContext &ctx) {
   int64_t n = ctx.n();
   declareInputs(ctx);
@@ -52,32 +76,26 @@ static LogicalResult buildForward(KernelContext &ctx) {
   Value m = kb.add(kb.mul(kb.blockId(), kb.idx(T)), kb.div(tid, kb.idx(G)));
   Value k = kb.mul(kb.rem(tid, kb.idx(G)), kb.idx(W));
   kb.when(kb.lt(m, l.tokens()), [&] {
-    // Single-instruction rsqrt and sigmoid (~2^-22 relative, bound 1e-5):
-    // the kernel is latency-bound, and libdevice's accurate sqrt, exp and
-    // divisions are most of each thread's work.
-    Value ms = kb.toF32(kb.load(l.arg("ms"), m));
-    Value r = kb.rsqrtApprox(kb.add(ms, kb.f32(ctx.spec.normEps)));
-    Value seg = kb.add(kb.select(kb.lt(k, kb.idx(n)), kb.idx(0), kb.idx(1)),
-                       kb.select(kb.lt(k, kb.idx(2 * n)), kb.idx(0), kb.idx(1)));
-    Value a = kb.toF32(kb.load(l.arg("alpha"), seg));
+    Value r = scaleRsqrt(kb, ctx.spec, kb.toF32(kb.load(l.arg("ms"), m)));
+    Value a = kb.toF32(kb.load(l.arg("alpha"), scaleSegment(kb, n, k)));
     SmallVector<Value> h =
         kb.loadF32(l.arg("h"), kb.add(kb.mul(m, kb.idx(N)), k), W);
     SmallVector<Value> beta = kb.loadF32(l.arg("beta"), k, W);
     SmallVector<Value> z;
     for (int64_t e = 0; e < W; ++e)
-      z.push_back(kb.fma(kb.mul(a, h[e]), r, beta[e]));
-    auto squashed = [&](double mult, double add) {
+      z.push_back(scaleLogit(kb, a, h[e], r, beta[e]));
+    auto squashed = [&](bool pre) {
       SmallVector<Value> out;
       for (Value v : z)
-        out.push_back(kb.add(kb.mul(kb.f32(mult), kb.sigmoidApprox(v)), kb.f32(add)));
+        out.push_back(scaleSquash(kb, ctx.spec, v, pre));
       return out;
     };
     kb.when(kb.lt(k, kb.idx(n)), [&] {
-      kb.storeFrom(squashed(1.0, ctx.spec.preEps), l.arg("pre"),
+      kb.storeFrom(squashed(true), l.arg("pre"),
                    kb.add(kb.mul(m, kb.idx(n)), k));
     });
     kb.when(kb.andi(kb.lt(kb.idx(n - 1), k), kb.lt(k, kb.idx(2 * n))), [&] {
-      kb.storeFrom(squashed(ctx.spec.postMult, 0.0), l.arg("post"),
+      kb.storeFrom(squashed(false), l.arg("post"),
                    kb.add(kb.mul(m, kb.idx(n)), kb.sub(k, kb.idx(n))));
     });
     kb.when(kb.lt(kb.idx(2 * n - 1), k), [&] {

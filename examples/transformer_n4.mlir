@@ -6,7 +6,7 @@
 //
 // Lower it with the README's main command, or by hand:
 //   mhc-opt examples/transformer_n4.mlir --mhc-expand-layers --canonicalize \
-//       --cse --mhc-specialize=arch=sm_90a --mhc-report-kernels
+//       --cse --mhc-fuse-pre --mhc-specialize=arch=sm_90a --mhc-report-kernels
 
 func.func private @attention(%y: tensor<?x2048xbf16>) -> tensor<?x2048xbf16>
 func.func private @mlp(%y: tensor<?x2048xbf16>) -> tensor<?x2048xbf16>

@@ -18,6 +18,7 @@ const char *toString(OpKind k) {
   case OpKind::Sinkhorn: return "sinkhorn";
   case OpKind::Aggregate: return "aggregate";
   case OpKind::ExpandCombine: return "expand_combine";
+  case OpKind::Pre: return "pre";
   }
   return "?";
 }
@@ -42,10 +43,10 @@ bool isSupportedArch(std::string_view arch) {
 
 bool KernelSpec::usesActivations() const {
   return op == OpKind::Project || op == OpKind::Aggregate ||
-         op == OpKind::ExpandCombine;
+         op == OpKind::ExpandCombine || op == OpKind::Pre;
 }
 bool KernelSpec::usesParams() const {
-  return op == OpKind::Project || op == OpKind::Scale ||
+  return op == OpKind::Project || op == OpKind::Scale || op == OpKind::Pre ||
          (op == OpKind::ExpandCombine && hasBias);
 }
 
@@ -72,28 +73,26 @@ std::string KernelSpec::canonical() const {
     add("layout", toString(layout));
     add("C", std::to_string(channels));
   }
-  switch (op) {
-  case OpKind::Project:
+  bool project = op == OpKind::Project || op == OpKind::Pre;
+  bool scale = op == OpKind::Scale || op == OpKind::Pre;
+  bool sinkhorn = op == OpKind::Sinkhorn || op == OpKind::Pre;
+  if (project) {
     add("tf32", tf32 ? "1" : "0");
     add("weight", hasWeight ? "1" : "0");
-    break;
-  case OpKind::Scale:
+  }
+  if (scale) {
     add("norm_eps", formatFloat(normEps));
     add("pre_eps", formatFloat(preEps));
     add("post_mult", formatFloat(postMult));
-    break;
-  case OpKind::Sinkhorn:
+  }
+  if (sinkhorn) {
     add("mode", toString(mode));
     add("iters", std::to_string(iters));
     if (mode == SinkhornMode::SoftmaxEps)
       add("eps", formatFloat(eps));
-    break;
-  case OpKind::ExpandCombine:
-    add("bias", hasBias ? "1" : "0");
-    break;
-  case OpKind::Aggregate:
-    break;
   }
+  if (op == OpKind::ExpandCombine)
+    add("bias", hasBias ? "1" : "0");
   add("arch", arch);
   return s;
 }
@@ -209,7 +208,7 @@ std::optional<KernelSpec> KernelSpec::parse(std::string_view text,
     return fail("expected '<op>.<fwd|bwd>' at the start, got '" + head + "'");
   if (!parseEnum(head.substr(0, dot),
                  {OpKind::Project, OpKind::Scale, OpKind::Sinkhorn,
-                  OpKind::Aggregate, OpKind::ExpandCombine},
+                  OpKind::Aggregate, OpKind::ExpandCombine, OpKind::Pre},
                  spec.op))
     return fail("unknown op '" + head.substr(0, dot) + "'");
   if (!parseEnum(head.substr(dot + 1), {Direction::Forward, Direction::Backward},
@@ -269,9 +268,13 @@ std::string unsupportedReason(const KernelSpec &s) {
     return "the channel count C is not static";
   if (s.usesParams() && s.param == DType::F16)
     return "f16 parameters are not supported (f32 or bf16)";
-  if (s.op == OpKind::Sinkhorn && s.iters < 1)
+  if (s.op == OpKind::Pre && s.dir == Direction::Backward)
+    return "the fused pre step has no backward kernel (its gradient is the "
+           "four ops' backward kernels)";
+  if ((s.op == OpKind::Sinkhorn || s.op == OpKind::Pre) && s.iters < 1)
     return "sinkhorn needs iters >= 1";
-  if (s.op == OpKind::Project && (s.n * s.channels) % 8 != 0)
+  if ((s.op == OpKind::Project || s.op == OpKind::Pre) &&
+      (s.n * s.channels) % 8 != 0)
     return "the projection kernel needs K = n*C to be a multiple of 8";
   if (s.op == OpKind::Sinkhorn && s.dir == Direction::Backward) {
     // The backward keeps each token's iteration history in shared memory:

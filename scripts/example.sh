@@ -11,13 +11,13 @@ opt="$build/bin/mhc-opt"
 model="${1:-$root/examples/transformer_n4.mlir}"
 bundle="${2:-$build/example-bundle}"
 arch="${MHC_ARCH:-sm_90a}"
-front=(--mhc-expand-layers --canonicalize --cse --mhc-specialize=arch="$arch")
+front=(--mhc-expand-layers --canonicalize --cse --mhc-fuse-pre --mhc-specialize=arch="$arch")
 
 echo "== $model: $("$opt" "$model" | grep -c "mhc.layer") mhc.layer ops"
 echo
-echo "== after --mhc-expand-layers --canonicalize --cse (first layer)"
-"$opt" "$model" --mhc-expand-layers --canonicalize --cse |
-  awk '/mhc.project/{p=1} p{print} /mhc.expand_combine/{if(p) exit}'
+echo "== after --mhc-expand-layers --canonicalize --cse --mhc-fuse-pre (first layer)"
+"$opt" "$model" --mhc-expand-layers --canonicalize --cse --mhc-fuse-pre |
+  awk '/mhc.pre /{p=1} p{print} /mhc.expand_combine/{if(p) exit}'
 echo
 echo "== after --mhc-specialize=arch=$arch --mhc-generate-kernels: kernels as gpu.func"
 "$opt" "$model" "${front[@]}" --mhc-generate-kernels | grep -E "^\s+gpu.func" | sed 's/(.*//'

@@ -68,5 +68,20 @@ def _(gout, f, post, x, P, bias, n, layout):
     gb = torch.empty_like(bias) if bias is not None else x.new_empty((0,))
     return torch.empty_like(f), torch.empty_like(post), torch.empty_like(x), torch.empty_like(P), gb
 
+@torch.library.register_fake(lib + "pre")
+def _(x, phi, alpha, beta, weight, n, layout, tf32, norm_eps, pre_eps, post_mult, mode, iters, eps):
+    M, C = x.shape[0], (x.shape[2] if layout == "nc" else x.shape[1])
+    return x.new_empty((M, C)), x.new_empty((M, n), dtype=torch.float32), x.new_empty((M, n, n), dtype=torch.float32)
+
+
+@torch.library.register_fake(lib + "pre_saved")
+def _(x, phi, alpha, beta, weight, n, layout, tf32, norm_eps, pre_eps, post_mult, mode, iters, eps):
+    M, C = x.shape[0], (x.shape[2] if layout == "nc" else x.shape[1])
+    f32 = dict(dtype=torch.float32)
+    return (x.new_empty((M, C)), x.new_empty((M, n), **f32), x.new_empty((M, n, n), **f32),
+            x.new_empty((M, _N(n)), **f32), x.new_empty((M,), **f32), x.new_empty((M, n), **f32),
+            x.new_empty((M, n, n), **f32))
+
+
 # Autograd is registered in C++ (runtime/torch/Autograd.cpp), so calls never
 # enter Python.

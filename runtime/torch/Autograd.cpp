@@ -160,6 +160,88 @@ struct ExpandCombine : torch::autograd::Function<ExpandCombine> {
   }
 };
 
+/// The pre step's gradient is the four ops' backward kernels in reverse:
+/// the fused forward keeps what each of them needs (h, ms, pre, logits).
+struct Pre : torch::autograd::Function<Pre> {
+  static variable_list forward(AutogradContext *ctx, Tensor x, Tensor phi,
+                               Tensor alpha, Tensor beta, OptTensor weight,
+                               int64_t n, std::string layout, bool tf32,
+                               double normEps, double preEps, double postMult,
+                               std::string mode, int64_t iters, double eps) {
+    auto [y, post, P, h, ms, pre, logits] =
+        belowAutograd(preSavedOp(), x, phi, alpha, beta, weight, n, layout,
+                      tf32, normEps, preEps, postMult, mode, iters, eps);
+    ctx->save_for_backward({x, phi, alpha, beta, weight.value_or(Tensor()), h,
+                            ms, pre, post, logits, y});
+    ctx->saved_data["n"] = n;
+    ctx->saved_data["layout"] = layout;
+    ctx->saved_data["tf32"] = tf32;
+    ctx->saved_data["scale"] = std::vector<double>{normEps, preEps, postMult};
+    ctx->saved_data["mode"] = mode;
+    ctx->saved_data["iters"] = iters;
+    ctx->saved_data["eps"] = eps;
+    return {y, post, P};
+  }
+  static variable_list backward(AutogradContext *ctx, variable_list g) {
+    auto s = ctx->get_saved_variables();
+    const Tensor &x = s[0], &phi = s[1], &alpha = s[2], &beta = s[3], &w = s[4];
+    const Tensor &h = s[5], &ms = s[6], &pre = s[7], &post = s[8];
+    const Tensor &logits = s[9], &y = s[10];
+    int64_t n = ctx->saved_data["n"].toInt();
+    std::string layout = ctx->saved_data["layout"].toStringRef();
+    auto e = ctx->saved_data["scale"].toDoubleVector();
+    static auto aggregateBwd = op("mhc::aggregate_backward").typed<std::tuple<Tensor, Tensor>(
+        const Tensor &, const Tensor &, const Tensor &, int64_t, Str)>();
+    static auto sinkhornBwd = op("mhc::sinkhorn_backward").typed<Tensor(
+        const Tensor &, const Tensor &, int64_t, Str, int64_t, double)>();
+    static auto scaleBwd = op("mhc::scale_backward").typed<std::tuple<Tensor, Tensor, Tensor, Tensor>(
+        const Tensor &, const Tensor &, const Tensor &, const Tensor &,
+        const Tensor &, const Tensor &, const Tensor &, int64_t, double, double,
+        double)>();
+    static auto projectBwd = op("mhc::project_backward").typed<std::tuple<Tensor, Tensor, Tensor>(
+        const Tensor &, const Tensor &, const Tensor &, const Tensor &,
+        const OptTensor &, int64_t, Str, bool)>();
+    auto [gxAggregate, gpre] = aggregateBwd.call(grad(g[0], y), x, pre, n, layout);
+    Tensor glogits = sinkhornBwd.call(grad(g[2], logits), logits, n,
+                                      ctx->saved_data["mode"].toStringRef(),
+                                      ctx->saved_data["iters"].toInt(),
+                                      ctx->saved_data["eps"].toDouble());
+    auto [gh, gms, galpha, gbeta] = scaleBwd.call(
+        gpre, grad(g[1], post), glogits, h, ms, alpha, beta, n, e[0], e[1], e[2]);
+    auto [gxProject, gphi, gw] = projectBwd.call(
+        gh, gms, x, phi, opt(w), n, layout, ctx->saved_data["tf32"].toBool());
+    return {gxProject.add(gxAggregate), gphi, galpha, gbeta,
+            w.defined() ? gw : Tensor(), Tensor(), Tensor(), Tensor(), Tensor(),
+            Tensor(), Tensor(), Tensor(), Tensor(), Tensor()};
+  }
+};
+
+std::tuple<Tensor, Tensor, Tensor>
+preAutograd(const Tensor &x, const Tensor &phi, const Tensor &alpha,
+            const Tensor &beta, const OptTensor &weight, int64_t n, Str layout,
+            bool tf32, double normEps, double preEps, double postMult, Str mode,
+            int64_t iters, double eps) {
+  const Tensor none;
+  if (noGraph({&x, &phi, &alpha, &beta, weight ? &*weight : &none}))
+    return belowAutograd(preOp(), x, phi, alpha, beta, weight, n, layout, tf32,
+                         normEps, preEps, postMult, mode, iters, eps);
+  auto out = Pre::apply(x, phi, alpha, beta, weight, n, std::string(layout),
+                        tf32, normEps, preEps, postMult, std::string(mode),
+                        iters, eps);
+  return {out[0], out[1], out[2]};
+}
+
+/// pre_saved is the forward half of Pre (called below autograd there); a
+/// direct call records no graph: its outputs do not require grad.
+std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor>
+preSavedAutograd(const Tensor &x, const Tensor &phi, const Tensor &alpha,
+                 const Tensor &beta, const OptTensor &weight, int64_t n,
+                 Str layout, bool tf32, double normEps, double preEps,
+                 double postMult, Str mode, int64_t iters, double eps) {
+  return belowAutograd(preSavedOp(), x, phi, alpha, beta, weight, n, layout,
+                       tf32, normEps, preEps, postMult, mode, iters, eps);
+}
+
 std::tuple<Tensor, Tensor> projectAutograd(const Tensor &x, const Tensor &phi,
                                            const OptTensor &weight, int64_t n,
                                            Str layout, bool tf32) {
@@ -215,4 +297,6 @@ TORCH_LIBRARY_IMPL(mhc, Autograd, m) {
   m.impl("sinkhorn", &sinkhornAutograd);
   m.impl("aggregate", &aggregateAutograd);
   m.impl("expand_combine", &expandCombineAutograd);
+  m.impl("pre", &preAutograd);
+  m.impl("pre_saved", &preSavedAutograd);
 }

@@ -1,8 +1,8 @@
 //===- OpHandles.h - typed dispatcher handles of torch.ops.mhc.* -----------===//
 //
 // The forward ops' C++ signatures and their handles, looked up once. Used by
-// the autograd wrappers (Autograd.cpp) and the one-call pre step (Layer.cpp)
-// to call the ops through the dispatcher.
+// the autograd wrappers (Autograd.cpp) to call the ops through the
+// dispatcher.
 //
 //===----------------------------------------------------------------------===//
 
@@ -26,6 +26,13 @@ using SinkhornSig = Tensor(const Tensor &, int64_t, Str, int64_t, double);
 using AggregateSig = Tensor(const Tensor &, const Tensor &, int64_t, Str);
 using ExpandCombineSig = Tensor(const Tensor &, const Tensor &, const Tensor &,
                                 const Tensor &, const OptTensor &, int64_t, Str);
+template <typename Out>
+using PreSigOf = Out(const Tensor &, const Tensor &, const Tensor &,
+                     const Tensor &, const OptTensor &, int64_t, Str, bool,
+                     double, double, double, Str, int64_t, double);
+using PreSig = PreSigOf<std::tuple<Tensor, Tensor, Tensor>>;
+using PreSavedSig = PreSigOf<
+    std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor>>;
 
 inline c10::OperatorHandle op(const char *name) {
   return c10::Dispatcher::singleton().findSchemaOrThrow(name, "");
@@ -49,6 +56,15 @@ inline const c10::TypedOperatorHandle<AggregateSig> &aggregateOp() {
 }
 inline const c10::TypedOperatorHandle<ExpandCombineSig> &expandCombineOp() {
   static auto handle = op("mhc::expand_combine").typed<ExpandCombineSig>();
+  return handle;
+}
+
+inline const c10::TypedOperatorHandle<PreSig> &preOp() {
+  static auto handle = op("mhc::pre").typed<PreSig>();
+  return handle;
+}
+inline const c10::TypedOperatorHandle<PreSavedSig> &preSavedOp() {
+  static auto handle = op("mhc::pre_saved").typed<PreSavedSig>();
   return handle;
 }
 

@@ -263,7 +263,8 @@ const mhc::rt::LoadedKernel *select(const char *op, mhc::KernelSpec spec,
   return nullptr;
 }
 
-/// Launches `kernel` with the named tensors. The workspaces share one
+/// Launches `kernel` with the named tensors; an output named with a null
+/// tensor is written to the workspace and dropped. The workspaces share one
 /// allocation from PyTorch's caching allocator (on the current stream), each
 /// at a 256-byte boundary: at small M the allocator is a third of a call's
 /// host time, one trip per workspace.
@@ -279,11 +280,14 @@ void launch(const mhc::rt::LoadedKernel &kernel, int64_t M,
     const mhc::BufferDesc &b = m.buffers[i];
     int64_t elems = b.elems.at(M, S);
     const Tensor *t = nullptr;
+    bool scratch = false; // named with no tensor: an output nobody keeps
     for (auto &[name, tensor] : named)
-      if (b.name == name)
+      if (b.name == name) {
         t = tensor;
+        scratch = !tensor;
+      }
     if (!t) {
-      TORCH_CHECK(b.role == mhc::BufferRole::Workspace, "mhc: kernel ",
+      TORCH_CHECK(scratch || b.role == mhc::BufferRole::Workspace, "mhc: kernel ",
                   kernel.spec.kernelName(), " needs buffer '", b.name, "'");
       workspaceAt[i] = workspaceBytes;
       int64_t bytes = std::max<int64_t>(elems, 1) * mhc::byteWidth(b.dtype);
@@ -738,6 +742,137 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> expand_combine_backward_cuda(
   return {gf, gpost, gx, gP, gbias};
 }
 
+
+//===----------------------------------------------------------------------===//
+// pre: project -> scale -> sinkhorn -> aggregate in one call
+//===----------------------------------------------------------------------===//
+
+using PreOut = std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor>;
+
+Checker checkPre(const char *op, const Tensor &x, const Tensor &phi,
+                 const Tensor &alpha, const Tensor &beta,
+                 const OptTensor &weight, int64_t n, Str layout, double normEps,
+                 double preEps, double postMult, Str mode, int64_t iters,
+                 double eps) {
+  Checker c = checkProject(op, x, phi, weight, n, layout);
+  checkScale(op, normEps, preEps, postMult);
+  checkSinkhorn(op, mode, iters, eps);
+  int64_t N = 2 * n + n * n;
+  c.tensor(alpha, "alpha", {3}, "[3]", Kind::Param);
+  c.tensor(beta, "beta", {N}, "[N]", Kind::Param);
+  c.sameType(beta, "beta", alpha, "alpha");
+  return c;
+}
+
+/// The four ops one after the other (the CPU path, and CUDA cases the fused
+/// kernel does not cover); (y, post, P, h, ms, pre, logits).
+template <typename Project, typename Scale, typename Sinkhorn, typename Aggregate>
+PreOut preSteps(Project project, Scale scale, Sinkhorn sinkhorn,
+                Aggregate aggregate, const Tensor &x, const Tensor &phi,
+                const Tensor &alpha, const Tensor &beta,
+                const OptTensor &weight, int64_t n, Str layout, bool tf32,
+                double normEps, double preEps, double postMult, Str mode,
+                int64_t iters, double eps) {
+  auto [h, ms] = project(x, phi, weight, n, layout, tf32);
+  auto [pre, post, logits] =
+      scale(h, ms, alpha, beta, n, normEps, preEps, postMult);
+  Tensor P = sinkhorn(logits, n, mode, iters, eps);
+  Tensor y = aggregate(x, pre, n, layout);
+  return {y, post, P, h, ms, pre, logits};
+}
+
+PreOut pre_saved_ref(const Tensor &x, const Tensor &phi, const Tensor &alpha,
+                     const Tensor &beta, const OptTensor &weight, int64_t n,
+                     Str layout, bool tf32, double normEps, double preEps,
+                     double postMult, Str mode, int64_t iters, double eps) {
+  checkPre("pre", x, phi, alpha, beta, weight, n, layout, normEps, preEps,
+           postMult, mode, iters, eps);
+  return preSteps(project_ref, scale_ref, sinkhorn_ref, aggregate_ref, x, phi,
+                  alpha, beta, weight, n, layout, tf32, normEps, preEps,
+                  postMult, mode, iters, eps);
+}
+
+std::tuple<Tensor, Tensor, Tensor>
+pre_ref(const Tensor &x, const Tensor &phi, const Tensor &alpha,
+        const Tensor &beta, const OptTensor &weight, int64_t n, Str layout,
+        bool tf32, double normEps, double preEps, double postMult, Str mode,
+        int64_t iters, double eps) {
+  auto out = pre_saved_ref(x, phi, alpha, beta, weight, n, layout, tf32,
+                           normEps, preEps, postMult, mode, iters, eps);
+  return {std::get<0>(out), std::get<1>(out), std::get<2>(out)};
+}
+
+/// The fused kernel (three launches instead of six); `save` keeps h, ms,
+/// pre and logits for the gradient, else they stay in the workspace.
+PreOut preCuda(const Tensor &x, const Tensor &phi, const Tensor &alpha,
+               const Tensor &beta, const OptTensor &weight, int64_t n,
+               Str layout, bool tf32, double normEps, double preEps,
+               double postMult, Str mode, int64_t iters, double eps, bool save) {
+  Checker c = checkPre("pre", x, phi, alpha, beta, weight, n, layout, normEps,
+                       preEps, postMult, mode, iters, eps);
+  int64_t M = c.M, N = 2 * n + n * n;
+  // One kernel spec has one parameter dtype: phi, alpha, beta and weight
+  // of different dtypes run as the four ops (each has its own kernel).
+  bool oneParamType = phi.scalar_type() == beta.scalar_type() &&
+                      (!weight || weight->scalar_type() == phi.scalar_type());
+  const mhc::rt::LoadedKernel *k = nullptr;
+  Tensor w = orUndefined(weight);
+  if (oneParamType) {
+    auto spec = baseSpec(mhc::OpKind::Pre, mhc::Direction::Forward, n);
+    streamsSpec(spec, x, layout, c.C);
+    spec.param = dtypeOf(phi).value_or(mhc::DType::F32);
+    spec.tf32 = tf32;
+    spec.hasWeight = weight.has_value();
+    spec.normEps = static_cast<float>(normEps);
+    spec.preEps = static_cast<float>(preEps);
+    spec.postMult = static_cast<float>(postMult);
+    spec.mode = mode == "log" ? mhc::SinkhornMode::Log : mhc::SinkhornMode::SoftmaxEps;
+    spec.iters = iters;
+    spec.eps = static_cast<float>(eps);
+    k = select("pre", spec, {&x, &phi, &w, &alpha, &beta}, M);
+  }
+  if (!k)
+    return preSteps(project_cuda, scale_cuda, sinkhorn_cuda, aggregate_cuda, x,
+                    phi, alpha, beta, weight, n, layout, tf32, normEps, preEps,
+                    postMult, mode, iters, eps);
+  auto f32 = x.options().dtype(at::kFloat);
+  Tensor y = at::empty({M, c.C}, x.options());
+  Tensor post = at::empty({M, n}, f32);
+  Tensor P = at::empty({M, n, n}, f32);
+  Tensor h, ms, pre, logits;
+  if (save) {
+    h = at::empty({M, N}, f32);
+    ms = at::empty({M}, f32);
+    pre = at::empty({M, n}, f32);
+    logits = at::empty({M, n, n}, f32);
+  }
+  auto kept = [&](const Tensor &t) { return save ? &t : nullptr; };
+  launch(*k, M, {{"x", &x}, {"phi", &phi}, {"weight", &w}, {"alpha", &alpha},
+                 {"beta", &beta}, {"h", kept(h)}, {"ms", kept(ms)},
+                 {"pre", kept(pre)}, {"post", &post}, {"logits", kept(logits)},
+                 {"P", &P}, {"y", &y}},
+         x);
+  return {y, post, P, h, ms, pre, logits};
+}
+
+PreOut pre_saved_cuda(const Tensor &x, const Tensor &phi, const Tensor &alpha,
+                      const Tensor &beta, const OptTensor &weight, int64_t n,
+                      Str layout, bool tf32, double normEps, double preEps,
+                      double postMult, Str mode, int64_t iters, double eps) {
+  return preCuda(x, phi, alpha, beta, weight, n, layout, tf32, normEps, preEps,
+                 postMult, mode, iters, eps, /*save=*/true);
+}
+
+std::tuple<Tensor, Tensor, Tensor>
+pre_cuda(const Tensor &x, const Tensor &phi, const Tensor &alpha,
+         const Tensor &beta, const OptTensor &weight, int64_t n, Str layout,
+         bool tf32, double normEps, double preEps, double postMult, Str mode,
+         int64_t iters, double eps) {
+  auto out = preCuda(x, phi, alpha, beta, weight, n, layout, tf32, normEps,
+                     preEps, postMult, mode, iters, eps, /*save=*/false);
+  return {std::get<0>(out), std::get<1>(out), std::get<2>(out)};
+}
+
 } // namespace
 
 TORCH_LIBRARY(mhc, m) {
@@ -751,6 +886,14 @@ TORCH_LIBRARY(mhc, m) {
   m.def("aggregate_backward(Tensor gy, Tensor x, Tensor pre, int n, str layout) -> (Tensor, Tensor)");
   m.def("expand_combine(Tensor f, Tensor post, Tensor x, Tensor P, Tensor? bias, int n, str layout) -> Tensor");
   m.def("expand_combine_backward(Tensor gout, Tensor f, Tensor post, Tensor x, Tensor P, Tensor? bias, int n, str layout) -> (Tensor, Tensor, Tensor, Tensor, Tensor)");
+  // One layer's pre step (project -> scale -> sinkhorn -> aggregate): one
+  // call and, on CUDA, one fused kernel. pre_saved also returns what the
+  // gradient needs (h, ms, pre, logits); autograd calls it (Autograd.cpp).
+  m.def("pre(Tensor x, Tensor phi, Tensor alpha, Tensor beta, Tensor? weight, int n, str layout, bool tf32, "
+        "float norm_eps, float pre_eps, float post_mult, str mode, int iters, float eps) -> (Tensor, Tensor, Tensor)");
+  m.def("pre_saved(Tensor x, Tensor phi, Tensor alpha, Tensor beta, Tensor? weight, int n, str layout, bool tf32, "
+        "float norm_eps, float pre_eps, float post_mult, str mode, int iters, float eps) -> "
+        "(Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor)");
 }
 
 // The reference is the CPU implementation (and the CUDA fallback, above).
@@ -765,6 +908,8 @@ TORCH_LIBRARY_IMPL(mhc, CPU, m) {
   m.impl("aggregate_backward", &aggregate_backward_ref);
   m.impl("expand_combine", &expand_combine_ref);
   m.impl("expand_combine_backward", &expand_combine_backward_ref);
+  m.impl("pre", &pre_ref);
+  m.impl("pre_saved", &pre_saved_ref);
 }
 
 TORCH_LIBRARY_IMPL(mhc, CUDA, m) {
@@ -778,4 +923,6 @@ TORCH_LIBRARY_IMPL(mhc, CUDA, m) {
   m.impl("aggregate_backward", &aggregate_backward_cuda);
   m.impl("expand_combine", &expand_combine_cuda);
   m.impl("expand_combine_backward", &expand_combine_backward_cuda);
+  m.impl("pre", &pre_cuda);
+  m.impl("pre_saved", &pre_saved_cuda);
 }

@@ -40,6 +40,15 @@ def matrix():
         out.append(spec("project", d, 4, arch, param="bf16", weight=True, C=4096))
         out.append(spec("expand_combine", d, 4, arch, bias=True, C=7168))
         out.append(spec("scale", d, 4, arch, param="bf16", norm_eps=1.1920929e-07, pre_eps=0.0))
+    # The fused pre step (forward only).
+    for arch, (n, act, layout) in itertools.product(ARCHS, itertools.product((2, 3, 4, 6, 8), ("bf16", "f32"),
+                                                                             ("nc", "cn"))):
+        C = 1000 if (n + len(act)) % 2 else 2048
+        out.append(spec("pre", "fwd", n, arch, act=act, layout=layout, C=C, mode=("log", "softmax_eps")[n % 2]))
+    for arch in ARCHS:
+        out.append(spec("pre", "fwd", 4, arch, act="bf16", layout="cn", C=7168, tf32=True, norm_eps=1.1920929e-07,
+                        pre_eps=0.0))
+        out.append(spec("pre", "fwd", 4, arch, act="f16", param="bf16", C=4096, weight=True, mode="softmax_eps"))
     return list(dict.fromkeys(out))
 
 

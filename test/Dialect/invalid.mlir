@@ -330,6 +330,89 @@ func.func @combine_out_layout(%f: tensor<?x64xbf16>, %post: tensor<?x4xf32>, %x:
   return
 }
 
+//===--- mhc.pre -----------------------------------------------------------===//
+
+// -----
+
+func.func @pre_x_rank(%x: tensor<?x256xbf16>, %phi: tensor<24x256xf32>, %a: tensor<3xf32>, %b: tensor<24xf32>) {
+  // expected-error @+1 {{operand 'x' must have shape [M, n, C] = [M, 4, C] (n = 4), got 'tensor<?x256xbf16>'}}
+  %0:7 = mhc.pre nc %x, %phi, %a, %b sinkhorn log {n = 4 : i64} : (tensor<?x256xbf16>, tensor<24x256xf32>, tensor<3xf32>, tensor<24xf32>) -> (tensor<?x24xf32>, tensor<?xf32>, tensor<?x4xf32>, tensor<?x4xf32>, tensor<?x4x4xf32>, tensor<?x4x4xf32>, tensor<?x64xbf16>)
+  return
+}
+
+// -----
+
+// One parameter dtype per kernel: alpha, beta and weight follow phi.
+func.func @pre_beta_dtype(%x: tensor<?x4x64xbf16>, %phi: tensor<24x256xf32>, %a: tensor<3xf32>, %b: tensor<24xbf16>) {
+  // expected-error @+1 {{operand 'beta' must have the element type of 'phi' ('f32'), got 'bf16'}}
+  %0:7 = mhc.pre nc %x, %phi, %a, %b sinkhorn log {n = 4 : i64} : (tensor<?x4x64xbf16>, tensor<24x256xf32>, tensor<3xf32>, tensor<24xbf16>) -> (tensor<?x24xf32>, tensor<?xf32>, tensor<?x4xf32>, tensor<?x4xf32>, tensor<?x4x4xf32>, tensor<?x4x4xf32>, tensor<?x64xbf16>)
+  return
+}
+
+// -----
+
+func.func @pre_alpha_dtype(%x: tensor<?x4x64xbf16>, %phi: tensor<24x256xbf16>, %a: tensor<3xf32>, %b: tensor<24xbf16>) {
+  // expected-error @+1 {{operand 'alpha' must have the element type of 'phi' ('bf16'), got 'f32'}}
+  %0:7 = mhc.pre nc %x, %phi, %a, %b sinkhorn log {n = 4 : i64} : (tensor<?x4x64xbf16>, tensor<24x256xbf16>, tensor<3xf32>, tensor<24xbf16>) -> (tensor<?x24xf32>, tensor<?xf32>, tensor<?x4xf32>, tensor<?x4xf32>, tensor<?x4x4xf32>, tensor<?x4x4xf32>, tensor<?x64xbf16>)
+  return
+}
+
+// -----
+
+func.func @pre_weight_dtype(%x: tensor<?x4x64xbf16>, %phi: tensor<24x256xf32>, %a: tensor<3xf32>, %b: tensor<24xf32>, %w: tensor<256xbf16>) {
+  // expected-error @+1 {{operand 'weight' must have the element type of 'phi' ('f32'), got 'bf16'}}
+  %0:7 = mhc.pre nc %x, %phi, %a, %b weight %w sinkhorn log {n = 4 : i64} : (tensor<?x4x64xbf16>, tensor<24x256xf32>, tensor<3xf32>, tensor<24xf32>, tensor<256xbf16>) -> (tensor<?x24xf32>, tensor<?xf32>, tensor<?x4xf32>, tensor<?x4xf32>, tensor<?x4x4xf32>, tensor<?x4x4xf32>, tensor<?x64xbf16>)
+  return
+}
+
+// -----
+
+func.func @pre_phi_cols(%x: tensor<?x4x64xbf16>, %phi: tensor<24x128xf32>, %a: tensor<3xf32>, %b: tensor<24xf32>) {
+  // expected-error @+1 {{operand 'phi' must have shape [N, K] = [24, 256] (n = 4), got 'tensor<24x128xf32>': dimension 1 must be K = n*C = 256 (C = 64 from 'x')}}
+  %0:7 = mhc.pre nc %x, %phi, %a, %b sinkhorn log {n = 4 : i64} : (tensor<?x4x64xbf16>, tensor<24x128xf32>, tensor<3xf32>, tensor<24xf32>) -> (tensor<?x24xf32>, tensor<?xf32>, tensor<?x4xf32>, tensor<?x4xf32>, tensor<?x4x4xf32>, tensor<?x4x4xf32>, tensor<?x64xbf16>)
+  return
+}
+
+// -----
+
+func.func @pre_norm_eps(%x: tensor<?x4x64xbf16>, %phi: tensor<24x256xf32>, %a: tensor<3xf32>, %b: tensor<24xf32>) {
+  // expected-error @+1 {{attribute 'norm_eps' must be finite and >= 0, got -1.000000e-06}}
+  %0:7 = mhc.pre nc %x, %phi, %a, %b sinkhorn log {n = 4 : i64, norm_eps = -1.0e-6 : f32} : (tensor<?x4x64xbf16>, tensor<24x256xf32>, tensor<3xf32>, tensor<24xf32>) -> (tensor<?x24xf32>, tensor<?xf32>, tensor<?x4xf32>, tensor<?x4xf32>, tensor<?x4x4xf32>, tensor<?x4x4xf32>, tensor<?x64xbf16>)
+  return
+}
+
+// -----
+
+func.func @pre_eps_in_log_mode(%x: tensor<?x4x64xbf16>, %phi: tensor<24x256xf32>, %a: tensor<3xf32>, %b: tensor<24xf32>) {
+  // expected-error @+1 {{attribute 'eps' is only meaningful in softmax_eps mode; log mode has no eps}}
+  %0:7 = mhc.pre nc %x, %phi, %a, %b sinkhorn log {n = 4 : i64, eps = 1.0e-6 : f32} : (tensor<?x4x64xbf16>, tensor<24x256xf32>, tensor<3xf32>, tensor<24xf32>) -> (tensor<?x24xf32>, tensor<?xf32>, tensor<?x4xf32>, tensor<?x4xf32>, tensor<?x4x4xf32>, tensor<?x4x4xf32>, tensor<?x64xbf16>)
+  return
+}
+
+// -----
+
+func.func @pre_P_result(%x: tensor<?x4x64xbf16>, %phi: tensor<24x256xf32>, %a: tensor<3xf32>, %b: tensor<24xf32>) {
+  // expected-error @+1 {{result 'P' must have shape [M, n, n] = [M, 4, 4] (n = 4), got 'tensor<?x16xf32>'}}
+  %0:7 = mhc.pre nc %x, %phi, %a, %b sinkhorn log {n = 4 : i64} : (tensor<?x4x64xbf16>, tensor<24x256xf32>, tensor<3xf32>, tensor<24xf32>) -> (tensor<?x24xf32>, tensor<?xf32>, tensor<?x4xf32>, tensor<?x4xf32>, tensor<?x4x4xf32>, tensor<?x16xf32>, tensor<?x64xbf16>)
+  return
+}
+
+// -----
+
+func.func @pre_y_dtype(%x: tensor<?x4x64xbf16>, %phi: tensor<24x256xf32>, %a: tensor<3xf32>, %b: tensor<24xf32>) {
+  // expected-error @+1 {{result 'y' must have the element type of 'x' ('bf16'), got 'f32'}}
+  %0:7 = mhc.pre nc %x, %phi, %a, %b sinkhorn log {n = 4 : i64} : (tensor<?x4x64xbf16>, tensor<24x256xf32>, tensor<3xf32>, tensor<24xf32>) -> (tensor<?x24xf32>, tensor<?xf32>, tensor<?x4xf32>, tensor<?x4xf32>, tensor<?x4x4xf32>, tensor<?x4x4xf32>, tensor<?x64xf32>)
+  return
+}
+
+// -----
+
+func.func @pre_token_mismatch(%x: tensor<8x4x64xbf16>, %phi: tensor<24x256xf32>, %a: tensor<3xf32>, %b: tensor<24xf32>) {
+  // expected-error @+1 {{result 'logits' must have shape [M, n, n] = [8, 4, 4] (n = 4), got 'tensor<16x4x4xf32>': its token count 16 differs from M = 8 of 'x'}}
+  %0:7 = mhc.pre nc %x, %phi, %a, %b sinkhorn log {n = 4 : i64} : (tensor<8x4x64xbf16>, tensor<24x256xf32>, tensor<3xf32>, tensor<24xf32>) -> (tensor<8x24xf32>, tensor<8xf32>, tensor<8x4xf32>, tensor<8x4xf32>, tensor<16x4x4xf32>, tensor<8x4x4xf32>, tensor<8x64xbf16>)
+  return
+}
+
 //===--- gradient ops ------------------------------------------------------===//
 
 // -----

@@ -67,6 +67,19 @@ func.func @expand_combine(%f: tensor<?x64xbf16>, %post: tensor<?x4xf32>, %x: ten
 
 // -----
 
+// CHECK-LABEL: func @pre
+// CHECK: mhc.pre nc %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} sinkhorn log {n = 4 : i64} : (tensor<?x4x64xbf16>, tensor<24x256xf32>, tensor<3xf32>, tensor<24xf32>) -> (tensor<?x24xf32>, tensor<?xf32>, tensor<?x4xf32>, tensor<?x4xf32>, tensor<?x4x4xf32>, tensor<?x4x4xf32>, tensor<?x64xbf16>)
+// CHECK: mhc.pre cn %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} weight %{{.*}} sinkhorn softmax_eps {eps = 0.000000e+00 : f32, iters = 10 : i64, n = 2 : i64, norm_eps = 1.1920929E-7 : f32, pre_eps = 0.000000e+00 : f32, tf32} : (tensor<8x16x2xf16>, tensor<8x32xbf16>, tensor<3xbf16>, tensor<8xbf16>, tensor<32xbf16>) -> (tensor<8x8xf32>, tensor<8xf32>, tensor<8x2xf32>, tensor<8x2xf32>, tensor<8x2x2xf32>, tensor<8x2x2xf32>, tensor<8x16xf16>)
+func.func @pre(%x: tensor<?x4x64xbf16>, %phi: tensor<24x256xf32>, %alpha: tensor<3xf32>, %beta: tensor<24xf32>,
+               %xt: tensor<8x16x2xf16>, %phib: tensor<8x32xbf16>, %alphab: tensor<3xbf16>, %betab: tensor<8xbf16>,
+               %w: tensor<32xbf16>) {
+  %0:7 = mhc.pre nc %x, %phi, %alpha, %beta sinkhorn log {n = 4 : i64} : (tensor<?x4x64xbf16>, tensor<24x256xf32>, tensor<3xf32>, tensor<24xf32>) -> (tensor<?x24xf32>, tensor<?xf32>, tensor<?x4xf32>, tensor<?x4xf32>, tensor<?x4x4xf32>, tensor<?x4x4xf32>, tensor<?x64xbf16>)
+  %1:7 = mhc.pre cn %xt, %phib, %alphab, %betab weight %w sinkhorn softmax_eps {n = 2 : i64, tf32, norm_eps = 1.1920929e-07 : f32, pre_eps = 0.0 : f32, iters = 10 : i64, eps = 0.0 : f32} : (tensor<8x16x2xf16>, tensor<8x32xbf16>, tensor<3xbf16>, tensor<8xbf16>, tensor<32xbf16>) -> (tensor<8x8xf32>, tensor<8xf32>, tensor<8x2xf32>, tensor<8x2xf32>, tensor<8x2x2xf32>, tensor<8x2x2xf32>, tensor<8x16xf16>)
+  return
+}
+
+// -----
+
 // CHECK-LABEL: func @project_grad
 // CHECK: mhc.project_grad nc %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} {n = 4 : i64} : (tensor<?x24xf32>, tensor<?xf32>, tensor<?x4x64xbf16>, tensor<24x256xf32>) -> (tensor<?x4x64xbf16>, tensor<24x256xf32>)
 // CHECK: mhc.project_grad cn %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} weight %{{.*}} {n = 4 : i64, tf32} : (tensor<?x24xf32>, tensor<?xf32>, tensor<?x64x4xbf16>, tensor<24x256xf32>, tensor<256xbf16>) -> (tensor<?x64x4xbf16>, tensor<24x256xf32>, tensor<256xbf16>)

@@ -27,6 +27,22 @@ func.func @forward(%x: tensor<?x4x64xbf16>, %phi: tensor<24x256xf32>, %w: tensor
 
 // -----
 
+// The fused pre step carries the fields of project, scale and sinkhorn; its
+// param dtype is phi's, which alpha, beta and weight share.
+// CHECK-LABEL: func @pre
+// SM90: mhc.pre nc {{.*}} {mhc.spec = #mhc.spec<"pre.fwd;n=4;act=bf16;param=bf16;layout=nc;C=64;tf32=0;weight=1;norm_eps=9.99999997e-07;pre_eps=0;post_mult=2;mode=log;iters=20;arch=sm_90a">, n = 4 : i64, pre_eps = 0.000000e+00 : f32}
+// SM100: mhc.pre nc {{.*}} {mhc.spec = #mhc.spec<"pre.fwd;n=4;act=bf16;param=bf16;layout=nc;C=64;tf32=0;weight=1;norm_eps=9.99999997e-07;pre_eps=0;post_mult=2;mode=log;iters=20;arch=sm_100a">, n = 4 : i64, pre_eps = 0.000000e+00 : f32}
+// SM90: mhc.pre cn {{.*}} {eps = 0.000000e+00 : f32, iters = 3 : i64, mhc.spec = #mhc.spec<"pre.fwd;n=2;act=f32;param=f32;layout=cn;C=8;tf32=1;weight=0;norm_eps=9.99999997e-07;pre_eps=9.99999997e-07;post_mult=2;mode=softmax_eps;iters=3;eps=0;arch=sm_90a">, n = 2 : i64, tf32}
+// CHECK-NOT: mhc.fallback
+func.func @pre(%x: tensor<?x4x64xbf16>, %phi: tensor<24x256xbf16>, %a: tensor<3xbf16>, %b: tensor<24xbf16>, %w: tensor<256xbf16>,
+               %xt: tensor<?x8x2xf32>, %phit: tensor<8x16xf32>, %at: tensor<3xf32>, %bt: tensor<8xf32>) {
+  %0:7 = mhc.pre nc %x, %phi, %a, %b weight %w sinkhorn log {n = 4 : i64, pre_eps = 0.0 : f32} : (tensor<?x4x64xbf16>, tensor<24x256xbf16>, tensor<3xbf16>, tensor<24xbf16>, tensor<256xbf16>) -> (tensor<?x24xf32>, tensor<?xf32>, tensor<?x4xf32>, tensor<?x4xf32>, tensor<?x4x4xf32>, tensor<?x4x4xf32>, tensor<?x64xbf16>)
+  %1:7 = mhc.pre cn %xt, %phit, %at, %bt sinkhorn softmax_eps {n = 2 : i64, tf32, iters = 3 : i64, eps = 0.0 : f32} : (tensor<?x8x2xf32>, tensor<8x16xf32>, tensor<3xf32>, tensor<8xf32>) -> (tensor<?x8xf32>, tensor<?xf32>, tensor<?x2xf32>, tensor<?x2xf32>, tensor<?x2x2xf32>, tensor<?x2x2xf32>, tensor<?x8xf32>)
+  return
+}
+
+// -----
+
 // Gradient ops get the bwd spec of their forward op; layout cn and f16.
 // CHECK-LABEL: func @backward
 // SM90: mhc.project_grad {{.*}}mhc.spec = #mhc.spec<"project.bwd;n=2;act=f16;param=f32;layout=cn;C=8;tf32=0;weight=0;arch=sm_90a">
@@ -49,15 +65,19 @@ func.func @backward(%gh: tensor<?x8xf32>, %gms: tensor<?xf32>, %x: tensor<?x8x2x
 // -----
 
 // What codegen cannot build is marked, with the reason, for the runtime's
-// reference path: n beyond 8, a dynamic C.
+// reference path: n beyond 8, a dynamic C, a fused pre step with K = n*C not
+// a multiple of 8.
 // CHECK-LABEL: func @unsupported
 // SM90: mhc.aggregate nc {{.*}} {mhc.fallback = "n = 9 is outside the specialised range 1..8", mhc.spec = #mhc.spec<"aggregate.fwd;n=9;act=f32;layout=nc;C=16;arch=sm_90a">, n = 9 : i64}
 // SM90: mhc.aggregate nc {{.*}} {mhc.fallback = "the channel count C is not static", mhc.spec = #mhc.spec<"aggregate.fwd;n=4;act=bf16;layout=nc;C=0;arch=sm_90a">, n = 4 : i64}
+// SM90: mhc.pre nc {{.*}} {mhc.fallback = "the projection kernel needs K = n*C to be a multiple of 8", mhc.spec = #mhc.spec<"pre.fwd;n=2;act=f32;param=f32;layout=nc;C=3;tf32=0;weight=0;norm_eps=9.99999997e-07;pre_eps=9.99999997e-07;post_mult=2;mode=log;iters=20;arch=sm_90a">, n = 2 : i64}
 // The same ops on small shapes are fine; sinkhorn does not depend on C.
 // SM90: mhc.sinkhorn log {{.*}} {mhc.spec = #mhc.spec<"sinkhorn.fwd;n=1;mode=log;iters=20;arch=sm_90a">, n = 1 : i64}
-func.func @unsupported(%x9: tensor<?x9x16xf32>, %pre9: tensor<?x9xf32>, %xd: tensor<?x4x?xbf16>, %pre: tensor<?x4xf32>, %l1: tensor<?x1x1xf32>) {
+func.func @unsupported(%x9: tensor<?x9x16xf32>, %pre9: tensor<?x9xf32>, %xd: tensor<?x4x?xbf16>, %pre: tensor<?x4xf32>, %l1: tensor<?x1x1xf32>,
+                       %x3: tensor<?x2x3xf32>, %phi3: tensor<8x6xf32>, %a3: tensor<3xf32>, %b3: tensor<8xf32>) {
   %y = mhc.aggregate nc %x9, %pre9 {n = 9 : i64} : (tensor<?x9x16xf32>, tensor<?x9xf32>) -> tensor<?x16xf32>
   %yd = mhc.aggregate nc %xd, %pre {n = 4 : i64} : (tensor<?x4x?xbf16>, tensor<?x4xf32>) -> tensor<?x?xbf16>
+  %k:7 = mhc.pre nc %x3, %phi3, %a3, %b3 sinkhorn log {n = 2 : i64} : (tensor<?x2x3xf32>, tensor<8x6xf32>, tensor<3xf32>, tensor<8xf32>) -> (tensor<?x8xf32>, tensor<?xf32>, tensor<?x2xf32>, tensor<?x2xf32>, tensor<?x2x2xf32>, tensor<?x2x2xf32>, tensor<?x3xf32>)
   %p = mhc.sinkhorn log %l1 {n = 1 : i64} : (tensor<?x1x1xf32>) -> tensor<?x1x1xf32>
   return
 }

@@ -16,22 +16,23 @@ def f(v):
 def spec(op, d, n, arch, act="bf16", param="f32", layout="nc", C=2048, tf32=False,
          weight=False, bias=False, norm_eps=1e-6, pre_eps=1e-6, post_mult=2.0,
          mode="log", iters=20, eps=1e-6):
+    # "pre" (the fused pre step) carries the fields of project, scale and sinkhorn.
     s = [f"{op}.{d}", f"n={n}"]
-    if op in ("project", "aggregate", "expand_combine"):
+    if op in ("project", "aggregate", "expand_combine", "pre"):
         s.append(f"act={act}")
-    if op in ("project", "scale") or (op == "expand_combine" and bias):
+    if op in ("project", "scale", "pre") or (op == "expand_combine" and bias):
         s.append(f"param={param}")
-    if op in ("project", "aggregate", "expand_combine"):
+    if op in ("project", "aggregate", "expand_combine", "pre"):
         s += [f"layout={layout}", f"C={C}"]
-    if op == "project":
+    if op in ("project", "pre"):
         s += [f"tf32={int(tf32)}", f"weight={int(weight)}"]
-    elif op == "scale":
+    if op in ("scale", "pre"):
         s += [f"norm_eps={f(norm_eps)}", f"pre_eps={f(pre_eps)}", f"post_mult={f(post_mult)}"]
-    elif op == "sinkhorn":
+    if op in ("sinkhorn", "pre"):
         s += [f"mode={mode}", f"iters={iters}"]
         if mode == "softmax_eps":
             s.append(f"eps={f(eps)}")
-    elif op == "expand_combine":
+    if op == "expand_combine":
         s.append(f"bias={int(bias)}")
     s.append(f"arch={arch}")
     return ";".join(s)

@@ -165,6 +165,111 @@ def test_sinkhorn_log_mode_wide_logits_take_the_log_domain(n, d):
     assert after["reference_calls"] == before["reference_calls"], (before, after)
 
 
+PRE_CASES = [
+    # The bench's conventions (TE: norm_eps = FLT_EPSILON, pre_eps = 0, log, TF32).
+    dict(n=4, act="bf16", layout="cn", C=4096, M=128, mode="log", tf32=True, weight=False, norm_eps=1.1920929e-07,
+         pre_eps=0.0),
+    dict(n=4, act="bf16", layout="nc", C=7168, M=77, mode="softmax_eps", tf32=False, weight=True),
+    dict(n=4, act="bf16", layout="nc", C=2048, M=33, mode="log", tf32=True, weight=True, param="bf16"),
+    dict(n=8, act="bf16", layout="cn", C=2048, M=300, mode="log", tf32=True, weight=False),
+    dict(n=6, act="f16", layout="nc", C=1000, M=5, mode="softmax_eps", tf32=False, weight=True),
+    dict(n=3, act="f32", layout="cn", C=64, M=70000, mode="log", tf32=False, weight=False),
+    dict(n=2, act="bf16", layout="nc", C=4096, M=1, mode="softmax_eps", tf32=True, weight=False),
+]
+
+
+def pre_inputs(cfg, gen):
+    p = spec("project", "fwd", cfg["n"], act=cfg["act"], layout=cfg["layout"], C=cfg["C"], mode=cfg["mode"],
+             tf32=cfg["tf32"], weight=cfg["weight"], param=cfg.get("param", "f32"))
+    for k in ("norm_eps", "pre_eps"):
+        p[k] = cfg.get(k, p[k])
+    t = make_inputs(p, cfg["M"], gen)
+    t.update({k: make_inputs(dict(p, op="scale"), 1, gen)[k] for k in ("alpha", "beta")})
+    return p, t
+
+
+@pytest.mark.parametrize("cfg", PRE_CASES, ids=lambda c: "n{n}-{act}-{layout}-C{C}-M{M}-{mode}".format(**c))
+def test_pre_fused_matches_float64_and_the_four_ops(cfg):
+    """torch.ops.mhc.pre runs one fused kernel (pack/partial + a tail per
+    token): each stage against float64 SPEC.md on the kernel's own inputs to
+    that stage (the bounds of that op), and bit for bit what the four
+    separate ops give, run to run the same, with and without the saved
+    intermediates; its gradient (the four backward kernels) bit for bit the
+    separate ops' graph."""
+    gen = torch.Generator(device="cuda").manual_seed(SEED + cfg["M"] + 31 * cfg["n"])
+    s, t = pre_inputs(cfg, gen)
+    n, lay, o = s["n"], s["layout"], torch.ops.mhc
+    eps = s["eps"] if s["mode"] == "softmax_eps" else 0.0
+    args = (t["x"], t["phi"], t["alpha"], t["beta"], t.get("weight"), n, lay, s["tf32"], s["norm_eps"],
+            s["pre_eps"], s["post_mult"], s["mode"], s["iters"], eps)
+    before = mhc._C.stats()
+    saved = o.pre_saved(*args)
+    plain = o.pre(*args)
+    again = o.pre(*args)
+    after = mhc._C.stats()
+    assert after["kernel_calls"] - before["kernel_calls"] == 3, (before, after)
+    assert after["reference_calls"] == before["reference_calls"], (before, after)
+    y, post, P, h, ms, pre, logits = saved
+    for a, b, c in zip(saved[:3], plain, again):
+        assert torch.equal(a, b) and torch.equal(b, c)
+    # Stage by stage against float64, each on the fused kernel's own inputs.
+    stages = [
+        (s, dict(x=t["x"], phi=t["phi"], **({"weight": t["weight"]} if "weight" in t else {})),
+         {"h": h, "ms": ms}),
+        (dict(s, op="scale"), dict(h=h, ms=ms, alpha=t["alpha"], beta=t["beta"]),
+         {"pre": pre, "post": post, "logits": logits}),
+        (dict(s, op="sinkhorn", eps=eps), dict(logits=logits), {"P": P}),
+        (dict(s, op="aggregate"), dict(x=t["x"], pre=pre), {"y": y}),
+    ]
+    for st, inp, got in stages:
+        want = reference(st, inp)
+        for k, g in got.items():
+            r = want[k].detach().reshape(-1)
+            err = ((g.reshape(-1).double() - r).norm() / r.norm().clamp_min(1e-300)).item()
+            b = bound(st, g.dtype)
+            RESULTS.append((f"pre.fwd ({st['op']})", err, b, f"{cfg} {k}"))
+            assert torch.isfinite(g).all() and err <= b, f"pre {k}: rel err {err:.3e} > {b:.0e} ({cfg})"
+    # The four separate ops: the same bits.
+    h4, ms4 = o.project(t["x"], t["phi"], t.get("weight"), n, lay, s["tf32"])
+    pre4, post4, logits4 = o.scale(h4, ms4, t["alpha"], t["beta"], n, s["norm_eps"], s["pre_eps"], s["post_mult"])
+    P4 = o.sinkhorn(logits4, n, s["mode"], s["iters"], eps)
+    y4 = o.aggregate(t["x"], pre4, n, lay)
+    for name, a, b in zip(("y", "post", "P", "h", "ms", "pre", "logits"), saved, (y4, post4, P4, h4, ms4, pre4,
+                                                                                   logits4)):
+        assert torch.equal(a, b), f"pre {name} differs from the separate ops ({cfg})"
+    # Gradients: autograd of pre (saved intermediates, four backward
+    # kernels) against autograd of the separate ops.
+    if cfg["M"] > 4096:
+        return
+    leaves = {k: v.detach().requires_grad_() for k, v in t.items() if k in ("x", "phi", "alpha", "beta", "weight")}
+    L = lambda k: leaves.get(k)  # noqa: E731
+    fused = o.pre(L("x"), L("phi"), L("alpha"), L("beta"), L("weight"), *args[5:])
+    h4, ms4 = o.project(L("x"), L("phi"), L("weight"), n, lay, s["tf32"])
+    pre4, post4, logits4 = o.scale(h4, ms4, L("alpha"), L("beta"), n, s["norm_eps"], s["pre_eps"], s["post_mult"])
+    sep = (o.aggregate(L("x"), pre4, n, lay), post4, o.sinkhorn(logits4, n, s["mode"], s["iters"], eps))
+    g = [torch.randn(v.shape, generator=gen, device="cuda").to(v.dtype) for v in fused]
+    wrt = list(leaves.values())
+    for name, a, b in zip(leaves, torch.autograd.grad(fused, wrt, g), torch.autograd.grad(sep, wrt, g)):
+        assert torch.equal(a, b), f"pre: grad of {name} differs from the separate ops' ({cfg})"
+
+
+def test_pre_with_mixed_parameter_dtypes_runs_the_four_kernels():
+    """phi f32 with bf16 alpha/beta: no single fused spec; the four ops run."""
+    gen = torch.Generator(device="cuda").manual_seed(SEED)
+    s, t = pre_inputs(dict(n=4, act="bf16", layout="nc", C=512, M=40, mode="log", tf32=False, weight=False), gen)
+    alpha, beta = t["alpha"].bfloat16(), t["beta"].bfloat16()
+    args = (4, "nc", False, 1e-6, 1e-6, 2.0, "log", 20, 0.0)
+    before = mhc._C.stats()
+    y, post, P = torch.ops.mhc.pre(t["x"], t["phi"], alpha, beta, None, *args)
+    after = mhc._C.stats()
+    assert after["kernel_calls"] - before["kernel_calls"] == 4 and after["reference_calls"] == before["reference_calls"]
+    h, ms = torch.ops.mhc.project(t["x"], t["phi"], None, 4, "nc", False)
+    pre, post4, logits = torch.ops.mhc.scale(h, ms, alpha, beta, 4, 1e-6, 1e-6, 2.0)
+    assert torch.equal(y, torch.ops.mhc.aggregate(t["x"], pre, 4, "nc")) and torch.equal(post, post4)
+    assert torch.equal(P, torch.ops.mhc.sinkhorn(logits, 4, "log", 20, 0.0))
+
+
+
 def test_whole_layer_matches_float64_and_is_deterministic():
     """pre + block + post, forward and backward, against autograd of float64 SPEC.md."""
     from mhc import reference as ref
@@ -191,7 +296,8 @@ def test_whole_layer_matches_float64_and_is_deterministic():
     out2, gx2, gphi2 = run()
     after = mhc._C.stats()
     assert after["reference_calls"] == before["reference_calls"]
-    assert after["kernel_calls"] - before["kernel_calls"] == 20  # 5 ops x fwd/bwd x 2 runs
+    # Per run: the fused pre step (1), expand_combine (1), the five backwards.
+    assert after["kernel_calls"] - before["kernel_calls"] == 14
     assert torch.equal(out1, out2) and torch.equal(gx1, gx2) and torch.equal(gphi1, gphi2)
     # float64 reference of the same layer (the bf16 block output taken as given).
     x64 = x.detach().double().requires_grad_()
@@ -347,6 +453,7 @@ def _cuda_samples():
         "expand_combine": (f, post, x, P, bias, n, "nc"),
         "expand_combine_backward": (x, f, post, x, P, bias, n, "nc"),
         "pre": (x, phi, alpha, beta, w, n, "nc", False, 1e-6, 1e-6, 2.0, "log", 20, 0.0),
+        "pre_saved": (x, phi, alpha, beta, w, n, "nc", False, 1e-6, 1e-6, 2.0, "log", 20, 0.0),
     }
 
 

@@ -118,6 +118,8 @@ def _samples():
         "expand_combine_backward": (t["x"], t["f"], post, t["x"], P, None, n, "nc"),
         "pre": (t["x"], t["phi"], t["alpha"], t["beta"], t["weight"], n, "nc", False, 1e-6, 1e-6, 2.0, "log", 5,
                 0.0),
+        "pre_saved": (t["x"], t["phi"], t["alpha"], t["beta"], t["weight"], n, "nc", False, 1e-6, 1e-6, 2.0, "log",
+                      5, 0.0),
     }
 
 

@@ -207,6 +207,61 @@ def Mhc_ExpandCombineOp : Mhc_KernelOp<"expand_combine"> {
 }
 
 //===----------------------------------------------------------------------===//
+// Fused forward ops: several forward ops in one kernel (mhc-fuse-pre).
+//===----------------------------------------------------------------------===//
+
+def Mhc_PreOp : Mhc_KernelOp<"pre"> {
+  let summary = "one layer's pre step fused: project, scale, sinkhorn, aggregate";
+  let description = !strconcat([{
+    Exactly the four forward ops, in one kernel:
+
+    ```
+    (h, ms)              = project(x, phi, weight)
+    (pre, post, logits)  = scale(h, ms, alpha, beta)
+    P                    = sinkhorn(logits)
+    y                    = aggregate(x, pre)
+    ```
+
+    Every intermediate is a result, so gradient ops (and `expand_combine`,
+    which reads `post` and `P`) use them as they would the separate ops'
+    results; one kernel computes them all. `mhc-fuse-pre` forms this op
+    from the four separate ops.
+
+    Operands: `x` `[M, n, C]` (`nc`) or `[M, C, n]` (`cn`), activation dtype;
+    `phi` `[N, K]`, `alpha` `[3]`, `beta` `[N]` and the optional RMSNorm
+    `weight` `[K]`, all parameters of one element type (f32 or bf16: the
+    kernel has one parameter dtype). Results: `h` `[M, N]`, `ms` `[M]`,
+    `pre` and `post` `[M, n]`, `logits` and `P` `[M, n, n]`, all f32; `y`
+    `[M, C]` with `x`'s element type.
+
+    Attributes: those of `mhc.project` (`tf32`), `mhc.scale` and
+    `mhc.sinkhorn`.
+  }], ScaleAttrDoc, SinkhornAttrDoc, [{
+
+    ```mlir
+    %h, %ms, %pre, %post, %logits, %P, %y =
+        mhc.pre nc %x, %phi, %alpha, %beta sinkhorn log {n = 4 : i64}
+        : (tensor<?x4x2048xbf16>, tensor<24x8192xf32>, tensor<3xf32>, tensor<24xf32>)
+        -> (tensor<?x24xf32>, tensor<?xf32>, tensor<?x4xf32>, tensor<?x4xf32>,
+            tensor<?x4x4xf32>, tensor<?x4x4xf32>, tensor<?x2048xbf16>)
+    ```
+  }]);
+  let arguments = !con((ins AnyRankedTensor:$x, AnyRankedTensor:$phi,
+                            AnyRankedTensor:$alpha, AnyRankedTensor:$beta,
+                            Optional<AnyRankedTensor>:$weight),
+                       StreamAttrs, LayoutAttrs, ProjectAttrs, ScaleAttrs,
+                       SinkhornAttrs);
+  let results = (outs AnyRankedTensor:$h, AnyRankedTensor:$ms,
+                      AnyRankedTensor:$pre, AnyRankedTensor:$post,
+                      AnyRankedTensor:$logits, AnyRankedTensor:$P,
+                      AnyRankedTensor:$y);
+  let assemblyFormat = [{
+    custom<Layout>($layout) $x `,` $phi `,` $alpha `,` $beta (`weight` $weight^)?
+    `sinkhorn` custom<SinkhornMode>($mode) attr-dict `:` functional-type(operands, results)
+  }];
+}
+
+//===----------------------------------------------------------------------===//
 // Backward ops: gradients of the exact discrete forward (SPEC.md "Backward").
 //===----------------------------------------------------------------------===//
 

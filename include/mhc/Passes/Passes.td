@@ -36,6 +36,46 @@ def ExpandLayers : Pass<"mhc-expand-layers"> {
   let dependentDialects = ["::mlir::mhc::MhcDialect"];
 }
 
+def FusePre : Pass<"mhc-fuse-pre"> {
+  let summary = "fuse project, scale, sinkhorn and aggregate of one layer into "
+                "mhc.pre";
+  let description = [{
+    Replaces one layer's pre step, the four forward ops that
+    `mhc-expand-layers` produces, with one `mhc.pre` (one kernel). It
+    matches each `mhc.aggregate` whose `pre` is result 0 of an `mhc.scale`
+    whose `h` and `ms` are the results of an `mhc.project` on the
+    aggregate's `x` (same n and layout), with an `mhc.sinkhorn` reading that
+    scale's `logits`. It fuses them when all four are in one block, `phi`,
+    `alpha`, `beta` and `weight` share an element type (the kernel has one
+    parameter dtype), and `alpha`/`beta` are defined before the project
+    (where `mhc.pre` goes). Anything else is left unchanged.
+
+    Attributes carry over: `tf32` from project, `norm_eps`/`pre_eps`/
+    `post_mult` from scale, `mode`/`iters`/`eps` from the sinkhorn. Every
+    use of the four ops' results, gradient ops included, reads the fused
+    op's result instead. When several sinkhorns read the logits, the one
+    whose `P` feeds an `mhc.expand_combine` with this scale's `post` (else
+    the first in the block) is fused; others with the same attributes read
+    the fused `P`, the rest keep reading the fused `logits`.
+
+    Run after `mhc-expand-layers --canonicalize --cse` (so a unit weight is
+    gone and duplicates are merged) and before `mhc-specialize`.
+
+    ```mlir
+    %h, %ms = mhc.project nc %x, %phi {n = 4 : i64} : ...
+    %pre, %post, %logits = mhc.scale %h, %ms, %alpha, %beta {n = 4 : i64} : ...
+    %P = mhc.sinkhorn log %logits {n = 4 : i64} : ...
+    %y = mhc.aggregate nc %x, %pre {n = 4 : i64} : ...
+    ```
+    becomes
+    ```mlir
+    %h, %ms, %pre, %post, %logits, %P, %y =
+        mhc.pre nc %x, %phi, %alpha, %beta sinkhorn log {n = 4 : i64} : ...
+    ```
+  }];
+  let dependentDialects = ["::mlir::mhc::MhcDialect"];
+}
+
 def Specialize : Pass<"mhc-specialize"> {
   let summary = "stamp a concrete kernel spec on every mhc kernel op and mark "
                 "the unsupported ones";
@@ -49,7 +89,8 @@ def Specialize : Pass<"mhc-specialize"> {
     it and the runtime runs the reference path instead. Both decisions come
     from one function, `mhc::unsupportedReason`.
 
-    Run after `mhc-expand-layers`: an `mhc.layer` left in the input is an
+    Run after `mhc-expand-layers` (and `mhc-fuse-pre`, whose `mhc.pre` it
+    specialises like any kernel op): an `mhc.layer` left in the input is an
     error.
   }];
   let options = [

@@ -18,7 +18,9 @@
 
 namespace mhc {
 
-enum class OpKind { Project, Scale, Sinkhorn, Aggregate, ExpandCombine };
+/// Pre is one layer's pre step fused (project -> scale -> sinkhorn ->
+/// aggregate, forward only): the fields of those ops together.
+enum class OpKind { Project, Scale, Sinkhorn, Aggregate, ExpandCombine, Pre };
 enum class Direction { Forward, Backward };
 enum class DType { BF16, F16, F32 };
 enum class Layout { NC, CN };

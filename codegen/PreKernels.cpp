@@ -1,0 +1,142 @@
+//===- PreKernels.cpp - one layer's pre step, fused -----------------------===//
+//
+// project -> scale -> sinkhorn -> aggregate as the projection's partial
+// launches plus one "tail" launch with a block per token: the block sums the
+// token's split-K partials (h, ms), scales the logits, one thread runs the
+// Sinkhorn iterations while the other warps start y = pre . x. Three launches
+// instead of six: at small M the pre step is bound by the host's launches
+// and allocations, not by the GPU. Every value is computed by the same
+// instructions in the same order as in the separate kernels (the same
+// partials, the reduce's in-order sum, scaleLogit/scaleSquash,
+// emitSinkhornPlan, the aggregate's fma chain), so the fused and the
+// separate ops agree bit for bit. All intermediates are outputs: the
+// gradient needs h, ms, pre and logits.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Families.h"
+
+using namespace mlir;
+using namespace mlir::mhc;
+using ::mhc::BufferRole;
+using ::mhc::DType;
+
+LogicalResult mlir::mhc::buildPre(KernelContext &ctx) {
+  if (ctx.spec.dir != ::mhc::Direction::Forward)
+    return failure();
+  if (failed(buildProjectForwardPartials(ctx)))
+    return failure();
+  const ::mhc::KernelSpec &spec = ctx.spec;
+  int64_t n = ctx.n(), N = ctx.N(), K = ctx.K(), C = ctx.C();
+  int64_t w = ctx.streamWidth(), chunks = C / w;
+  ctx.buffer("alpha", spec.param, BufferRole::Input, {0, 3});
+  ctx.buffer("beta", spec.param, BufferRole::Input, {0, N});
+  ctx.buffer("pre", DType::F32, BufferRole::Output, {n, 0});
+  ctx.buffer("post", DType::F32, BufferRole::Output, {n, 0});
+  ctx.buffer("logits", DType::F32, BufferRole::Output, {n * n, 0});
+  ctx.buffer("P", DType::F32, BufferRole::Output, {n * n, 0});
+  ctx.buffer("y", spec.act, BufferRole::Output, {C, 0});
+
+  // Enough warps for the chunks (<= 256 threads) and for a thread per
+  // partial column (N + 1 <= 81).
+  int64_t want = std::max<int64_t>(std::min<int64_t>(chunks, 256), N + 1);
+  int threads = static_cast<int>(std::min<int64_t>(256, (want + 31) / 32 * 32));
+  LaunchBuilder &l = ctx.launch("tail");
+  l.param("partials").param("alpha").param("beta").param("x").param("h")
+      .param("ms").param("pre").param("post").param("logits").param("P")
+      .param("y").param("M").param("S").block(threads).grid({1, 0})
+      .sharedF32(N + 1, 16).sharedF32(N, 16); // 16: read back as vectors
+  KernelBuilder kb = ctx.begin(l);
+  Value M = l.tokens(), S = l.splits(), tid = kb.threadId();
+  Value m = kb.blockId(), row = l.shared(0), mix = l.shared(1);
+  Value width = kb.idx(N + 1);
+
+  // h and ms: a thread per column sums the S partials in split order, as
+  // the projection's reduce launch does (four loads in flight per step).
+  kb.when(kb.lt(tid, width), [&] {
+    Value item = kb.add(kb.mul(m, width), tid);
+    Value stride = kb.mul(M, width);
+    Value part = l.arg("partials");
+    auto at = [&](Value sp) { return kb.add(kb.mul(sp, stride), item); };
+    Value S4 = kb.mul(kb.div(S, kb.idx(4)), kb.idx(4));
+    SmallVector<Value> sum = kb.loop(
+        kb.idx(0), S4, kb.idx(4), ValueRange{kb.f32(0.0)},
+        [&](Value sp, ValueRange it) -> SmallVector<Value> {
+          SmallVector<Value> v;
+          for (int64_t u = 0; u < 4; ++u)
+            v.push_back(kb.load(part, at(kb.add(sp, kb.idx(u)))));
+          Value acc = it[0];
+          for (Value x : v)
+            acc = kb.add(acc, x);
+          return {acc};
+        });
+    sum = kb.loop(S4, S, kb.idx(1), sum,
+                  [&](Value sp, ValueRange it) -> SmallVector<Value> {
+                    return {kb.add(it[0], kb.load(part, at(sp)))};
+                  });
+    kb.when(kb.eq(tid, kb.idx(N)), [&] {
+      Value ms = kb.div(sum[0], kb.f32(static_cast<double>(K)));
+      kb.store(ms, l.arg("ms"), m);
+      kb.store(ms, row, tid);
+    });
+    kb.when(kb.lt(tid, kb.idx(N)), [&] {
+      kb.store(sum[0], l.arg("h"), kb.add(kb.mul(m, kb.idx(N)), tid));
+      kb.store(sum[0], row, tid);
+    });
+  });
+  kb.barrier();
+
+  // Scale, a thread per logit k: mix = [pre | post | logits].
+  kb.when(kb.lt(tid, kb.idx(N)), [&] {
+    Value r = scaleRsqrt(kb, spec, kb.load(row, kb.idx(N)));
+    Value a = kb.toF32(kb.load(l.arg("alpha"), scaleSegment(kb, n, tid)));
+    Value beta = kb.toF32(kb.load(l.arg("beta"), tid));
+    Value z = scaleLogit(kb, a, kb.load(row, tid), r, beta);
+    Value mn = kb.mul(m, kb.idx(n));
+    kb.when(kb.lt(tid, kb.idx(n)), [&] {
+      Value v = scaleSquash(kb, spec, z, /*pre=*/true);
+      kb.store(v, l.arg("pre"), kb.add(mn, tid));
+      kb.store(v, mix, tid);
+    });
+    kb.when(kb.andi(kb.lt(kb.idx(n - 1), tid), kb.lt(tid, kb.idx(2 * n))), [&] {
+      kb.store(scaleSquash(kb, spec, z, /*pre=*/false), l.arg("post"),
+               kb.add(mn, kb.sub(tid, kb.idx(n))));
+    });
+    kb.when(kb.lt(kb.idx(2 * n - 1), tid), [&] {
+      kb.store(z, l.arg("logits"),
+               kb.add(kb.mul(m, kb.idx(n * n)), kb.sub(tid, kb.idx(2 * n))));
+      kb.store(z, mix, tid);
+    });
+  });
+  kb.barrier();
+
+  // Thread 0 runs the Sinkhorn iterations; the other warps start on y (the
+  // rest of warp 0 follows once thread 0 is done).
+  kb.when(kb.eq(tid, kb.idx(0)), [&] {
+    SmallVector<Value> L;
+    for (int64_t k = 0; k < n * n; ++k)
+      L.push_back(kb.load(mix, kb.idx(2 * n + k)));
+    emitSinkhornPlan(kb, spec, L, [&](ArrayRef<Value> P) {
+      for (int64_t k = 0; k < n * n; ++k)
+        kb.store(P[k], l.arg("P"), kb.add(kb.mul(m, kb.idx(n * n)), kb.idx(k)));
+    });
+  });
+  SmallVector<Value> pre;
+  for (int64_t i = 0; i < n; ++i)
+    pre.push_back(kb.load(mix, kb.idx(i)));
+  // y = sum_i pre_i x_i with the aggregate kernel's fma chain.
+  chunkLoop(kb, chunks, threads, 4, {}, [&](Value chunk, ValueRange) {
+    Value c0 = kb.mul(chunk, kb.idx(w));
+    auto xs = loadStreams(kb, ctx, l.arg("x"), m, c0, w);
+    SmallVector<Value> y;
+    for (int64_t e = 0; e < w; ++e) {
+      Value acc = kb.mul(pre[0], xs[0][e]);
+      for (int64_t i = 1; i < n; ++i)
+        acc = kb.fma(pre[i], xs[i][e], acc);
+      y.push_back(acc);
+    }
+    kb.storeFrom(y, l.arg("y"), kb.add(kb.mul(m, kb.idx(C)), c0));
+    return SmallVector<Value>{};
+  });
+  return success();
+}

@@ -1,0 +1,97 @@
+//===- FusedOps.cpp - mhc.pre ---------------------------------------------===//
+//
+// Verification, type inference and kernel description of the fused forward
+// ops. mhc.pre's rules are the union of project's, scale's, sinkhorn's and
+// aggregate's, plus one parameter dtype (the kernel spec has one `param`).
+//
+//===----------------------------------------------------------------------===//
+
+#include "Signature.h"
+
+using namespace mlir;
+using namespace mlir::mhc;
+
+//===----------------------------------------------------------------------===//
+// PreOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult PreOp::verifySignature() {
+  int64_t n = getN();
+  if (failed(checkStreamCount(*this, n)) || failed(verifyScaleAttrs(*this)) ||
+      failed(checkSinkhornEps(*this, getMode(), getEps())))
+    return failure();
+  Signature sig(*this, n);
+  Dim N = Dim::fixed(numLogits(n), "N"), S = Dim::fixed(n, "n");
+  Dim M = Dim::tokens();
+  Value phi = getPhi();
+  if (failed(sig.check("operand", "x", getX(), streamDims(n, getLayout()),
+                       ElemKind::Activation)) ||
+      failed(sig.check("operand", "phi", phi, {N, Dim::k()},
+                       ElemKind::Param)) ||
+      failed(sig.check("operand", "alpha", getAlpha(), {Dim::fixed(3, "3")},
+                       ElemKind::Param)) ||
+      failed(sig.checkSameElementType("operand", "alpha", getAlpha(), phi,
+                                      "phi")) ||
+      failed(sig.check("operand", "beta", getBeta(), {N}, ElemKind::Param)) ||
+      failed(sig.checkSameElementType("operand", "beta", getBeta(), phi,
+                                      "phi")) ||
+      (getWeight() &&
+       (failed(sig.check("operand", "weight", getWeight(), {Dim::k()},
+                         ElemKind::Param)) ||
+        failed(sig.checkSameElementType("operand", "weight", getWeight(), phi,
+                                        "phi")))) ||
+      failed(sig.check("result", "h", getH(), {M, N}, ElemKind::Mixing)) ||
+      failed(sig.check("result", "ms", getMs(), {M}, ElemKind::Mixing)) ||
+      failed(sig.check("result", "pre", getPre(), {M, S}, ElemKind::Mixing)) ||
+      failed(sig.check("result", "post", getPost(), {M, S},
+                       ElemKind::Mixing)) ||
+      failed(sig.check("result", "logits", getLogits(), {M, S, S},
+                       ElemKind::Mixing)) ||
+      failed(sig.check("result", "P", getP(), {M, S, S}, ElemKind::Mixing)) ||
+      failed(sig.check("result", "y", getY(), {M, Dim::channels()},
+                       ElemKind::Activation)) ||
+      failed(sig.checkSameElementType("result", "y", getY(), getX(), "x")))
+    return failure();
+  return success();
+}
+
+LogicalResult PreOp::inferReturnTypes(MLIRContext *ctx,
+                                      std::optional<Location>, Adaptor adaptor,
+                                      SmallVectorImpl<Type> &types) {
+  Value x = adaptor.getX();
+  int64_t m = inferTokens(x);
+  int64_t n = adaptor.getN();
+  Type f32 = Float32Type::get(ctx);
+  types.push_back(tensorOf({m, numLogits(n)}, f32)); // h
+  types.push_back(tensorOf({m}, f32));               // ms
+  types.push_back(tensorOf({m, n}, f32));            // pre
+  types.push_back(tensorOf({m, n}, f32));            // post
+  types.push_back(tensorOf({m, n, n}, f32));         // logits
+  types.push_back(tensorOf({m, n, n}, f32));         // P
+  types.push_back(tensorOf({m, channelsOf(x, adaptor.getLayout())},
+                           elementTypeOf(x)));       // y
+  return success();
+}
+
+bool PreOp::isCompatibleReturnTypes(TypeRange l, TypeRange r) {
+  return compatibleTensorTypes(l, r);
+}
+
+void PreOp::describeKernel(::mhc::KernelSpec &spec) {
+  spec.op = ::mhc::OpKind::Pre;
+  spec.dir = ::mhc::Direction::Forward;
+  describeStreams(spec, getN(), getLayout(), getX());
+  // The verifier made alpha, beta and weight phi's element type.
+  spec.param = paramDType(getPhi());
+  // project
+  spec.tf32 = getTf32();
+  spec.hasWeight = static_cast<bool>(getWeight());
+  // scale
+  spec.normEps = getNormEps().convertToFloat();
+  spec.preEps = getPreEps().convertToFloat();
+  spec.postMult = getPostMult().convertToFloat();
+  // sinkhorn
+  spec.mode = toKernelMode(getMode());
+  spec.iters = getIters();
+  spec.eps = sinkhornEps(getMode(), getEps());
+}

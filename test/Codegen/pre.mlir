@@ -1,0 +1,42 @@
+// Kernels of the fused pre step (mhc.pre): the projection's own launches
+// (here the bf16 pack and the split-K partial) and one tail launch with a
+// block per token that sums the partials in split order, scales the logits
+// into shared memory, runs the Sinkhorn iterations in thread 0 and streams
+// y = pre . x; every intermediate is an output. (The inputs are kernel
+// specs; this file has no IR of its own.)
+// RUN: mhc-compile --spec 'pre.fwd;n=4;act=bf16;param=f32;layout=nc;C=2048;tf32=0;weight=1;norm_eps=9.99999997e-07;pre_eps=9.99999997e-07;post_mult=2;mode=softmax_eps;iters=20;eps=9.99999997e-07;arch=sm_90a' --print-ir | FileCheck %s
+// RUN: rm -rf %t && mhc-compile --spec 'pre.fwd;n=4;act=bf16;param=f32;layout=cn;C=4096;tf32=1;weight=0;norm_eps=1.1920929e-07;pre_eps=0;post_mult=2;mode=log;iters=20;arch=sm_90a' -o %t && FileCheck %s --check-prefix=MANIFEST < %t/mhc_pre_fwd_n4_be533d40e1601ef6.json
+// RUN: not mhc-compile --spec 'pre.bwd;n=4;act=bf16;param=f32;layout=nc;C=2048;tf32=0;weight=0;norm_eps=9.99999997e-07;pre_eps=9.99999997e-07;post_mult=2;mode=log;iters=20;arch=sm_90a' -o %t 2>&1 | FileCheck %s --check-prefix=BWD
+
+// CHECK: gpu.module @mhc_pre_fwd_n4_8f84e46a152eba4e
+// CHECK: gpu.func @mhc_pre_fwd_n4_8f84e46a152eba4e_pack(
+// CHECK: gpu.func @mhc_pre_fwd_n4_8f84e46a152eba4e_partial(
+// CHECK: gpu.func @mhc_pre_fwd_n4_8f84e46a152eba4e_tail(%[[PART:.*]]: memref<?xf32>, %{{.*}}: memref<?xf32>, %{{.*}}: memref<?xf32>, %[[X:.*]]: memref<?xbf16>, %[[H:.*]]: memref<?xf32>, %[[MS:.*]]: memref<?xf32>, %[[PRE:.*]]: memref<?xf32>, %[[POST:.*]]: memref<?xf32>, %[[LOGITS:.*]]: memref<?xf32>, %[[P:.*]]: memref<?xf32>, %[[Y:.*]]: memref<?xbf16>, %{{.*}}: i64, %{{.*}}: i64) workgroup(%[[ROW:.*]] : memref<25xf32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}, %[[MIX:.*]] : memref<24xf32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}) kernel attributes {known_block_size = array<i32: 256, 1, 1>}
+// The partials of the token's column, in split order: four loads a step,
+// then the remainder.
+// CHECK: scf.for {{.*}} step %c4{{.*}} iter_args
+// CHECK-COUNT-4: memref.load %[[PART]]
+// CHECK: scf.for
+// CHECK: memref.store {{.*}}, %[[MS]]
+// CHECK: memref.store {{.*}}, %[[H]]
+// CHECK: gpu.barrier
+// CHECK: memref.store {{.*}}, %[[PRE]]
+// CHECK: memref.store {{.*}}, %[[POST]]
+// CHECK: memref.store {{.*}}, %[[LOGITS]]
+// CHECK: gpu.barrier
+// softmax_eps: T - 1 = 19 more row/column normalisations after the first.
+// CHECK: scf.for %{{.*}} = %c1 to %c20 step %c1
+// CHECK-COUNT-16: memref.store {{.*}}, %[[P]]
+// CHECK: scf.for %{{.*}} = %thread_id_x to
+// CHECK-COUNT-4: vector.load %[[X]]{{.*}} {alignment = 16 : i64} : memref<?xbf16>, vector<8xbf16>
+// CHECK: vector.store {{.*}}, %[[Y]]{{.*}} {alignment = 16 : i64} : memref<?xbf16>, vector<8xbf16>
+// CHECK-NOT: atomic
+
+// MANIFEST: "spec": "pre.fwd;n=4;act=bf16;param=f32;layout=cn;C=4096;tf32=1;weight=0;norm_eps=1.1920929e-07;pre_eps=0;post_mult=2;mode=log;iters=20;arch=sm_90a"
+// MANIFEST: "entry": "mhc_pre_fwd_n4_be533d40e1601ef6_pack"
+// MANIFEST: "entry": "mhc_pre_fwd_n4_be533d40e1601ef6_partial"
+// MANIFEST: "entry": "mhc_pre_fwd_n4_be533d40e1601ef6_tail"
+// MANIFEST-SAME: "params": ["partials", "alpha", "beta", "x", "h", "ms", "pre", "post", "logits", "P", "y", "M", "S"]
+// MANIFEST-SAME: "grid": {"tokens_per_block": 1,
+
+// BWD: the fused pre step has no backward kernel
