@@ -81,6 +81,10 @@ def aggregate(x, pre, *, layout="nc"):
 
 def expand_combine(f, post, x, P, bias=None, *, layout="nc"):
     """x_next = P^T x + post (f + bias) (F_post and the residual)."""
+    if layout in _LAYOUTS and isinstance(x, torch.Tensor) and x.dim() == 3:  # as in pre()
+        return torch.ops.mhc.expand_combine(f.contiguous(), post.contiguous(), x.contiguous(), P.contiguous(),
+                                            None if bias is None else bias.contiguous(),
+                                            x.size(1 if layout == "nc" else 2), layout)
     lead, M, n, C = _streams(x, layout)
     out = torch.ops.mhc.expand_combine(_flat(f, M, C), _flat(post, M, n), _flat(x, M, *x.shape[-2:]),
                                        _flat(P, M, n, n), None if bias is None else bias.contiguous(), n, layout)
@@ -95,6 +99,13 @@ def pre(x, phi, alpha, beta, weight=None, *, layout="nc", tf32=False, norm_eps=1
     (one Python-to-C++ crossing instead of four; each inner op keeps its own
     autograd), so a small layer is not bound by host time.
     """
+    if layout in _LAYOUTS and isinstance(x, torch.Tensor) and x.dim() == 3:
+        # [M, n, C] / [M, C, n], the common case: no reshapes (at M = 128
+        # the layer is bound by host time; the op checks the shapes).
+        return torch.ops.mhc.pre(x.contiguous(), phi.contiguous(), alpha.contiguous(), beta.contiguous(),
+                                 None if weight is None else weight.contiguous(), x.size(1 if layout == "nc" else 2),
+                                 layout, bool(tf32), float(norm_eps), float(pre_eps), float(post_mult), mode,
+                                 int(iters), float(eps))
     lead, M, n, C = _streams(x, layout)
     y, post_w, P = torch.ops.mhc.pre(_flat(x, M, *x.shape[-2:]), phi.contiguous(), alpha.contiguous(),
                                      beta.contiguous(), None if weight is None else weight.contiguous(), n, layout,

@@ -282,7 +282,7 @@ void launch(const mhc::rt::LoadedKernel &kernel, int64_t M,
     const Tensor *t = nullptr;
     bool scratch = false; // named with no tensor: an output nobody keeps
     for (auto &[name, tensor] : named)
-      if (b.name == name) {
+      if (b.name[0] == name[0] && b.name == name) { // (per call: cheap test first)
         t = tensor;
         scratch = !tensor;
       }
