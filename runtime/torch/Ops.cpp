@@ -749,6 +749,9 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> expand_combine_backward_cuda(
 
 using PreOut = std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor>;
 
+/// For n >= 6, the fused pre kernel runs up to this many tokens (below).
+constexpr int64_t kFusedPreMaxTokens = 512;
+
 Checker checkPre(const char *op, const Tensor &x, const Tensor &phi,
                  const Tensor &alpha, const Tensor &beta,
                  const OptTensor &weight, int64_t n, Str layout, double normEps,
@@ -815,9 +818,16 @@ PreOut preCuda(const Tensor &x, const Tensor &phi, const Tensor &alpha,
   // of different dtypes run as the four ops (each has its own kernel).
   bool oneParamType = phi.scalar_type() == beta.scalar_type() &&
                       (!weight || weight->scalar_type() == phi.scalar_type());
+  // The tail's Sinkhorn thread holds the n x n plan and its scalings in
+  // registers: for n >= 6 that caps the tail at 2 blocks per SM, and past a
+  // few hundred tokens the four kernels are faster (H100, n = 8, M = 32768,
+  // C = 7168: layer forward 6385 us fused, 5464 us as four kernels). Host
+  // time, what fusing saves, matters only at small M; both paths give the
+  // same bits.
+  bool fuse = oneParamType && (n <= 4 || M <= kFusedPreMaxTokens);
   const mhc::rt::LoadedKernel *k = nullptr;
   Tensor w = orUndefined(weight);
-  if (oneParamType) {
+  if (fuse) {
     auto spec = baseSpec(mhc::OpKind::Pre, mhc::Direction::Forward, n);
     streamsSpec(spec, x, layout, c.C);
     spec.param = dtypeOf(phi).value_or(mhc::DType::F32);

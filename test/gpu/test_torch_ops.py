@@ -172,6 +172,8 @@ PRE_CASES = [
     dict(n=4, act="bf16", layout="nc", C=7168, M=77, mode="softmax_eps", tf32=False, weight=True),
     dict(n=4, act="bf16", layout="nc", C=2048, M=33, mode="log", tf32=True, weight=True, param="bf16"),
     dict(n=8, act="bf16", layout="cn", C=2048, M=300, mode="log", tf32=True, weight=False),
+    # n >= 6 past 512 tokens: the four kernels (the same bits).
+    dict(n=8, act="bf16", layout="nc", C=1024, M=1000, mode="softmax_eps", tf32=True, weight=False),
     dict(n=6, act="f16", layout="nc", C=1000, M=5, mode="softmax_eps", tf32=False, weight=True),
     dict(n=3, act="f32", layout="cn", C=64, M=70000, mode="log", tf32=False, weight=False),
     dict(n=2, act="bf16", layout="nc", C=4096, M=1, mode="softmax_eps", tf32=True, weight=False),
@@ -207,7 +209,8 @@ def test_pre_fused_matches_float64_and_the_four_ops(cfg):
     plain = o.pre(*args)
     again = o.pre(*args)
     after = mhc._C.stats()
-    assert after["kernel_calls"] - before["kernel_calls"] == 3, (before, after)
+    one_kernel = cfg["n"] <= 4 or cfg["M"] <= 512
+    assert after["kernel_calls"] - before["kernel_calls"] == (3 if one_kernel else 12), (before, after)
     assert after["reference_calls"] == before["reference_calls"], (before, after)
     y, post, P, h, ms, pre, logits = saved
     for a, b, c in zip(saved[:3], plain, again):
