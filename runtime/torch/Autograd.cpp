@@ -59,15 +59,12 @@ struct Project : torch::autograd::Function<Project> {
     auto s = ctx->get_saved_variables();
     int64_t n = ctx->saved_data["n"].toInt();
     std::string layout = ctx->saved_data["layout"].toStringRef();
-    static auto bwd = op("mhc::project_backward").typed<std::tuple<Tensor, Tensor, Tensor>(
-        const Tensor &, const Tensor &, const Tensor &, const Tensor &,
-        const OptTensor &, int64_t, Str, bool)>();
     int64_t M = s[0].size(0), N = 2 * n + n * n;
     Tensor gh = g[0].defined() ? g[0].contiguous()
                                : at::zeros({M, N}, s[0].options().dtype(at::kFloat));
     Tensor gms = g[1].defined() ? g[1].contiguous()
                                 : at::zeros({M}, s[0].options().dtype(at::kFloat));
-    auto [gx, gphi, gw] = bwd.call(gh, gms, s[0], s[1], opt(s[2]), n, layout,
+    auto [gx, gphi, gw] = projectBackwardOp().call(gh, gms, s[0], s[1], opt(s[2]), n, layout,
                                    ctx->saved_data["tf32"].toBool());
     return {gx, gphi, s[2].defined() ? gw : Tensor(), Tensor(), Tensor(), Tensor()};
   }
@@ -87,12 +84,8 @@ struct Scale : torch::autograd::Function<Scale> {
   static variable_list backward(AutogradContext *ctx, variable_list g) {
     auto s = ctx->get_saved_variables();
     auto e = ctx->saved_data["eps"].toDoubleVector();
-    static auto bwd = op("mhc::scale_backward").typed<std::tuple<Tensor, Tensor, Tensor, Tensor>(
-        const Tensor &, const Tensor &, const Tensor &, const Tensor &,
-        const Tensor &, const Tensor &, const Tensor &, int64_t, double, double,
-        double)>();
     auto [gh, gms, galpha, gbeta] =
-        bwd.call(grad(g[0], s[4]), grad(g[1], s[5]), grad(g[2], s[6]), s[0], s[1],
+        scaleBackwardOp().call(grad(g[0], s[4]), grad(g[1], s[5]), grad(g[2], s[6]), s[0], s[1],
                  s[2], s[3], ctx->saved_data["n"].toInt(), e[0], e[1], e[2]);
     return {gh, gms, galpha, gbeta, Tensor(), Tensor(), Tensor(), Tensor()};
   }
@@ -111,11 +104,10 @@ struct Sinkhorn : torch::autograd::Function<Sinkhorn> {
   }
   static variable_list backward(AutogradContext *ctx, variable_list g) {
     Tensor logits = ctx->get_saved_variables()[0];
-    static auto bwd = op("mhc::sinkhorn_backward").typed<Tensor(
-        const Tensor &, const Tensor &, int64_t, Str, int64_t, double)>();
-    Tensor gl = bwd.call(grad(g[0], logits), logits, ctx->saved_data["n"].toInt(),
-                         ctx->saved_data["mode"].toStringRef(),
-                         ctx->saved_data["iters"].toInt(), ctx->saved_data["eps"].toDouble());
+    Tensor gl = sinkhornBackwardOp().call(
+        grad(g[0], logits), logits, ctx->saved_data["n"].toInt(),
+        ctx->saved_data["mode"].toStringRef(), ctx->saved_data["iters"].toInt(),
+        ctx->saved_data["eps"].toDouble());
     return {gl, Tensor(), Tensor(), Tensor(), Tensor()};
   }
 };
@@ -131,9 +123,7 @@ struct Aggregate : torch::autograd::Function<Aggregate> {
   }
   static variable_list backward(AutogradContext *ctx, variable_list g) {
     auto s = ctx->get_saved_variables();
-    static auto bwd = op("mhc::aggregate_backward").typed<std::tuple<Tensor, Tensor>(
-        const Tensor &, const Tensor &, const Tensor &, int64_t, Str)>();
-    auto [gx, gpre] = bwd.call(grad(g[0], s[2]), s[0], s[1], ctx->saved_data["n"].toInt(),
+    auto [gx, gpre] = aggregateBackwardOp().call(grad(g[0], s[2]), s[0], s[1], ctx->saved_data["n"].toInt(),
                                ctx->saved_data["layout"].toStringRef());
     return {gx, gpre, Tensor(), Tensor()};
   }
@@ -150,11 +140,8 @@ struct ExpandCombine : torch::autograd::Function<ExpandCombine> {
   }
   static variable_list backward(AutogradContext *ctx, variable_list g) {
     auto s = ctx->get_saved_variables();
-    static auto bwd = op("mhc::expand_combine_backward").typed<std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor>(
-        const Tensor &, const Tensor &, const Tensor &, const Tensor &,
-        const Tensor &, const OptTensor &, int64_t, Str)>();
     auto [gf, gpost, gx, gP, gbias] =
-        bwd.call(grad(g[0], s[2]), s[0], s[1], s[2], s[3], opt(s[4]),
+        expandCombineBackwardOp().call(grad(g[0], s[2]), s[0], s[1], s[2], s[3], opt(s[4]),
                  ctx->saved_data["n"].toInt(), ctx->saved_data["layout"].toStringRef());
     return {gf, gpost, gx, gP, s[4].defined() ? gbias : Tensor(), Tensor(), Tensor()};
   }
@@ -190,25 +177,13 @@ struct Pre : torch::autograd::Function<Pre> {
     int64_t n = ctx->saved_data["n"].toInt();
     std::string layout = ctx->saved_data["layout"].toStringRef();
     auto e = ctx->saved_data["scale"].toDoubleVector();
-    static auto aggregateBwd = op("mhc::aggregate_backward").typed<std::tuple<Tensor, Tensor>(
-        const Tensor &, const Tensor &, const Tensor &, int64_t, Str)>();
-    static auto sinkhornBwd = op("mhc::sinkhorn_backward").typed<Tensor(
-        const Tensor &, const Tensor &, int64_t, Str, int64_t, double)>();
-    static auto scaleBwd = op("mhc::scale_backward").typed<std::tuple<Tensor, Tensor, Tensor, Tensor>(
-        const Tensor &, const Tensor &, const Tensor &, const Tensor &,
-        const Tensor &, const Tensor &, const Tensor &, int64_t, double, double,
-        double)>();
-    static auto projectBwd = op("mhc::project_backward").typed<std::tuple<Tensor, Tensor, Tensor>(
-        const Tensor &, const Tensor &, const Tensor &, const Tensor &,
-        const OptTensor &, int64_t, Str, bool)>();
-    auto [gxAggregate, gpre] = aggregateBwd.call(grad(g[0], y), x, pre, n, layout);
-    Tensor glogits = sinkhornBwd.call(grad(g[2], logits), logits, n,
-                                      ctx->saved_data["mode"].toStringRef(),
-                                      ctx->saved_data["iters"].toInt(),
-                                      ctx->saved_data["eps"].toDouble());
-    auto [gh, gms, galpha, gbeta] = scaleBwd.call(
+    auto [gxAggregate, gpre] = aggregateBackwardOp().call(grad(g[0], y), x, pre, n, layout);
+    Tensor glogits = sinkhornBackwardOp().call(
+        grad(g[2], logits), logits, n, ctx->saved_data["mode"].toStringRef(),
+        ctx->saved_data["iters"].toInt(), ctx->saved_data["eps"].toDouble());
+    auto [gh, gms, galpha, gbeta] = scaleBackwardOp().call(
         gpre, grad(g[1], post), glogits, h, ms, alpha, beta, n, e[0], e[1], e[2]);
-    auto [gxProject, gphi, gw] = projectBwd.call(
+    auto [gxProject, gphi, gw] = projectBackwardOp().call(
         gh, gms, x, phi, opt(w), n, layout, ctx->saved_data["tf32"].toBool());
     return {gxProject.add(gxAggregate), gphi, galpha, gbeta,
             w.defined() ? gw : Tensor(), Tensor(), Tensor(), Tensor(), Tensor(),

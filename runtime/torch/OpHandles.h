@@ -1,6 +1,6 @@
 //===- OpHandles.h - typed dispatcher handles of torch.ops.mhc.* -----------===//
 //
-// The forward ops' C++ signatures and their handles, looked up once. Used by
+// The ops' C++ signatures and their handles, looked up once. Used by
 // the autograd wrappers (Autograd.cpp) to call the ops through the
 // dispatcher.
 //
@@ -26,6 +26,21 @@ using SinkhornSig = Tensor(const Tensor &, int64_t, Str, int64_t, double);
 using AggregateSig = Tensor(const Tensor &, const Tensor &, int64_t, Str);
 using ExpandCombineSig = Tensor(const Tensor &, const Tensor &, const Tensor &,
                                 const Tensor &, const OptTensor &, int64_t, Str);
+using ProjectBackwardSig = std::tuple<Tensor, Tensor, Tensor>(
+    const Tensor &, const Tensor &, const Tensor &, const Tensor &,
+    const OptTensor &, int64_t, Str, bool);
+using ScaleBackwardSig = std::tuple<Tensor, Tensor, Tensor, Tensor>(
+    const Tensor &, const Tensor &, const Tensor &, const Tensor &,
+    const Tensor &, const Tensor &, const Tensor &, int64_t, double, double,
+    double);
+using SinkhornBackwardSig = Tensor(const Tensor &, const Tensor &, int64_t, Str,
+                                   int64_t, double);
+using AggregateBackwardSig = std::tuple<Tensor, Tensor>(
+    const Tensor &, const Tensor &, const Tensor &, int64_t, Str);
+using ExpandCombineBackwardSig =
+    std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor>(
+        const Tensor &, const Tensor &, const Tensor &, const Tensor &,
+        const Tensor &, const OptTensor &, int64_t, Str);
 template <typename Out>
 using PreSigOf = Out(const Tensor &, const Tensor &, const Tensor &,
                      const Tensor &, const OptTensor &, int64_t, Str, bool,
@@ -59,6 +74,26 @@ inline const c10::TypedOperatorHandle<ExpandCombineSig> &expandCombineOp() {
   return handle;
 }
 
+inline const c10::TypedOperatorHandle<ProjectBackwardSig> &projectBackwardOp() {
+  static auto handle = op("mhc::project_backward").typed<ProjectBackwardSig>();
+  return handle;
+}
+inline const c10::TypedOperatorHandle<ScaleBackwardSig> &scaleBackwardOp() {
+  static auto handle = op("mhc::scale_backward").typed<ScaleBackwardSig>();
+  return handle;
+}
+inline const c10::TypedOperatorHandle<SinkhornBackwardSig> &sinkhornBackwardOp() {
+  static auto handle = op("mhc::sinkhorn_backward").typed<SinkhornBackwardSig>();
+  return handle;
+}
+inline const c10::TypedOperatorHandle<AggregateBackwardSig> &aggregateBackwardOp() {
+  static auto handle = op("mhc::aggregate_backward").typed<AggregateBackwardSig>();
+  return handle;
+}
+inline const c10::TypedOperatorHandle<ExpandCombineBackwardSig> &expandCombineBackwardOp() {
+  static auto handle = op("mhc::expand_combine_backward").typed<ExpandCombineBackwardSig>();
+  return handle;
+}
 inline const c10::TypedOperatorHandle<PreSig> &preOp() {
   static auto handle = op("mhc::pre").typed<PreSig>();
   return handle;
