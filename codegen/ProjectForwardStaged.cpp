@@ -202,6 +202,12 @@ LogicalResult mlir::mhc::buildProjectForwardStaged(KernelContext &ctx) {
   ctx.buffer("packed", DType::BF16, BufferRole::Workspace, {0, P * NT * 8 * K});
   ctx.buffer("partials", DType::F32, BufferRole::Workspace, {0, 0, N + 1});
 
+  // A call with one token block (M <= tokensPerBlock: a decode step, a
+  // small batch) reads each chunk of phi w in one block only, so the
+  // mma.sync path's partial launch splits it there itself and the pack
+  // launch is skipped: one launch fewer, which is what a call that small
+  // costs (cuLaunchKernel alone ~3.2 us of host time on the H100 machine).
+  bool inlineSplit = !sh.wgmma;
   // The pack launch: one thread per item, i its index.
   auto packLaunch = [&](int64_t items,
                         function_ref<void(LaunchBuilder &, KernelBuilder &, Value)> body) {
@@ -210,10 +216,34 @@ LogicalResult mlir::mhc::buildProjectForwardStaged(KernelContext &ctx) {
     l.param("phi");
     if (spec.hasWeight)
       l.param("weight");
-    l.param("packed").block(pthreads).grid({0, (items + pthreads - 1) / pthreads});
+    ::mhc::GridRule grid{0, (items + pthreads - 1) / pthreads};
+    if (inlineSplit)
+      grid.minTokens = tokensPerBlock + 1;
+    l.param("packed").block(pthreads).grid(grid);
     KernelBuilder kb = ctx.begin(l);
     Value i = kb.add(kb.mul(kb.blockId(), kb.idx(pthreads)), kb.threadId());
     kb.when(kb.lt(i, kb.idx(items)), [&] { body(l, kb, i); });
+  };
+  // The mma.sync layout's 16-byte piece (chunk c, pair j, n-tile nt, lane)
+  // of every part: parts[p][e], e the piece's 8 columns.
+  auto pieceParts = [&](KernelBuilder &kb, Value phi, Value weight, Value c, Value j,
+                        Value nt, Value lane) {
+    Value row = kb.add(kb.mul(nt, kb.idx(8)), kb.div(lane, kb.idx(4)));
+    Value col = kb.add(kb.add(kb.mul(c, kb.idx(CH)), kb.mul(j, kb.idx(32))),
+                       kb.mul(kb.rem(lane, kb.idx(4)), kb.idx(8)));
+    Value valid = kb.lt(row, kb.idx(N));
+    Value off = kb.add(kb.mul(kb.min(row, kb.idx(N - 1)), kb.idx(K)), col);
+    SmallVector<Value> v = kb.loadF32(phi, off, 8);
+    SmallVector<Value> w;
+    if (spec.hasWeight)
+      w = kb.loadF32(weight, col, 8);
+    SmallVector<SmallVector<Value>> parts(P);
+    for (int64_t e = 0; e < 8; ++e) {
+      SmallVector<Value> pe = bf16Parts(kb, v[e], spec.hasWeight ? w[e] : Value(), valid, P);
+      for (int64_t p = 0; p < P; ++p)
+        parts[p].push_back(pe[p]);
+    }
+    return parts;
   };
   if (sh.wgmma) {
     // wgmma's B layout: per chunk, k-step s and part p, an [N, 16] tile in
@@ -264,21 +294,13 @@ LogicalResult mlir::mhc::buildProjectForwardStaged(KernelContext &ctx) {
       Value part = kb.rem(q, kb.idx(P));
       q = kb.div(q, kb.idx(P));
       Value j = kb.rem(q, kb.idx(pairs)), c = kb.div(q, kb.idx(pairs));
-      Value row = kb.add(kb.mul(nt, kb.idx(8)), kb.div(lane, kb.idx(4)));
-      Value col = kb.add(kb.add(kb.mul(c, kb.idx(CH)), kb.mul(j, kb.idx(32))),
-                         kb.mul(kb.rem(lane, kb.idx(4)), kb.idx(8)));
-      Value valid = kb.lt(row, kb.idx(N));
-      Value off = kb.add(kb.mul(kb.min(row, kb.idx(N - 1)), kb.idx(K)), col);
-      SmallVector<Value> v = kb.loadF32(l.arg("phi"), off, 8);
-      SmallVector<Value> w;
-      if (spec.hasWeight)
-        w = kb.loadF32(l.arg("weight"), col, 8);
+      SmallVector<SmallVector<Value>> parts =
+          pieceParts(kb, l.arg("phi"), spec.hasWeight ? l.arg("weight") : Value(), c, j, nt, lane);
       SmallVector<Value> out;
       for (int64_t e = 0; e < 8; ++e) {
-        SmallVector<Value> pe = bf16Parts(kb, v[e], spec.hasWeight ? w[e] : Value(), valid, P);
-        Value sel = pe[0];
+        Value sel = parts[0][e];
         for (int64_t p = 1; p < P; ++p)
-          sel = kb.select(kb.eq(part, kb.idx(p)), pe[p], sel);
+          sel = kb.select(kb.eq(part, kb.idx(p)), parts[p][e], sel);
         out.push_back(sel);
       }
       kb.vstore(kb.vector(out), l.arg("packed"), kb.mul(i, kb.idx(8)));
@@ -287,7 +309,13 @@ LogicalResult mlir::mhc::buildProjectForwardStaged(KernelContext &ctx) {
 
   {
     LaunchBuilder &l = ctx.launch("partial");
-    l.param("x").param("packed").param("partials").param("M").param("S")
+    l.param("x").param("packed");
+    if (inlineSplit) {
+      l.param("phi");
+      if (spec.hasWeight)
+        l.param("weight");
+    }
+    l.param("partials").param("M").param("S")
         .block(threads)
         .grid({tokensPerBlock, 0, /*timesSplit=*/true})
         .sharedF32(kStages * chunkBytes / 4, /*align=*/128)
@@ -301,6 +329,9 @@ LogicalResult mlir::mhc::buildProjectForwardStaged(KernelContext &ctx) {
     Value ring = l.shared(0), bars = l.shared(1);
     Value x = l.arg("x"), packed = l.arg("packed");
     BulkRing bulk(kb, bars, kStages, kWarps);
+    // One token block: the block fills its buffers from phi w (no copies).
+    Value small = inlineSplit ? kb.lt(M, kb.idx(tokensPerBlock + 1)) : kb.boolean(false);
+    Value bulkMode = kb.eq(small, kb.boolean(false));
     // Thread 0: the copy of chunk `i` (of this block's range) into buffer `st`.
     auto issue = [&](Value i, Value st) {
       Value bar = bulk.full(st);
@@ -310,7 +341,30 @@ LogicalResult mlir::mhc::buildProjectForwardStaged(KernelContext &ctx) {
       Value dst = kb.sharedPtr(ring, kb.mul(st, kb.idx(chunkBytes / 4)));
       kb.bulkCopy(dst, src, chunkBytes, bar);
     };
-    bulk.start(count, issue);
+    bulk.start(kb.select(small, kb.idx(0), count), issue);
+    // Chunk i of the block's range into buffer st, split by every thread:
+    // the pieces the pack launch would write there.
+    auto fill = [&](Value i, Value st) {
+      int64_t items = pairs * NT * 32;
+      Value gc = kb.add(cBegin, i);
+      for (int64_t r = 0; r < (items + threads - 1) / threads; ++r) {
+        Value q = kb.add(kb.threadId(), kb.idx(r * threads));
+        kb.when(kb.lt(q, kb.idx(items)), [&] {
+          Value pl = kb.rem(q, kb.idx(32)), pq = kb.div(q, kb.idx(32));
+          Value nt = kb.rem(pq, kb.idx(NT)), j = kb.div(pq, kb.idx(NT));
+          SmallVector<SmallVector<Value>> parts = pieceParts(
+              kb, l.arg("phi"), spec.hasWeight ? l.arg("weight") : Value(), gc, j, nt, pl);
+          for (int64_t p = 0; p < P; ++p) {
+            Value piece = kb.add(kb.mul(kb.add(kb.mul(kb.add(kb.mul(j, kb.idx(P)), kb.idx(p)),
+                                                      kb.idx(NT)), nt), kb.idx(32)), pl);
+            Value at = kb.add(kb.mul(st, kb.idx(chunkBytes / 4)), kb.mul(piece, kb.idx(4)));
+            Value bits = vector::BitCastOp::create(kb.b, kb.loc, VectorType::get({4}, kb.b.getI32Type()),
+                                                   kb.vector(parts[p]));
+            LLVM::StoreOp::create(kb.b, kb.loc, bits, kb.sharedPtr(ring, at), 16);
+          }
+        });
+      }
+    };
 
     // Tokens g and g + 8 of each of the warp's m-tiles (clamped for loads).
     // With wgmma, warp w of group G holds rows 16w..16w+15 of each of the
@@ -366,7 +420,19 @@ LogicalResult mlir::mhc::buildProjectForwardStaged(KernelContext &ctx) {
           } else {
             xs = loadX(i);
           }
-          Value st = bulk.acquire(i, count, issue);
+          // Small: three buffers and a barrier after each fill (a thread
+          // filling chunk i's buffer has passed the barrier after chunk
+          // i - 1's fill, so every warp is done with chunk i - 3's reads).
+          Value st = bulk.stage(i);
+          if (inlineSplit) {
+            kb.when(small, [&] {
+              fill(i, st);
+              kb.barrier();
+            });
+            kb.when(bulkMode, [&] { bulk.acquire(i, count, issue); });
+          } else {
+            bulk.acquire(i, count, issue);
+          }
 
           SmallVector<Value> total;
           if (precise)
@@ -460,7 +526,7 @@ LogicalResult mlir::mhc::buildProjectForwardStaged(KernelContext &ctx) {
           if (precise)
             for (int64_t e = 0; e < accs; ++e)
               next[e] = kb.add(total[e], next[e]);
-          bulk.release(i, lane);
+          kb.when(bulkMode, [&] { bulk.release(i, lane); });
           for (auto &row : ahead)
             next.append(row.begin(), row.end());
           return next;

@@ -87,7 +87,10 @@ std::string Manifest::toJson() const {
        << l.grid.tokensPerBlock << ", \"fixed_blocks\": " << l.grid.fixedBlocks
        << ", \"times_split\": " << (l.grid.timesSplit ? "true" : "false")
        << ", \"items_per_token\": " << l.grid.itemsPerToken
-       << ", \"items_per_block\": " << l.grid.itemsPerBlock << "}, \"dynamic_shared_bytes\": " << l.dynamicSharedBytes
+       << ", \"items_per_block\": " << l.grid.itemsPerBlock;
+    if (l.grid.minTokens > 0) // (omitted when 0: most launches)
+      os << ", \"min_tokens\": " << l.grid.minTokens;
+    os << "}, \"dynamic_shared_bytes\": " << l.dynamicSharedBytes
        << ", \"resources\": {\"registers\": " << l.resources.registers
        << ", \"spill_stores\": " << l.resources.spillStores
        << ", \"spill_loads\": " << l.resources.spillLoads
@@ -196,6 +199,8 @@ bool Manifest::fromJson(const std::string &source, Manifest &out,
     d.grid.itemsPerBlock = integer(grid ? grid->get("items_per_block") : nullptr, ok);
     if (d.grid.itemsPerToken > 0 && d.grid.itemsPerBlock <= 0)
       ok = false;
+    if (const json::Value *min = grid ? grid->get("min_tokens") : nullptr)
+      d.grid.minTokens = integer(min, ok);
     d.dynamicSharedBytes = integer(l.get("dynamic_shared_bytes"), ok);
     for (const std::string &p : d.params) {
       const char *tmap = tensorMapBuffer(p);

@@ -33,8 +33,10 @@
 // CHECK-NOT: atomic
 
 // MANIFEST: "spec": "pre.fwd;n=4;act=bf16;param=f32;layout=cn;C=4096;tf32=1;weight=0;norm_eps=1.1920929e-07;pre_eps=0;post_mult=2;mode=log;iters=20;arch=sm_90a"
+// One token block (M <= 128): no pack launch, the partial splits phi.
 // MANIFEST: "entry": "mhc_pre_fwd_n4_be533d40e1601ef6_pack"
-// MANIFEST: "entry": "mhc_pre_fwd_n4_be533d40e1601ef6_partial"
+// MANIFEST-SAME: "min_tokens": 129
+// MANIFEST: "entry": "mhc_pre_fwd_n4_be533d40e1601ef6_partial", "params": ["x", "packed", "phi", "partials", "M", "S"]
 // MANIFEST: "entry": "mhc_pre_fwd_n4_be533d40e1601ef6_tail"
 // MANIFEST-SAME: "params": ["partials", "alpha", "beta", "x", "h", "ms", "pre", "post", "logits", "P", "y", "M", "S"]
 // MANIFEST-SAME: "grid": {"tokens_per_block": 1,

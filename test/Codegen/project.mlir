@@ -47,10 +47,15 @@
 
 // STAGED: gpu.func @mhc_project_fwd_n4_{{.*}}_pack(%{{.*}}: memref<?xf32>, %{{.*}}: memref<?xf32>, %{{.*}}: memref<?xbf16>)
 // STAGED: arith.truncf {{.*}} : f32 to bf16
-// STAGED: gpu.func @mhc_project_fwd_n4_{{.*}}_partial(%{{.*}}: memref<?xbf16>, %{{.*}}: memref<?xbf16>, %{{.*}}: memref<?xf32>, %{{.*}}: i64, %{{.*}}: i64) workgroup(%{{.*}} : memref<9216xf32, #gpu.address_space<workgroup>> {llvm.align = 128 : i64}, %{{.*}} : memref<6xi64, #gpu.address_space<workgroup>> {llvm.align = 8 : i64}) kernel attributes {known_block_size = array<i32: 256, 1, 1>, nvvm.minctasm = 2 : i32}
+// STAGED: gpu.func @mhc_project_fwd_n4_{{.*}}_partial(%arg0: memref<?xbf16>, %arg1: memref<?xbf16>, %arg2: memref<?xf32>, %arg3: memref<?xf32>, %arg4: memref<?xf32>, %arg5: i64, %arg6: i64) workgroup(%{{.*}} : memref<9216xf32, #gpu.address_space<workgroup>> {llvm.align = 128 : i64}, %{{.*}} : memref<6xi64, #gpu.address_space<workgroup>> {llvm.align = 8 : i64}) kernel attributes {known_block_size = array<i32: 256, 1, 1>, nvvm.minctasm = 2 : i32}
 // STAGED-COUNT-3: nvvm.mbarrier.init
 // STAGED: nvvm.cp.async.bulk.shared.cluster.global
 // STAGED: scf.for
+// With one token block (M <= 128) the block splits phi w (x, packed, phi,
+// weight, partials) into the ring itself; else it waits for the copies.
+// STAGED: arith.truncf {{.*}} : f32 to bf16
+// STAGED: llvm.store {{.*}} : vector<4xi32>, !llvm.ptr<3>
+// STAGED: gpu.barrier
 // STAGED: nvvm.mbarrier.try_wait.parity
 // STAGED-COUNT-24: nvvm.mma.sync
 // STAGED: nvvm.fence.proxy {kind = #nvvm.proxy_kind<async.shared>, space = #nvvm.shared_space<cta>}
@@ -109,6 +114,11 @@
 // per SM (256 tokens per block), 264 with two (128 tokens per block).
 // FWD8SPLIT: "split": {"tokens_per_block": 256, "target_blocks": 264, "max": 64, "wave_slots": 132}
 // FWD4SPLIT: "split": {"tokens_per_block": 128, "target_blocks": 264, "max": 64, "wave_slots": 264}
+// The pack launch runs only past one token block (the partial splits phi
+// itself below that); wgmma's pack always runs.
+// FWD4SPLIT: "entry": "mhc_project_fwd_n4_{{[0-9a-f]+}}_pack"{{.*}}"items_per_block": 0, "min_tokens": 129}
+// FWD4SPLIT: "entry": "mhc_project_fwd_n4_{{[0-9a-f]+}}_partial", "params": ["x", "packed", "phi", "partials", "M", "S"]
+// FWD8SPLIT-NOT: min_tokens
 
 // Three parts of 128-column chunks: a 54 KB ring, past the 48 KB of static
 // shared memory, so a view of the dynamic allocation.

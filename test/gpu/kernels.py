@@ -120,6 +120,8 @@ class Bundle:
                 blocks = -(-m // g["tokens_per_block"]) if g["tokens_per_block"] > 0 else g["fixed_blocks"]
             if g["times_split"]:
                 blocks *= s
+            if m < g.get("min_tokens", 0):
+                blocks = 0
             if blocks == 0:
                 continue
             self.functions[launch["entry"]]((blocks,), (launch["block"][0],), tuple(args),

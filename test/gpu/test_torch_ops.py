@@ -144,6 +144,33 @@ def test_projection_tf32_on_the_staged_paths(d, cfg):
     assert after["reference_calls"] == before["reference_calls"], (before, after)
 
 
+ONE_BLOCK = [dict(n=4, act="bf16", layout="cn", C=4096, M=M, tf32=True, weight=False) for M in (1, 128, 129)] + [
+    dict(n=4, act="bf16", layout="nc", C=7168, M=100, tf32=False, weight=True),
+    dict(n=2, act="bf16", layout="cn", C=2048, M=64, tf32=True, weight=True),
+    dict(n=6, act="bf16", layout="nc", C=1024, M=128, tf32=False, weight=True)]
+
+
+@pytest.mark.parametrize("cfg", ONE_BLOCK, ids=lambda c: "n{n}-{layout}-C{C}-M{M}-tf32{tf32}-w{weight}".format(**c))
+def test_projection_forward_within_one_token_block_splits_phi_in_place(cfg):
+    """Up to one token block (M <= 128) the mma.sync forward's partial
+    launch splits phi w into its bf16 parts itself and the pack launch is
+    skipped; past it the pack runs. Both against float64 SPEC.md, and the
+    launches that ran as the manifest's min_tokens says."""
+    s = spec("project", "fwd", cfg["n"], act=cfg["act"], layout=cfg["layout"], C=cfg["C"], tf32=cfg["tf32"],
+             weight=cfg["weight"])
+    check(s, cfg["M"], SEED + hash(("one-block", tuple(cfg.values()))) % 100000)
+    gen = torch.Generator(device="cuda").manual_seed(SEED)
+    t = make_inputs(s, cfg["M"], gen)
+    call(s, t)
+    torch.cuda.synchronize()
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        call(s, t)
+        torch.cuda.synchronize()
+    names = [e.name for e in prof.events() if e.name.startswith("mhc_project_fwd")]
+    assert any(k.endswith("_partial") for k in names), names
+    assert any(k.endswith("_pack") for k in names) == (cfg["M"] > 128), names
+
+
 @pytest.mark.parametrize("d", ["fwd", "bwd"])
 @pytest.mark.parametrize("n", [4, 8])
 def test_sinkhorn_log_mode_wide_logits_take_the_log_domain(n, d):

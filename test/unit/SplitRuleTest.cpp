@@ -1,9 +1,10 @@
-//===- SplitRuleTest.cpp - the split-K count as a function of M -----------===//
+//===- SplitRuleTest.cpp - split-K count and grid size as functions of M --===//
 //
 // The split S of a split-K launch fixes the order of the partial sums, so it
 // must depend on M alone; where the manifest gives wave slots, S fills the
 // waves of the flagship part's SMs (the smallest S filling at least 90% of
-// its waves, else the fullest).
+// its waves, else the fullest). A launch's grid is a function of M and S,
+// empty below its min_tokens (a launch only larger M needs).
 //
 //===----------------------------------------------------------------------===//
 
@@ -76,7 +77,48 @@ static void everyMRespectsTheRule() {
     }
 }
 
+// The projection's pack launch: skipped for one token block (M <= 128).
+static void gridSkipsBelowMinTokens() {
+  GridRule g{0, 384};
+  g.minTokens = 129;
+  EXPECT(g.blocksFor(1) == 0);
+  EXPECT(g.blocksFor(128) == 0);
+  EXPECT(g.blocksFor(129) == 384);
+  EXPECT(g.blocksFor(32768, 4) == 384);
+  GridRule split{128, 0, /*timesSplit=*/true};
+  EXPECT(split.blocksFor(128, 64) == 64);
+  EXPECT(split.blocksFor(129, 4) == 8);
+}
+
+// min_tokens survives the manifest's JSON, and is omitted when 0.
+static void minTokensRoundTrips() {
+  Manifest m;
+  m.spec = "aggregate.fwd;n=4;act=bf16;layout=cn;C=64;arch=sm_90a";
+  m.buffers.push_back({"a", DType::F32, BufferRole::Input, {1, 0, 0}});
+  LaunchDesc pack, main;
+  pack.entry = "k_pack";
+  pack.params = {"a"};
+  pack.grid = GridRule{0, 384};
+  pack.grid.minTokens = 129;
+  main.entry = "k_main";
+  main.params = {"a", "M"};
+  main.grid = GridRule{1, 0};
+  m.launches = {pack, main};
+  std::string json = m.toJson();
+  EXPECT(json.find("\"min_tokens\": 129") != std::string::npos);
+  EXPECT(json.find("\"min_tokens\"") == json.rfind("\"min_tokens\""));
+  Manifest back;
+  std::string error;
+  EXPECT(Manifest::fromJson(json, back, error));
+  EXPECT(back.launches.size() == 2);
+  EXPECT(back.launches[0].grid.minTokens == 129);
+  EXPECT(back.launches[1].grid.minTokens == 0);
+  EXPECT(back.launches[0].grid.blocksFor(128) == 0);
+}
+
 int main() {
+  gridSkipsBelowMinTokens();
+  minTokensRoundTrips();
   withoutWaves();
   fillsWavesOfTwoBlocksPerSM();
   fillsWavesOfOneBlockPerSM();

@@ -82,14 +82,18 @@ struct BufferDesc {
 
 /// grid.x = ceil(M * itemsPerToken / itemsPerBlock) for a flat item stream
 /// (itemsPerToken > 0), else (tokensPerBlock > 0 ? ceil(M / tokensPerBlock)
-/// : fixedBlocks); times S when timesSplit.
+/// : fixedBlocks); times S when timesSplit. No blocks (the launch is
+/// skipped) for M < minTokens: work that only larger M needs.
 struct GridRule {
   int64_t tokensPerBlock = 0;
   int64_t fixedBlocks = 0;
   bool timesSplit = false;
   int64_t itemsPerToken = 0;
   int64_t itemsPerBlock = 0;
+  int64_t minTokens = 0;
   int64_t blocksFor(int64_t m, int64_t s = 1) const {
+    if (m < minTokens)
+      return 0;
     int64_t b = itemsPerToken > 0
                     ? (m * itemsPerToken + itemsPerBlock - 1) / itemsPerBlock
                 : tokensPerBlock > 0 ? (m + tokensPerBlock - 1) / tokensPerBlock
