@@ -15,6 +15,7 @@
 #include "mhc/Runtime/Runtime.h"
 
 #include <ATen/cuda/CUDAContext.h>
+#include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <torch/library.h>
 
@@ -266,8 +267,8 @@ const mhc::rt::LoadedKernel *select(const char *op, mhc::KernelSpec spec,
 /// Launches `kernel` with the named tensors; an output named with a null
 /// tensor is written to the workspace and dropped. The workspaces share one
 /// allocation from PyTorch's caching allocator (on the current stream), each
-/// at a 256-byte boundary: at small M the allocator is a third of a call's
-/// host time, one trip per workspace.
+/// at a 256-byte boundary: at small M allocations are a large part of a
+/// call's host time, so there is one per call, not one per workspace.
 void launch(const mhc::rt::LoadedKernel &kernel, int64_t M,
             std::initializer_list<std::pair<const char *, const Tensor *>> named,
             const Tensor &like) {
@@ -299,16 +300,18 @@ void launch(const mhc::rt::LoadedKernel &kernel, int64_t M,
                 " elements; the kernel expects ", num(elems));
     buffers[i] = t->data_ptr();
   }
-  Tensor workspace;
+  c10::cuda::CUDAGuard guard(like.device());
+  auto stream = at::cuda::getCurrentCUDAStream(like.get_device()).stream();
+  // Straight from the caching allocator (on the current stream, like a
+  // temporary tensor): no tensor to build, ~1 us less per call on H100.
+  c10::DataPtr workspace;
   if (workspaceBytes) {
-    workspace = at::empty({workspaceBytes}, like.options().dtype(at::kByte));
-    auto *base = static_cast<char *>(workspace.data_ptr());
+    workspace = c10::cuda::CUDACachingAllocator::get()->allocate(workspaceBytes);
+    auto *base = static_cast<char *>(workspace.get());
     for (size_t i = 0; i < m.buffers.size(); ++i)
       if (workspaceAt[i] >= 0)
         buffers[i] = base + workspaceAt[i];
   }
-  c10::cuda::CUDAGuard guard(like.device());
-  auto stream = at::cuda::getCurrentCUDAStream(like.get_device()).stream();
   try {
     mhc::rt::Runtime::get().launch(kernel, M, S, buffers.data(), buffers.size(),
                                    reinterpret_cast<mhc::rt::CUstream>(stream));
