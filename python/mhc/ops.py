@@ -9,6 +9,10 @@ softmax_eps Sinkhorn with 20 iterations); mhc.te has Transformer Engine's.
 import math
 
 import torch
+from torch._C import _has_torch_function
+from torch.compiler import is_compiling
+
+from . import _C
 
 _LAYOUTS = ("nc", "cn")
 
@@ -36,6 +40,20 @@ def _flat(t, M, *rest):
 
 def _unflat(t, lead, *rest):
     return t if len(lead) == 1 else t.reshape(*lead, *rest)
+
+
+def _dense(t):
+    """t contiguous; anything else (None, a wrong type) as it is, for the op to name."""
+    return t.contiguous() if isinstance(t, torch.Tensor) else t
+
+
+def _direct(*tensors):
+    """Whether a call can take mhc._C's eager entry points (the same
+    dispatcher ops as torch.ops.mhc.*, a few microseconds less host time):
+    not while torch.compile traces, and not for arguments with a
+    __torch_function__ override (a tensor subclass or mode), which only the
+    torch.ops path honours."""
+    return not is_compiling() and not _has_torch_function(tensors)
 
 
 def _streams_from_logits(N):
@@ -81,9 +99,14 @@ def aggregate(x, pre, *, layout="nc"):
 
 def expand_combine(f, post, x, P, bias=None, *, layout="nc"):
     """x_next = P^T x + post (f + bias) (F_post and the residual)."""
-    if layout in _LAYOUTS and isinstance(x, torch.Tensor) and x.dim() == 3:  # as in pre()
-        return torch.ops.mhc.expand_combine(f.contiguous(), post.contiguous(), x.contiguous(), P.contiguous(),
-                                            None if bias is None else bias.contiguous(),
+    if isinstance(x, torch.Tensor) and x.dim() == 3 and layout in _LAYOUTS:  # as in pre()
+        if _direct(f, post, x, P, bias):
+            try:
+                return _C.expand_combine(f, post, x, P, bias, layout)
+            except TypeError as e:  # a non-tensor argument: torch.ops' message names it
+                if "incompatible function arguments" not in str(e):
+                    raise
+        return torch.ops.mhc.expand_combine(_dense(f), _dense(post), _dense(x), _dense(P), _dense(bias),
                                             x.size(1 if layout == "nc" else 2), layout)
     lead, M, n, C = _streams(x, layout)
     out = torch.ops.mhc.expand_combine(_flat(f, M, C), _flat(post, M, n), _flat(x, M, *x.shape[-2:]),
@@ -99,13 +122,19 @@ def pre(x, phi, alpha, beta, weight=None, *, layout="nc", tf32=False, norm_eps=1
     (one Python-to-C++ crossing instead of four; each inner op keeps its own
     autograd), so a small layer is not bound by host time.
     """
-    if layout in _LAYOUTS and isinstance(x, torch.Tensor) and x.dim() == 3:
+    if isinstance(x, torch.Tensor) and x.dim() == 3 and layout in _LAYOUTS:
         # [M, n, C] / [M, C, n], the common case: no reshapes (at M = 128
         # the layer is bound by host time; the op checks the shapes).
-        return torch.ops.mhc.pre(x.contiguous(), phi.contiguous(), alpha.contiguous(), beta.contiguous(),
-                                 None if weight is None else weight.contiguous(), x.size(1 if layout == "nc" else 2),
-                                 layout, bool(tf32), float(norm_eps), float(pre_eps), float(post_mult), mode,
-                                 int(iters), float(eps))
+        if _direct(x, phi, alpha, beta, weight):
+            try:
+                return _C.pre(x, phi, alpha, beta, weight, layout, bool(tf32), float(norm_eps), float(pre_eps),
+                              float(post_mult), mode, int(iters), float(eps))
+            except TypeError as e:  # a non-tensor argument: torch.ops' message names it
+                if "incompatible function arguments" not in str(e):
+                    raise
+        return torch.ops.mhc.pre(_dense(x), _dense(phi), _dense(alpha), _dense(beta), _dense(weight),
+                                 x.size(1 if layout == "nc" else 2), layout, bool(tf32), float(norm_eps),
+                                 float(pre_eps), float(post_mult), mode, int(iters), float(eps))
     lead, M, n, C = _streams(x, layout)
     y, post_w, P = torch.ops.mhc.pre(_flat(x, M, *x.shape[-2:]), phi.contiguous(), alpha.contiguous(),
                                      beta.contiguous(), None if weight is None else weight.contiguous(), n, layout,

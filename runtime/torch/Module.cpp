@@ -2,10 +2,12 @@
 //
 // Importing mhc._C registers torch.ops.mhc.* (Ops.cpp). The few functions
 // here expose the runtime's state to Python: where the cache is, which
-// compiler it runs, and the canonical spec/kernel name of a spec string.
+// compiler it runs, and the canonical spec/kernel name of a spec string;
+// and eager entry points of the layer's two calls (below).
 //
 //===----------------------------------------------------------------------===//
 
+#include "OpHandles.h"
 #include "Stats.h"
 
 #include "mhc/Runtime/Runtime.h"
@@ -13,6 +15,16 @@
 #include <torch/extension.h>
 
 namespace {
+using mhc::ops::OptTensor;
+
+/// n of a [M, n, C] ("nc") or [M, C, n] ("cn") x; 0 (the op's own check
+/// then names the argument) for any other shape or layout.
+int64_t streamsOf(const at::Tensor &x, const std::string &layout) {
+  if (x.dim() != 3 || (layout != "nc" && layout != "cn"))
+    return 0;
+  return x.size(layout == "nc" ? 1 : 2);
+}
+
 void warnInPython(const std::string &message) {
   pybind11::gil_scoped_acquire gil;
   if (PyErr_WarnEx(PyExc_UserWarning, message.c_str(), 1) != 0)
@@ -35,6 +47,32 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
     d["reference_calls"] = mhc::stats::referenceCalls.load();
     return d;
   }, "Op calls served by generated kernels and by the reference path (CUDA).");
+  // The same dispatcher ops as torch.ops.mhc.pre / expand_combine (autograd,
+  // CUDA or CPU kernels, dispatch modes), called through their typed
+  // handles instead of torch.ops' boxed arguments, with the inputs made
+  // contiguous here: a layer at M = 128 is bound by host time, and the
+  // boxed call of pre's 14 arguments and the Python API's conversions
+  // were several microseconds of it. python/mhc/ops.py uses them in eager
+  // mode when no argument has a __torch_function__ override; otherwise
+  // (and under torch.compile) it calls torch.ops.mhc.*.
+  m.def("pre", [](const at::Tensor &x, const at::Tensor &phi, const at::Tensor &alpha,
+                  const at::Tensor &beta, const OptTensor &weight, const std::string &layout,
+                  bool tf32, double normEps, double preEps, double postMult,
+                  const std::string &mode, int64_t iters, double eps) {
+    pybind11::gil_scoped_release noGil;
+    return mhc::ops::preOp().call(
+        x.contiguous(), phi.contiguous(), alpha.contiguous(), beta.contiguous(),
+        weight ? OptTensor(weight->contiguous()) : std::nullopt, streamsOf(x, layout),
+        layout, tf32, normEps, preEps, postMult, mode, iters, eps);
+  }, "torch.ops.mhc.pre for 3-D x, n from x and the layout (eager entry point).");
+  m.def("expand_combine", [](const at::Tensor &f, const at::Tensor &post, const at::Tensor &x,
+                             const at::Tensor &P, const OptTensor &bias,
+                             const std::string &layout) {
+    pybind11::gil_scoped_release noGil;
+    return mhc::ops::expandCombineOp().call(
+        f.contiguous(), post.contiguous(), x.contiguous(), P.contiguous(),
+        bias ? OptTensor(bias->contiguous()) : std::nullopt, streamsOf(x, layout), layout);
+  }, "torch.ops.mhc.expand_combine for 3-D x, n from x and the layout (eager entry point).");
   m.def("kernel_name", [](const std::string &spec) {
     std::string error;
     auto s = mhc::KernelSpec::parse(spec, &error);
