@@ -395,9 +395,9 @@ def dispatch_overhead(calls=2000):
                      ("torch.ops.mhc.aggregate", lambda: torch.ops.mhc.aggregate(x, pre, 4, "cn")),
                      ("torch.ops.mhc.sinkhorn", lambda: torch.ops.mhc.sinkhorn(L, 4, "log", 20, 0.0)),
                      ("mhc.aggregate (Python API)", lambda: mhc.aggregate(x, pre, layout="cn")),
-                     ("torch.ops.mhc.pre (4 ops fused, 3 kernels)", lambda: torch.ops.mhc.pre(
+                     ("torch.ops.mhc.pre (4 ops fused; 2 launches at M <= 128, else 3)", lambda: torch.ops.mhc.pre(
                          x, phi, alpha, beta, None, 4, "cn", True, FLT_EPS, 0.0, 2.0, "log", 20, 0.0)),
-                     ("layer: mhc.pre + mhc.post (4 kernels)", lambda: layer(
+                     ("layer: mhc.pre + mhc.post (3 launches at M = 1)", lambda: layer(
                          impl, dict(x=x, phi=phi, alpha=alpha, beta=beta), 4))):
         for _ in range(50):
             fn()
