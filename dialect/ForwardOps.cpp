@@ -51,10 +51,7 @@ bool ProjectOp::isCompatibleReturnTypes(TypeRange l, TypeRange r) {
 void ProjectOp::describeKernel(::mhc::KernelSpec &spec) {
   spec.op = ::mhc::OpKind::Project;
   spec.dir = ::mhc::Direction::Forward;
-  describeStreams(spec, getN(), getLayout(), getX());
-  spec.param = paramDType(getPhi());
-  spec.tf32 = getTf32();
-  spec.hasWeight = static_cast<bool>(getWeight());
+  describeProjectFields(spec, *this);
 }
 
 //===----------------------------------------------------------------------===//
@@ -104,9 +101,7 @@ void ScaleOp::describeKernel(::mhc::KernelSpec &spec) {
   spec.dir = ::mhc::Direction::Forward;
   spec.n = getN();
   spec.param = paramDType(getBeta());
-  spec.normEps = getNormEps().convertToFloat();
-  spec.preEps = getPreEps().convertToFloat();
-  spec.postMult = getPostMult().convertToFloat();
+  describeScaleFields(spec, *this);
 }
 
 //===----------------------------------------------------------------------===//
@@ -146,9 +141,7 @@ void SinkhornOp::describeKernel(::mhc::KernelSpec &spec) {
   spec.op = ::mhc::OpKind::Sinkhorn;
   spec.dir = ::mhc::Direction::Forward;
   spec.n = getN();
-  spec.mode = toKernelMode(getMode());
-  spec.iters = getIters();
-  spec.eps = sinkhornEps(getMode(), getEps());
+  describeSinkhornFields(spec, *this);
 }
 
 //===----------------------------------------------------------------------===//

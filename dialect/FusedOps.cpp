@@ -17,8 +17,7 @@ using namespace mlir::mhc;
 
 LogicalResult PreOp::verifySignature() {
   int64_t n = getN();
-  if (failed(checkStreamCount(*this, n)) || failed(verifyScaleAttrs(*this)) ||
-      failed(checkSinkhornEps(*this, getMode(), getEps())))
+  if (failed(verifyPreStepAttrs(*this)))
     return failure();
   Signature sig(*this, n);
   Dim N = Dim::fixed(numLogits(n), "N"), S = Dim::fixed(n, "n");
@@ -80,18 +79,9 @@ bool PreOp::isCompatibleReturnTypes(TypeRange l, TypeRange r) {
 void PreOp::describeKernel(::mhc::KernelSpec &spec) {
   spec.op = ::mhc::OpKind::Pre;
   spec.dir = ::mhc::Direction::Forward;
-  describeStreams(spec, getN(), getLayout(), getX());
-  // The verifier made alpha, beta and weight phi's element type.
-  spec.param = paramDType(getPhi());
-  // project
-  spec.tf32 = getTf32();
-  spec.hasWeight = static_cast<bool>(getWeight());
-  // scale
-  spec.normEps = getNormEps().convertToFloat();
-  spec.preEps = getPreEps().convertToFloat();
-  spec.postMult = getPostMult().convertToFloat();
-  // sinkhorn
-  spec.mode = toKernelMode(getMode());
-  spec.iters = getIters();
-  spec.eps = sinkhornEps(getMode(), getEps());
+  // Its parts' fields; the verifier made alpha, beta and weight phi's
+  // element type, so project's param (phi's) is scale's too.
+  describeProjectFields(spec, *this);
+  describeScaleFields(spec, *this);
+  describeSinkhornFields(spec, *this);
 }

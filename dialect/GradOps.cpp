@@ -67,10 +67,7 @@ bool ProjectGradOp::isCompatibleReturnTypes(TypeRange l, TypeRange r) {
 void ProjectGradOp::describeKernel(::mhc::KernelSpec &spec) {
   spec.op = ::mhc::OpKind::Project;
   spec.dir = ::mhc::Direction::Backward;
-  describeStreams(spec, getN(), getLayout(), getX());
-  spec.param = paramDType(getPhi());
-  spec.tf32 = getTf32();
-  spec.hasWeight = static_cast<bool>(getWeight());
+  describeProjectFields(spec, *this);
 }
 
 //===----------------------------------------------------------------------===//
@@ -132,9 +129,7 @@ void ScaleGradOp::describeKernel(::mhc::KernelSpec &spec) {
   spec.dir = ::mhc::Direction::Backward;
   spec.n = getN();
   spec.param = paramDType(getBeta());
-  spec.normEps = getNormEps().convertToFloat();
-  spec.preEps = getPreEps().convertToFloat();
-  spec.postMult = getPostMult().convertToFloat();
+  describeScaleFields(spec, *this);
 }
 
 //===----------------------------------------------------------------------===//
@@ -176,9 +171,7 @@ void SinkhornGradOp::describeKernel(::mhc::KernelSpec &spec) {
   spec.op = ::mhc::OpKind::Sinkhorn;
   spec.dir = ::mhc::Direction::Backward;
   spec.n = getN();
-  spec.mode = toKernelMode(getMode());
-  spec.iters = getIters();
-  spec.eps = sinkhornEps(getMode(), getEps());
+  describeSinkhornFields(spec, *this);
 }
 
 //===----------------------------------------------------------------------===//

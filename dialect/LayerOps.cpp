@@ -7,8 +7,7 @@ using namespace mlir::mhc;
 
 LogicalResult LayerOp::verifySignature() {
   int64_t n = getN();
-  if (failed(checkStreamCount(*this, n)) || failed(verifyScaleAttrs(*this)) ||
-      failed(checkSinkhornEps(*this, getMode(), getEps())))
+  if (failed(verifyPreStepAttrs(*this)))
     return failure();
   Signature sig(*this, n);
   Dim N = Dim::fixed(numLogits(n), "N");

@@ -107,6 +107,38 @@ LogicalResult verifyScaleAttrs(OpT op) {
     return failure();
   return success();
 }
+
+/// Shared by mhc.pre and mhc.layer (a pre step each): n, scale's attribute
+/// ranges and the Sinkhorn eps rule.
+template <typename OpT>
+LogicalResult verifyPreStepAttrs(OpT op) {
+  if (failed(checkStreamCount(op, op.getN())) || failed(verifyScaleAttrs(op)) ||
+      failed(checkSinkhornEps(op, op.getMode(), op.getEps())))
+    return failure();
+  return success();
+}
+
+/// Kernel-spec fields of an op family, shared by the forward op, its grad
+/// op and mhc.pre (whose spec holds those of its parts).
+template <typename OpT>
+void describeProjectFields(::mhc::KernelSpec &spec, OpT op) {
+  describeStreams(spec, op.getN(), op.getLayout(), op.getX());
+  spec.param = paramDType(op.getPhi());
+  spec.tf32 = op.getTf32();
+  spec.hasWeight = static_cast<bool>(op.getWeight());
+}
+template <typename OpT>
+void describeScaleFields(::mhc::KernelSpec &spec, OpT op) {
+  spec.normEps = op.getNormEps().convertToFloat();
+  spec.preEps = op.getPreEps().convertToFloat();
+  spec.postMult = op.getPostMult().convertToFloat();
+}
+template <typename OpT>
+void describeSinkhornFields(::mhc::KernelSpec &spec, OpT op) {
+  spec.mode = toKernelMode(op.getMode());
+  spec.iters = op.getIters();
+  spec.eps = sinkhornEps(op.getMode(), op.getEps());
+}
 } // namespace mlir::mhc
 
 #endif // MHC_DIALECT_SIGNATURE_H

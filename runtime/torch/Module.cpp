@@ -17,8 +17,9 @@
 namespace {
 using mhc::ops::OptTensor;
 
-/// n of a [M, n, C] ("nc") or [M, C, n] ("cn") x; 0 (the op's own check
-/// then names the argument) for any other shape or layout.
+/// n of a [M, n, C] ("nc") or [M, C, n] ("cn") x; 0 for any other shape or
+/// layout, which the op rejects (python/mhc/ops.py only calls these entry
+/// points with a 3-D x and a valid layout).
 int64_t streamsOf(const at::Tensor &x, const std::string &layout) {
   if (x.dim() != 3 || (layout != "nc" && layout != "cn"))
     return 0;

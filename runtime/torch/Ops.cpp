@@ -334,6 +334,18 @@ void streamsSpec(mhc::KernelSpec &s, const Tensor &x, Str layout, int64_t C) {
   s.channels = C;
 }
 
+/// The projection's spec fields (also the fused pre step's).
+mhc::KernelSpec projectSpec(mhc::Direction dir, int64_t n, const Tensor &x,
+                            Str layout, int64_t C, const Tensor &phi,
+                            const OptTensor &weight, bool tf32) {
+  auto spec = baseSpec(mhc::OpKind::Project, dir, n);
+  streamsSpec(spec, x, layout, C);
+  spec.param = dtypeOf(phi).value_or(mhc::DType::F32);
+  spec.tf32 = tf32;
+  spec.hasWeight = weight.has_value();
+  return spec;
+}
+
 /// An optional input: undefined when absent (the kernel then has no such
 /// buffer, and select() skips it).
 Tensor orUndefined(const OptTensor &t) { return t ? *t : Tensor(); }
@@ -368,11 +380,7 @@ std::tuple<Tensor, Tensor> project_cuda(const Tensor &x, const Tensor &phi,
                                         Str layout, bool tf32) {
   Checker c = checkProject("project", x, phi, weight, n, layout);
   int64_t M = c.M, N = 2 * n + n * n;
-  auto spec = baseSpec(mhc::OpKind::Project, mhc::Direction::Forward, n);
-  streamsSpec(spec, x, layout, c.C);
-  spec.param = dtypeOf(phi).value_or(mhc::DType::F32);
-  spec.tf32 = tf32;
-  spec.hasWeight = weight.has_value();
+  auto spec = projectSpec(mhc::Direction::Forward, n, x, layout, c.C, phi, weight, tf32);
   Tensor w = orUndefined(weight);
   auto *k = select("project", spec, {&x, &phi, &w}, M);
   if (!k)
@@ -407,11 +415,7 @@ std::tuple<Tensor, Tensor, Tensor> project_backward_cuda(
   Checker c = checkProjectBackward("project_backward", gh, gms, x, phi, weight,
                                    n, layout);
   int64_t M = c.M;
-  auto spec = baseSpec(mhc::OpKind::Project, mhc::Direction::Backward, n);
-  streamsSpec(spec, x, layout, c.C);
-  spec.param = dtypeOf(phi).value_or(mhc::DType::F32);
-  spec.tf32 = tf32;
-  spec.hasWeight = weight.has_value();
+  auto spec = projectSpec(mhc::Direction::Backward, n, x, layout, c.C, phi, weight, tf32);
   Tensor w = orUndefined(weight);
   auto *k = select("project_backward", spec, {&x, &phi, &w, &gh, &gms}, M);
   if (!k)
@@ -452,13 +456,18 @@ std::tuple<Tensor, Tensor, Tensor> scale_ref(const Tensor &h, const Tensor &ms,
   return mhc::ref::scale(h, ms, alpha, beta, n, normEps, preEps, postMult);
 }
 
+/// scale's attributes in a spec (scale's own, and the fused pre step's).
+void scaleFields(mhc::KernelSpec &spec, double normEps, double preEps, double postMult) {
+  spec.normEps = static_cast<float>(normEps);
+  spec.preEps = static_cast<float>(preEps);
+  spec.postMult = static_cast<float>(postMult);
+}
+
 mhc::KernelSpec scaleSpec(mhc::Direction dir, int64_t n, const Tensor &beta,
                           double normEps, double preEps, double postMult) {
   auto spec = baseSpec(mhc::OpKind::Scale, dir, n);
   spec.param = dtypeOf(beta).value_or(mhc::DType::F32);
-  spec.normEps = static_cast<float>(normEps);
-  spec.preEps = static_cast<float>(preEps);
-  spec.postMult = static_cast<float>(postMult);
+  scaleFields(spec, normEps, preEps, postMult);
   return spec;
 }
 
@@ -533,12 +542,17 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> scale_backward_cuda(
 // sinkhorn
 //===----------------------------------------------------------------------===//
 
-mhc::KernelSpec sinkhornSpec(mhc::Direction dir, int64_t n, Str mode,
-                             int64_t iters, double eps) {
-  auto spec = baseSpec(mhc::OpKind::Sinkhorn, dir, n);
+/// sinkhorn's attributes in a spec (sinkhorn's own, and the fused pre step's).
+void sinkhornFields(mhc::KernelSpec &spec, Str mode, int64_t iters, double eps) {
   spec.mode = mode == "log" ? mhc::SinkhornMode::Log : mhc::SinkhornMode::SoftmaxEps;
   spec.iters = iters;
   spec.eps = static_cast<float>(eps);
+}
+
+mhc::KernelSpec sinkhornSpec(mhc::Direction dir, int64_t n, Str mode,
+                             int64_t iters, double eps) {
+  auto spec = baseSpec(mhc::OpKind::Sinkhorn, dir, n);
+  sinkhornFields(spec, mode, iters, eps);
   return spec;
 }
 
@@ -831,17 +845,12 @@ PreOut preCuda(const Tensor &x, const Tensor &phi, const Tensor &alpha,
   const mhc::rt::LoadedKernel *k = nullptr;
   Tensor w = orUndefined(weight);
   if (fuse) {
-    auto spec = baseSpec(mhc::OpKind::Pre, mhc::Direction::Forward, n);
-    streamsSpec(spec, x, layout, c.C);
-    spec.param = dtypeOf(phi).value_or(mhc::DType::F32);
-    spec.tf32 = tf32;
-    spec.hasWeight = weight.has_value();
-    spec.normEps = static_cast<float>(normEps);
-    spec.preEps = static_cast<float>(preEps);
-    spec.postMult = static_cast<float>(postMult);
-    spec.mode = mode == "log" ? mhc::SinkhornMode::Log : mhc::SinkhornMode::SoftmaxEps;
-    spec.iters = iters;
-    spec.eps = static_cast<float>(eps);
+    // The fields of its parts: project's (one param dtype, phi's), then
+    // scale's and sinkhorn's attributes.
+    auto spec = projectSpec(mhc::Direction::Forward, n, x, layout, c.C, phi, weight, tf32);
+    spec.op = mhc::OpKind::Pre;
+    scaleFields(spec, normEps, preEps, postMult);
+    sinkhornFields(spec, mode, iters, eps);
     k = select("pre", spec, {&x, &phi, &w, &alpha, &beta}, M);
   }
   if (!k)
