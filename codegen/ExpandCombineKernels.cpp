@@ -6,7 +6,8 @@
 // Backward: one block per token computes gf and gx per element and reduces
 // gpost and gP over the channels in a fixed order. With a bias, gf is also
 // kept in f32 and summed over tokens by the deterministic column sum (per-block
-// partials added in order; no atomics).
+// partials added in order; no atomics). n = 8 in the (C, n) layout on sm_90+
+// takes ExpandCombineBackwardRing.cpp's kernel instead.
 //
 //===----------------------------------------------------------------------===//
 
@@ -106,8 +107,15 @@ static LogicalResult buildBackward(KernelContext &ctx) {
     ctx.buffer("gf32", DType::F32, BufferRole::Workspace, {C, 0});
   }
 
-  // Large n with 2-byte activations (n = 8: 72 partial sums and 64 P values
-  // per thread): P waits in shared memory, read back per chunk as broadcast
+  if (expandCombineBackwardIsRing(ctx)) {
+    emitExpandCombineBackwardRing(ctx);
+    if (hasBias)
+      emitColumnSum(ctx, "gf32", C, {{"gbias", C}});
+    return success();
+  }
+
+  // Large n with 2-byte activations (n = 8 in the (n, C) layout or on sm_80:
+  // 72 partial sums and 64 P values per thread): P waits in shared memory, read back per chunk as broadcast
   // 16-byte loads (volatile, so that LLVM does not hoist them back into
   // registers), which frees the registers for four chunks in flight per
   // thread, in blocks of 128 threads, three per SM (<= 170 registers).

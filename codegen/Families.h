@@ -160,6 +160,11 @@ LogicalResult buildAggregate(KernelContext &ctx);
 /// then one launch per token for the rest.
 LogicalResult buildPre(KernelContext &ctx);
 LogicalResult buildExpandCombine(KernelContext &ctx);
+/// The n = 8 expand_combine backward fed by per-warp bulk-copy rings
+/// (ExpandCombineBackwardRing.cpp): whether it serves the spec, and its main
+/// launch (the buffers are the backward's).
+bool expandCombineBackwardIsRing(const KernelContext &ctx);
+void emitExpandCombineBackwardRing(KernelContext &ctx);
 LogicalResult buildScale(KernelContext &ctx);
 LogicalResult buildSinkhorn(KernelContext &ctx);
 LogicalResult buildProject(KernelContext &ctx);

@@ -6,6 +6,9 @@
 // RUN: mhc-compile --spec 'expand_combine.bwd;n=4;act=bf16;param=f32;layout=cn;C=2048;bias=1;arch=sm_90a' --print-ir | FileCheck %s --check-prefix=BWD
 // RUN: rm -rf %t && mhc-compile --spec 'expand_combine.bwd;n=4;act=bf16;param=f32;layout=cn;C=2048;bias=1;arch=sm_90a' -o %t && FileCheck %s --check-prefix=JSON < %t/mhc_expand_combine_bwd_n4_d19c414558f73456.json
 // RUN: rm -rf %t.e && mhc-compile --spec 'expand_combine.bwd;n=8;act=bf16;layout=cn;C=7168;bias=0;arch=sm_90a' -o %t.e && cat %t.e/*.ptx | FileCheck %s --check-prefix=BWD8
+// RUN: rm -rf %t.r && mhc-compile --spec 'expand_combine.bwd;n=8;act=bf16;layout=cn;C=7168;bias=0;arch=sm_90a' -o %t.r && FileCheck %s --check-prefix=RJSON < %t.r/mhc_expand_combine_bwd_n8_adc9bbf26fa8fab5.json
+// RUN: rm -rf %t.n && mhc-compile --spec 'expand_combine.bwd;n=8;act=bf16;layout=nc;C=7168;bias=0;arch=sm_90a' -o %t.n && cat %t.n/*.ptx | FileCheck %s --check-prefix=NC8
+// RUN: rm -rf %t.b && mhc-compile --spec 'expand_combine.bwd;n=8;act=bf16;param=f32;layout=cn;C=1056;bias=1;arch=sm_90a' -o %t.b && cat %t.b/*.ptx | FileCheck %s --check-prefix=BIAS8
 
 // FWD: gpu.func @mhc_expand_combine_fwd_n4_{{.*}}_main(%{{.*}}: memref<?xbf16>, %{{.*}}: memref<?xf32>, %{{.*}}: memref<?xbf16>, %{{.*}}: memref<?xf32>, %{{.*}}: memref<?xbf16>, %{{.*}}: i64)
 // FWD-DAG: arith.constant 28672 : index
@@ -36,11 +39,49 @@
 // JSON: "entry": "mhc_expand_combine_bwd_n4_d19c414558f73456_gf32_colsum", "params": ["gf32", "gf32_partials", "M"], "ptx_params": 11, "block": [256, 1, 1], "grid": {"tokens_per_block": 0, "fixed_blocks": 264, "times_split": false, "items_per_token": 0, "items_per_block": 0}
 // JSON: "entry": "mhc_expand_combine_bwd_n4_d19c414558f73456_gf32_partials_final", "params": ["gf32_partials", "gbias"]
 
-// n = 8 with 2-byte activations: P in shared memory, read back per chunk by
-// volatile broadcast loads; 128-thread blocks, three per SM.
+// n = 8, 2-byte activations, (C, n) on sm_90a: a block of eight warps per
+// token, each warp's ring of three 128-channel stages filled by lane 0's
+// bulk copies (gout, x, f) that complete on the stage's mbarrier; the
+// lanes read a channel's eight streams as one 16-byte shared load and
+// store gx as one 16-byte global store; a proxy fence before a stage is
+// refilled; the 72 sums reduced over the block by butterflies. No atomics.
 // BWD8: .entry mhc_expand_combine_bwd_n8_{{.*}}_main(
-// BWD8: .maxntid 128, 1, 1
-// BWD8: .minnctapersm 3
-// BWD8: st.shared.{{[bf]}}32
+// BWD8: .maxntid 256, 1, 1
+// BWD8: .minnctapersm 1
+// BWD8: mbarrier.init.shared.b64
+// BWD8: cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes
+// BWD8: mbarrier.try_wait.parity.shared.b64
+// BWD8: ld.shared.v4.b32
+// BWD8: ld.shared.b16
+// BWD8: st.global.v4.b32
+// BWD8: fence.proxy.async.shared::cta
+// BWD8: bar.warp.sync
+// BWD8: cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes
+// BWD8: shfl.sync.bfly.b32
 // BWD8: bar.sync
-// BWD8: ld.volatile.shared.v4.b32
+// BWD8-NOT: atom
+// BWD8-NOT: ld.local
+
+// Three 4352-byte stages per warp (gout and x 2048 bytes each, f 256) and the
+// blockSum scratch; no spills at one block per SM.
+// RJSON: "block": [256, 1, 1], "grid": {"tokens_per_block": 1,
+// RJSON-SAME: "dynamic_shared_bytes": 106944
+// RJSON-SAME: "spill_stores": 0, "spill_loads": 0, "stack_bytes": 0
+
+// The (n, C) layout keeps the register-fed kernel: P in shared memory, read
+// back per chunk by volatile broadcast loads; 128-thread blocks, three per SM.
+// NC8: .entry mhc_expand_combine_bwd_n8_{{.*}}_main(
+// NC8: .maxntid 128, 1, 1
+// NC8: .minnctapersm 3
+// NC8: st.shared.{{[bf]}}32
+// NC8: bar.sync
+// NC8: ld.volatile.shared.v4.b32
+// NC8-NOT: cp.async.bulk
+
+// C = 1056 (33 x 32): 32-channel pieces in twelve stages per warp; with a
+// bias, f + bias per channel, gf also kept in f32 for gbias's column sum.
+// BIAS8: .entry mhc_expand_combine_bwd_n8_{{.*}}_main(
+// BIAS8: cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes
+// BIAS8: st.global.b32
+// BIAS8: .entry mhc_expand_combine_bwd_n8_{{.*}}_gf32_colsum(
+// BIAS8: .entry mhc_expand_combine_bwd_n8_{{.*}}_gf32_partials_final(

@@ -144,6 +144,31 @@ def test_projection_tf32_on_the_staged_paths(d, cfg):
     assert after["reference_calls"] == before["reference_calls"], (before, after)
 
 
+EC_RING = [dict(act=act, C=C, M=M, bias=bias, param=param)
+           for (act, C, M, bias, param) in [
+               ("bf16", 7168, 33, False, "f32"),     # 128-channel pieces, 7 per warp
+               ("f16", 4096, 4096 + 3, True, "f32"),  # 4 per warp, f + bias, gbias over tokens
+               ("bf16", 1056, 7, True, "bf16"),      # 32-channel pieces: warp 0 takes 5, the others 4
+               ("bf16", 192, 300, False, "f32"),     # 64-channel pieces: warps 3-7 idle
+               ("bf16", 32, 1, False, "f32")]]       # one piece
+
+
+@pytest.mark.parametrize("cfg", EC_RING, ids=lambda c: "{act}-C{C}-M{M}-bias{bias}-{param}".format(**c))
+def test_expand_combine_backward_n8_bulk_ring(cfg):
+    """The n = 8 expand_combine backward in the (C, n) layout on sm_90+: a
+    block of eight warps per token, each fed by its own ring of bulk copies
+    (ExpandCombineBackwardRing.cpp). Piece widths of 128, 64 and 32
+    channels, warps with unequal or no pieces, a bias, against float64
+    SPEC.md and run to run the same."""
+    s = spec("expand_combine", "bwd", 8, act=cfg["act"], layout="cn", C=cfg["C"], bias=cfg["bias"],
+             param=cfg["param"])
+    before = mhc._C.stats()
+    check(s, cfg["M"], SEED + hash(("ec-ring", tuple(cfg.values()))) % 100000)
+    after = mhc._C.stats()
+    assert after["kernel_calls"] - before["kernel_calls"] == 2, (before, after)
+    assert after["reference_calls"] == before["reference_calls"], (before, after)
+
+
 ONE_BLOCK = [dict(n=4, act="bf16", layout="cn", C=4096, M=M, tf32=True, weight=False) for M in (1, 128, 129)] + [
     dict(n=4, act="bf16", layout="nc", C=7168, M=100, tf32=False, weight=True),
     dict(n=2, act="bf16", layout="cn", C=2048, M=64, tf32=True, weight=True),
