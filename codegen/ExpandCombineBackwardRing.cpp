@@ -1,24 +1,25 @@
-//===- ExpandCombineBackwardRing.cpp - n = 8 backward fed by bulk copies --===//
+//===- ExpandCombineBackwardRing.cpp - backward fed by bulk copies -------===//
 //
-// The expand_combine backward for n = 8, 2-byte activations in the
+// The expand_combine backward for n = 4 and 8, 2-byte activations in the
 // (C, n) layout on sm_90+: a block of eight warps per token, each warp
 // taking the token's pieces of CH channels in turn through its own ring of
 // shared-memory stages. Lane 0 of the warp fills a stage with three bulk
 // copies (gout's and x's CH * n values and f's CH, all contiguous in this
 // layout) that complete on the stage's mbarrier, so the loads in flight
-// hold no registers: P, post and the 72 partial sums of gpost and gP stay
-// in registers, and the lanes read their channel's n values back as 16-byte
-// shared loads. The per-token sums are reduced over the block in a fixed
-// order (blockSum).
+// hold no registers: P, post and the n + n^2 partial sums of gpost and gP
+// stay in registers, and the lanes read their channel's n values back as
+// one 2n-byte shared load. The per-token sums are reduced over the block in
+// a fixed order (blockSum).
 //
 // Why: the register-fed kernel (ExpandCombineKernels.cpp) had room for about
-// two channels' loads in flight per thread beside the 72 sums and reached
-// 91% of the copy bandwidth at n = 8 (ncu: DRAM 80%, 3 warps per scheduler,
-// 0.59 eligible). A CUDA C probe of this design (.te/probe/ec_ring.cu in
-// the fifteenth session) measured 4046 us against 4492 us at M = 32768,
+// two channels' loads in flight per thread beside n = 8's 72 sums and
+// reached 91% of the copy bandwidth (ncu: DRAM 80%, 3 warps per scheduler,
+// 0.59 eligible). A CUDA C probe of this design (.te/probe/ec_ring.cu, the
+// fifteenth session) measured 4046 us against 4492 us at n = 8, M = 32768,
 // C = 7168 on H100 (3.02 TB/s, the copy rate): eight warps in one block per
 // SM, 128-channel pieces, three stages (two to four within 1%; four warps
-// in two blocks per SM 4098-4105 us).
+// in two blocks per SM 4098-4105 us). In the product: n = 8 4492 -> 4042
+// us, n = 4 2228 -> 2177 us (98% -> 101% of the copy rate).
 //
 //===----------------------------------------------------------------------===//
 
@@ -35,10 +36,11 @@ using namespace mlir::mhc;
 namespace {
 constexpr int64_t kWarps = 8;
 
-/// Channels per piece: 128 when C allows it (32 at least, a channel per
-/// lane); stages so that a warp keeps ~13 KB in flight whatever the piece.
-int64_t pieceChannels(int64_t C) {
-  for (int64_t ch : {128, 64, 32})
+/// Channels per piece: 1024 / n (2 KB of gout and of x) when C allows it,
+/// down to 32 (a channel per lane); the stages then keep ~13 KB per warp in
+/// flight whatever the piece.
+int64_t pieceChannels(int64_t n, int64_t C) {
+  for (int64_t ch = 1024 / n; ch >= 32; ch /= 2)
     if (C % ch == 0)
       return ch;
   return 0;
@@ -47,16 +49,16 @@ int64_t pieceChannels(int64_t C) {
 
 bool mlir::mhc::expandCombineBackwardIsRing(const KernelContext &ctx) {
   const ::mhc::KernelSpec &spec = ctx.spec;
-  return spec.n == 8 && ::mhc::byteWidth(spec.act) == 2 &&
+  return (spec.n == 4 || spec.n == 8) && ::mhc::byteWidth(spec.act) == 2 &&
          spec.layout == ::mhc::Layout::CN && spec.arch != "sm_80" &&
-         pieceChannels(ctx.C()) > 0;
+         pieceChannels(spec.n, ctx.C()) > 0;
 }
 
 void mlir::mhc::emitExpandCombineBackwardRing(KernelContext &ctx) {
   const ::mhc::KernelSpec &spec = ctx.spec;
   int64_t n = ctx.n(), C = ctx.C();
   bool hasBias = spec.hasBias;
-  int64_t ch = pieceChannels(C), depth = 3 * 128 / ch;
+  int64_t ch = pieceChannels(n, C), depth = 3 * (1024 / n) / ch;
   int64_t pieces = C / ch;
   // A stage: gout [ch][n], x [ch][n], f [ch] (bytes; a multiple of 16).
   int64_t rowBytes = ch * n * 2;
@@ -117,7 +119,7 @@ void mlir::mhc::emitExpandCombineBackwardRing(KernelContext &ctx) {
   SmallVector<Value> post = loadRow(kb, l.arg("post"), m, n);
   SmallVector<Value> P = loadRow(kb, l.arg("P"), m, n * n);
   Type act = elementType(kb.b.getContext(), spec.act);
-  Type actRow = VectorType::get({8}, act);
+  Type actRow = VectorType::get({n}, act);
   auto ptrType = LLVM::LLVMPointerType::get(
       kb.b.getContext(), static_cast<unsigned>(NVVM::NVVMMemorySpace::Shared));
 
@@ -130,12 +132,12 @@ void mlir::mhc::emitExpandCombineBackwardRing(KernelContext &ctx) {
         kb.mbarrierWait(full(stage), parity);
         Value base = kb.mul(stage, kb.idx(stageFloats));
         Value c0 = kb.mul(kb.add(warp, kb.mul(k, kb.idx(kWarps))), kb.idx(ch));
-        // Channel lane + 32q: the warp's 16-byte reads are consecutive.
+        // Channel lane + 32q: the warp's reads of a stage are consecutive.
         for (int64_t q = 0; q < ch / 32; ++q) {
           Value c = kb.add(lane, kb.idx(32 * q));
           auto streams = [&](int64_t at) {
             Value off = kb.add(base, kb.add(kb.idx(at / 4), kb.mul(c, kb.idx(n / 2))));
-            Value raw = LLVM::LoadOp::create(kb.b, kb.loc, actRow, kb.sharedPtr(ring, off), 16);
+            Value raw = LLVM::LoadOp::create(kb.b, kb.loc, actRow, kb.sharedPtr(ring, off), 2 * n);
             Value v = kb.toF32(raw);
             SmallVector<Value> out;
             for (int64_t e = 0; e < n; ++e)

@@ -6,8 +6,8 @@
 // Backward: one block per token computes gf and gx per element and reduces
 // gpost and gP over the channels in a fixed order. With a bias, gf is also
 // kept in f32 and summed over tokens by the deterministic column sum (per-block
-// partials added in order; no atomics). n = 8 in the (C, n) layout on sm_90+
-// takes ExpandCombineBackwardRing.cpp's kernel instead.
+// partials added in order; no atomics). n = 4 and 8 in the (C, n) layout on
+// sm_90+ (C % 32 == 0) take ExpandCombineBackwardRing.cpp's kernel instead.
 //
 //===----------------------------------------------------------------------===//
 

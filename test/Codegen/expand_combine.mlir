@@ -7,6 +7,7 @@
 // RUN: rm -rf %t && mhc-compile --spec 'expand_combine.bwd;n=4;act=bf16;param=f32;layout=cn;C=2048;bias=1;arch=sm_90a' -o %t && FileCheck %s --check-prefix=JSON < %t/mhc_expand_combine_bwd_n4_d19c414558f73456.json
 // RUN: rm -rf %t.e && mhc-compile --spec 'expand_combine.bwd;n=8;act=bf16;layout=cn;C=7168;bias=0;arch=sm_90a' -o %t.e && cat %t.e/*.ptx | FileCheck %s --check-prefix=BWD8
 // RUN: rm -rf %t.r && mhc-compile --spec 'expand_combine.bwd;n=8;act=bf16;layout=cn;C=7168;bias=0;arch=sm_90a' -o %t.r && FileCheck %s --check-prefix=RJSON < %t.r/mhc_expand_combine_bwd_n8_adc9bbf26fa8fab5.json
+// RUN: rm -rf %t.q && mhc-compile --spec 'expand_combine.bwd;n=4;act=bf16;layout=cn;C=7168;bias=0;arch=sm_90a' -o %t.q && FileCheck %s --check-prefix=R4JSON < %t.q/mhc_expand_combine_bwd_n4_cb77a96e0a7f2bc9.json
 // RUN: rm -rf %t.n && mhc-compile --spec 'expand_combine.bwd;n=8;act=bf16;layout=nc;C=7168;bias=0;arch=sm_90a' -o %t.n && cat %t.n/*.ptx | FileCheck %s --check-prefix=NC8
 // RUN: rm -rf %t.b && mhc-compile --spec 'expand_combine.bwd;n=8;act=bf16;param=f32;layout=cn;C=1056;bias=1;arch=sm_90a' -o %t.b && cat %t.b/*.ptx | FileCheck %s --check-prefix=BIAS8
 
@@ -67,6 +68,11 @@
 // RJSON: "block": [256, 1, 1], "grid": {"tokens_per_block": 1,
 // RJSON-SAME: "dynamic_shared_bytes": 106944
 // RJSON-SAME: "spill_stores": 0, "spill_loads": 0, "stack_bytes": 0
+
+// n = 4 takes the same kernel with 256-channel pieces (4608-byte stages).
+// R4JSON: "block": [256, 1, 1], "grid": {"tokens_per_block": 1,
+// R4JSON-SAME: "dynamic_shared_bytes": 111424
+// R4JSON-SAME: "spill_stores": 0, "spill_loads": 0, "stack_bytes": 0
 
 // The (n, C) layout keeps the register-fed kernel: P in shared memory, read
 // back per chunk by volatile broadcast loads; 128-thread blocks, three per SM.
