@@ -3,7 +3,9 @@
 // Forward: a stream of (token, w-wide channel chunk) items in memory order
 // (forEachItem), each read once and written once with 16-byte accesses.
 // Backward: one block per token; gx is per element, gpre a block reduction
-// over the token's channels in a fixed order.
+// over the token's channels in a fixed order. n = 4 and 8 in the (C, n)
+// layout on sm_90+ (C % 32 == 0) feed the block's eight warps by bulk copies
+// (TokenRing.cpp).
 //
 //===----------------------------------------------------------------------===//
 
@@ -53,6 +55,39 @@ static LogicalResult buildForward(KernelContext &ctx) {
   return success();
 }
 
+/// The backward fed by bulk copies (TokenRing): gy and x per piece, pre and
+/// the n sums of gpre in registers.
+static void buildBackwardRing(KernelContext &ctx) {
+  int64_t n = ctx.n();
+  TokenRing ring(ctx, {1, n});
+  LaunchBuilder &l = ctx.launch("main");
+  l.param("gy").param("x").param("pre").param("gx").param("gpre").param("M");
+  ring.configure(l, n);
+  KernelBuilder kb = ctx.begin(l);
+  SmallVector<Value> srcs = {l.arg("gy"), l.arg("x")};
+  ring.start(kb, l, srcs);
+  Value m = ring.token;
+  SmallVector<Value> pre = loadRow(kb, l.arg("pre"), m, n);
+  SmallVector<Value> zeros(n, kb.f32(0.0));
+  Type act = elementType(kb.b.getContext(), ctx.spec.act);
+  SmallVector<Value> partial = ring.loop(
+      kb, l, srcs, act, zeros,
+      [&](Value chan, ArrayRef<SmallVector<Value>> vals, SmallVector<Value> &acc) {
+        Value gy = vals[0][0];
+        SmallVector<SmallVector<Value>> gx(n);
+        for (int64_t i = 0; i < n; ++i) {
+          gx[i].push_back(kb.mul(pre[i], gy));
+          acc[i] = kb.fma(gy, vals[1][i], acc[i]);
+        }
+        storeStreams(kb, ctx, l.arg("gx"), m, chan, gx);
+      });
+  Value tid = kb.threadId();
+  Value total = blockSum(kb, 32 * TokenRing::kWarps, l.shared(0), partial);
+  kb.when(kb.lt(tid, kb.idx(n)), [&] {
+    kb.store(total, l.arg("gpre"), kb.add(kb.mul(m, kb.idx(n)), tid));
+  });
+}
+
 static LogicalResult buildBackward(KernelContext &ctx) {
   int64_t n = ctx.n(), C = ctx.C(), w = ctx.streamWidth(), chunks = C / w;
   DType act = ctx.spec.act;
@@ -62,6 +97,10 @@ static LogicalResult buildBackward(KernelContext &ctx) {
   ctx.buffer("gx", act, BufferRole::Output, {n * C, 0});
   ctx.buffer("gpre", DType::F32, BufferRole::Output, {n, 0});
 
+  if (TokenRing::serves(ctx)) {
+    buildBackwardRing(ctx);
+    return success();
+  }
   int threads = tokenBlockThreads(chunks);
   LaunchBuilder &l = ctx.launch("main");
   l.param("gy").param("x").param("pre").param("gx").param("gpre").param("M")

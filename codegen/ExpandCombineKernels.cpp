@@ -7,7 +7,8 @@
 // gpost and gP over the channels in a fixed order. With a bias, gf is also
 // kept in f32 and summed over tokens by the deterministic column sum (per-block
 // partials added in order; no atomics). n = 4 and 8 in the (C, n) layout on
-// sm_90+ (C % 32 == 0) take ExpandCombineBackwardRing.cpp's kernel instead.
+// sm_90+ (C % 32 == 0) take a block of eight warps per token fed by bulk
+// copies instead (TokenRing.cpp).
 //
 //===----------------------------------------------------------------------===//
 
@@ -85,6 +86,69 @@ static LogicalResult buildForward(KernelContext &ctx) {
   return success();
 }
 
+/// The backward fed by bulk copies (TokenRing): P, post and the n + n^2
+/// sums in registers (n = 8: 210 registers, no spills, one block per SM).
+static void buildBackwardRing(KernelContext &ctx) {
+  int64_t n = ctx.n(), C = ctx.C();
+  bool hasBias = ctx.spec.hasBias;
+  int64_t reduced = n + n * n; // gpost, then gP row-major
+  TokenRing ring(ctx, {n, n, 1});
+  LaunchBuilder &l = ctx.launch("main");
+  l.param("gout").param("f").param("post").param("x").param("P");
+  if (hasBias)
+    l.param("bias");
+  l.param("gf").param("gpost").param("gx").param("gP");
+  if (hasBias)
+    l.param("gf32");
+  l.param("M");
+  ring.configure(l, reduced);
+  KernelBuilder kb = ctx.begin(l);
+  SmallVector<Value> srcs = {l.arg("gout"), l.arg("x"), l.arg("f")};
+  ring.start(kb, l, srcs);
+  Value m = ring.token;
+  // Per token, while the first pieces load: post[j], P[i][j] (row-major).
+  SmallVector<Value> post = loadRow(kb, l.arg("post"), m, n);
+  SmallVector<Value> P = loadRow(kb, l.arg("P"), m, n * n);
+  SmallVector<Value> zeros(reduced, kb.f32(0.0));
+  Type act = elementType(kb.b.getContext(), ctx.spec.act);
+  SmallVector<Value> part = ring.loop(
+      kb, l, srcs, act, zeros,
+      [&](Value chan, ArrayRef<SmallVector<Value>> vals, SmallVector<Value> &acc) {
+        ArrayRef<Value> g = vals[0], xs = vals[1];
+        Value fb = vals[2][0];
+        if (hasBias)
+          fb = kb.add(fb, kb.loadF32(l.arg("bias"), chan, 1)[0]);
+        Value gf = kb.mul(post[0], g[0]);
+        for (int64_t j = 1; j < n; ++j)
+          gf = kb.fma(post[j], g[j], gf);
+        SmallVector<SmallVector<Value>> gx(n);
+        for (int64_t i = 0; i < n; ++i) {
+          Value gxi = kb.mul(P[i * n], g[0]);
+          for (int64_t j = 1; j < n; ++j)
+            gxi = kb.fma(P[i * n + j], g[j], gxi);
+          gx[i].push_back(gxi);
+        }
+        for (int64_t j = 0; j < n; ++j)
+          acc[j] = kb.fma(fb, g[j], acc[j]);
+        for (int64_t i = 0; i < n; ++i)
+          for (int64_t j = 0; j < n; ++j)
+            acc[n + i * n + j] = kb.fma(xs[i], g[j], acc[n + i * n + j]);
+        Value row = kb.add(kb.mul(m, kb.idx(C)), chan);
+        kb.storeFrom({gf}, l.arg("gf"), row);
+        if (hasBias)
+          kb.storeFrom({gf}, l.arg("gf32"), row);
+        storeStreams(kb, ctx, l.arg("gx"), m, chan, gx);
+      });
+  Value tid = kb.threadId();
+  Value total = blockSum(kb, 32 * TokenRing::kWarps, l.shared(0), part);
+  kb.when(kb.lt(tid, kb.idx(n)), [&] {
+    kb.store(total, l.arg("gpost"), kb.add(kb.mul(m, kb.idx(n)), tid));
+  });
+  kb.when(kb.andi(kb.lt(kb.idx(n - 1), tid), kb.lt(tid, kb.idx(reduced))), [&] {
+    kb.store(total, l.arg("gP"), kb.add(kb.mul(m, kb.idx(n * n)), kb.sub(tid, kb.idx(n))));
+  });
+}
+
 static LogicalResult buildBackward(KernelContext &ctx) {
   int64_t n = ctx.n(), C = ctx.C(), w = ctx.streamWidth();
   // Per element of a chunk a thread holds gout, x and gx of every stream;
@@ -107,8 +171,8 @@ static LogicalResult buildBackward(KernelContext &ctx) {
     ctx.buffer("gf32", DType::F32, BufferRole::Workspace, {C, 0});
   }
 
-  if (expandCombineBackwardIsRing(ctx)) {
-    emitExpandCombineBackwardRing(ctx);
+  if (TokenRing::serves(ctx)) {
+    buildBackwardRing(ctx);
     if (hasBias)
       emitColumnSum(ctx, "gf32", C, {{"gbias", C}});
     return success();

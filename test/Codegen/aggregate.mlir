@@ -7,6 +7,8 @@
 // RUN: mhc-compile --spec 'aggregate.fwd;n=4;act=bf16;layout=nc;C=2048;arch=sm_90a' --print-ir | FileCheck %s --check-prefix=FWD
 // RUN: mhc-compile --spec 'aggregate.fwd;n=4;act=f32;layout=cn;C=1000;arch=sm_80' --print-ir | FileCheck %s --check-prefix=CN
 // RUN: mhc-compile --spec 'aggregate.bwd;n=4;act=bf16;layout=nc;C=2048;arch=sm_90a' --print-ir | FileCheck %s --check-prefix=BWD
+// RUN: rm -rf %t.r && mhc-compile --spec 'aggregate.bwd;n=8;act=bf16;layout=cn;C=7168;arch=sm_90a' -o %t.r && cat %t.r/*.ptx | FileCheck %s --check-prefix=RING
+// RUN: FileCheck %s --check-prefix=RJSON < %t.r/mhc_aggregate_bwd_n8_9fa215200de11fa9.json
 // RUN: rm -rf %t && mhc-compile --spec 'aggregate.fwd;n=4;act=bf16;layout=nc;C=2048;arch=sm_90a' -o %t && FileCheck %s --check-prefix=PTX < %t/mhc_aggregate_fwd_n4_123f3d65709c76af.ptx
 
 // FWD: gpu.module @mhc_aggregate_fwd_n4_123f3d65709c76af [#nvvm.target<O = 3, chip = "sm_90a", features = "+ptx80">]
@@ -45,3 +47,23 @@
 // PTX: ld.global.nc.v4.b32
 // PTX: st.global.v4.b32
 // PTX-NOT: atom.
+
+// (C, n) layout, n = 4 or 8, on sm_90a: eight warps per token, each fed by
+// its own ring of stages (gy's and x's pieces of 1024 / n channels) filled
+// by lane 0's bulk copies on an mbarrier per stage; a channel's n streams as
+// one 16-byte shared load, gx as one 16-byte store; a proxy fence before a
+// stage is refilled; gpre over the block in a fixed order. No atomics.
+// RING: .entry mhc_aggregate_bwd_n8_{{.*}}_main(
+// RING: .maxntid 256, 1, 1
+// RING: mbarrier.init.shared.b64
+// RING: cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes
+// RING: mbarrier.try_wait.parity.shared.b64
+// RING: ld.shared.v4.b32
+// RING: st.global.v4.b32
+// RING: fence.proxy.async.shared::cta
+// RING: bar.warp.sync
+// RING: bar.sync
+// RING-NOT: atom
+// RJSON: "block": [256, 1, 1], "grid": {"tokens_per_block": 1,
+// RJSON-SAME: "dynamic_shared_bytes": 55744
+// RJSON-SAME: "spill_stores": 0, "spill_loads": 0, "stack_bytes": 0

@@ -144,29 +144,33 @@ def test_projection_tf32_on_the_staged_paths(d, cfg):
     assert after["reference_calls"] == before["reference_calls"], (before, after)
 
 
-EC_RING = [dict(n=n, act=act, C=C, M=M, bias=bias, param=param)
-           for (n, act, C, M, bias, param) in [
-               (8, "bf16", 7168, 33, False, "f32"),     # 128-channel pieces, 7 per warp
-               (8, "f16", 4096, 4096 + 3, True, "f32"),  # 4 per warp, f + bias, gbias over tokens
-               (8, "bf16", 1056, 7, True, "bf16"),      # 32-channel pieces: warp 0 takes 5, the others 4
-               (8, "bf16", 192, 300, False, "f32"),     # 64-channel pieces: warps 3-7 idle
-               (8, "bf16", 32, 1, False, "f32"),        # one piece
-               (4, "bf16", 7168, 65, False, "f32"),     # 256-channel pieces: 4 or 3 per warp
-               (4, "f16", 2112, 4096 + 1, True, "bf16"),  # 64-channel pieces, a bias
-               (4, "bf16", 96, 3, True, "f32")]]        # 32-channel pieces, warps 3-7 idle
+RING = [dict(op=op, n=n, act=act, C=C, M=M, bias=bias, param=param)
+        for (op, n, act, C, M, bias, param) in [
+            ("expand_combine", 8, "bf16", 7168, 33, False, "f32"),     # 128-channel pieces, 7 per warp
+            ("expand_combine", 8, "f16", 4096, 4096 + 3, True, "f32"),  # 4 per warp, f + bias, gbias
+            ("expand_combine", 8, "bf16", 1056, 7, True, "bf16"),      # 32-channel pieces: 5 or 4 per warp
+            ("expand_combine", 8, "bf16", 192, 300, False, "f32"),     # 64-channel pieces: warps 3-7 idle
+            ("expand_combine", 8, "bf16", 32, 1, False, "f32"),        # one piece
+            ("expand_combine", 4, "bf16", 7168, 65, False, "f32"),     # 256-channel pieces: 4 or 3 per warp
+            ("expand_combine", 4, "f16", 2112, 4096 + 1, True, "bf16"),  # 64-channel pieces, a bias
+            ("expand_combine", 4, "bf16", 96, 3, True, "f32"),         # 32-channel pieces
+            ("aggregate", 8, "bf16", 7168, 4096 + 5, False, "f32"),
+            ("aggregate", 8, "f16", 1056, 7, False, "f32"),
+            ("aggregate", 4, "bf16", 4096, 33, False, "f32"),
+            ("aggregate", 4, "bf16", 192, 1, False, "f32")]]
 
 
-@pytest.mark.parametrize("cfg", EC_RING, ids=lambda c: "n{n}-{act}-C{C}-M{M}-bias{bias}-{param}".format(**c))
-def test_expand_combine_backward_bulk_ring(cfg):
-    """The n = 4 and 8 expand_combine backward in the (C, n) layout on
-    sm_90+: a block of eight warps per token, each fed by its own ring of
-    bulk copies (ExpandCombineBackwardRing.cpp). Piece widths from 256 to
+@pytest.mark.parametrize("cfg", RING, ids=lambda c: "{op}-n{n}-{act}-C{C}-M{M}-bias{bias}-{param}".format(**c))
+def test_backward_bulk_ring(cfg):
+    """The aggregate and expand_combine backward for n = 4 and 8 in the
+    (C, n) layout on sm_90+: a block of eight warps per token, each fed by
+    its own ring of bulk copies (TokenRing.cpp). Piece widths from 256 to
     32 channels, warps with unequal or no pieces, a bias, against float64
     SPEC.md and run to run the same."""
-    s = spec("expand_combine", "bwd", cfg["n"], act=cfg["act"], layout="cn", C=cfg["C"], bias=cfg["bias"],
+    s = spec(cfg["op"], "bwd", cfg["n"], act=cfg["act"], layout="cn", C=cfg["C"], bias=cfg["bias"],
              param=cfg["param"])
     before = mhc._C.stats()
-    check(s, cfg["M"], SEED + hash(("ec-ring", tuple(cfg.values()))) % 100000)
+    check(s, cfg["M"], SEED + hash(("ring", tuple(cfg.values()))) % 100000)
     after = mhc._C.stats()
     assert after["kernel_calls"] - before["kernel_calls"] == 2, (before, after)
     assert after["reference_calls"] == before["reference_calls"], (before, after)
