@@ -86,13 +86,9 @@ static LogicalResult buildForward(KernelContext &ctx) {
   return success();
 }
 
-/// The backward fed by bulk copies (TokenRing): P, post and the n + n^2
-/// sums in registers (n = 8: 210 registers, no spills, one block per SM).
-static void buildBackwardRing(KernelContext &ctx) {
-  int64_t n = ctx.n(), C = ctx.C();
+/// The backward's main launch and its parameters, in the runtime's order.
+static LaunchBuilder &backwardLaunch(KernelContext &ctx) {
   bool hasBias = ctx.spec.hasBias;
-  int64_t reduced = n + n * n; // gpost, then gP row-major
-  TokenRing ring(ctx, {n, n, 1});
   LaunchBuilder &l = ctx.launch("main");
   l.param("gout").param("f").param("post").param("x").param("P");
   if (hasBias)
@@ -100,7 +96,29 @@ static void buildBackwardRing(KernelContext &ctx) {
   l.param("gf").param("gpost").param("gx").param("gP");
   if (hasBias)
     l.param("gf32");
-  l.param("M");
+  return l.param("M");
+}
+
+/// Thread `tid` < n + n^2 of the block holds the token's total tid
+/// (blockSum): gpost, then gP row-major.
+static void storeSums(KernelBuilder &kb, LaunchBuilder &l, int64_t n, Value m,
+                      Value tid, Value total) {
+  kb.when(kb.lt(tid, kb.idx(n)), [&] {
+    kb.store(total, l.arg("gpost"), kb.add(kb.mul(m, kb.idx(n)), tid));
+  });
+  kb.when(kb.andi(kb.lt(kb.idx(n - 1), tid), kb.lt(tid, kb.idx(n + n * n))), [&] {
+    kb.store(total, l.arg("gP"), kb.add(kb.mul(m, kb.idx(n * n)), kb.sub(tid, kb.idx(n))));
+  });
+}
+
+/// The backward fed by bulk copies (TokenRing): P, post and the n + n^2
+/// sums in registers (n = 8: 210 registers, no spills, one block per SM).
+static void buildBackwardRing(KernelContext &ctx) {
+  int64_t n = ctx.n(), C = ctx.C();
+  bool hasBias = ctx.spec.hasBias;
+  int64_t reduced = n + n * n; // gpost, then gP row-major
+  TokenRing ring(ctx, {n, n, 1});
+  LaunchBuilder &l = backwardLaunch(ctx);
   ring.configure(l, reduced);
   KernelBuilder kb = ctx.begin(l);
   SmallVector<Value> srcs = {l.arg("gout"), l.arg("x"), l.arg("f")};
@@ -140,13 +158,7 @@ static void buildBackwardRing(KernelContext &ctx) {
         storeStreams(kb, ctx, l.arg("gx"), m, chan, gx);
       });
   Value tid = kb.threadId();
-  Value total = blockSum(kb, 32 * TokenRing::kWarps, l.shared(0), part);
-  kb.when(kb.lt(tid, kb.idx(n)), [&] {
-    kb.store(total, l.arg("gpost"), kb.add(kb.mul(m, kb.idx(n)), tid));
-  });
-  kb.when(kb.andi(kb.lt(kb.idx(n - 1), tid), kb.lt(tid, kb.idx(reduced))), [&] {
-    kb.store(total, l.arg("gP"), kb.add(kb.mul(m, kb.idx(n * n)), kb.sub(tid, kb.idx(n))));
-  });
+  storeSums(kb, l, n, m, tid, blockSum(kb, 32 * TokenRing::kWarps, l.shared(0), part));
 }
 
 static LogicalResult buildBackward(KernelContext &ctx) {
@@ -192,15 +204,8 @@ static LogicalResult buildBackward(KernelContext &ctx) {
   const int threads = large ? 128 : 256;
   int unroll = large ? 4 : 2;
   int64_t reduced = n + n * n; // gpost, then gP row-major
-  LaunchBuilder &l = ctx.launch("main");
-  l.param("gout").param("f").param("post").param("x").param("P");
-  if (hasBias)
-    l.param("bias");
-  l.param("gf").param("gpost").param("gx").param("gP");
-  if (hasBias)
-    l.param("gf32");
-  l.param("M").block(threads).grid({1, 0})
-      .sharedF32((threads / 32) * reduced);
+  LaunchBuilder &l = backwardLaunch(ctx);
+  l.block(threads).grid({1, 0}).sharedF32((threads / 32) * reduced);
   if (large)
     l.sharedF32(n * n, 16).minBlocksPerSM(3);
   KernelBuilder kb = ctx.begin(l);
@@ -268,14 +273,7 @@ static LogicalResult buildBackward(KernelContext &ctx) {
         storeStreams(kb, ctx, l.arg("gx"), m, c0, gx);
         return next;
       });
-  Value total = blockSum(kb, threads, l.shared(), part);
-  kb.when(kb.lt(tid, kb.idx(n)), [&] {
-    kb.store(total, l.arg("gpost"), kb.add(kb.mul(m, kb.idx(n)), tid));
-  });
-  kb.when(kb.andi(kb.lt(kb.idx(n - 1), tid), kb.lt(tid, kb.idx(reduced))), [&] {
-    kb.store(total, l.arg("gP"),
-             kb.add(kb.mul(m, kb.idx(n * n)), kb.sub(tid, kb.idx(n))));
-  });
+  storeSums(kb, l, n, m, tid, blockSum(kb, threads, l.shared(), part));
   if (hasBias)
     emitColumnSum(ctx, "gf32", C, {{"gbias", C}});
   return success();
