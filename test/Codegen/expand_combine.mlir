@@ -7,6 +7,7 @@
 // RUN: rm -rf %t && mhc-compile --spec 'expand_combine.bwd;n=4;act=bf16;param=f32;layout=cn;C=2048;bias=1;arch=sm_90a' -o %t && FileCheck %s --check-prefix=JSON < %t/mhc_expand_combine_bwd_n4_d19c414558f73456.json
 // RUN: rm -rf %t.e && mhc-compile --spec 'expand_combine.bwd;n=8;act=bf16;layout=cn;C=7168;bias=0;arch=sm_90a' -o %t.e && cat %t.e/*.ptx | FileCheck %s --check-prefix=BWD8
 // RUN: rm -rf %t.r && mhc-compile --spec 'expand_combine.bwd;n=8;act=bf16;layout=cn;C=7168;bias=0;arch=sm_90a' -o %t.r && FileCheck %s --check-prefix=RJSON < %t.r/mhc_expand_combine_bwd_n8_adc9bbf26fa8fab5.json
+// RUN: rm -rf %t.w && mhc-compile --spec 'expand_combine.fwd;n=8;act=bf16;layout=cn;C=7168;bias=0;arch=sm_90a' -o %t.w && cat %t.w/*.ptx | FileCheck %s --check-prefix=FWD8
 // RUN: rm -rf %t.q && mhc-compile --spec 'expand_combine.bwd;n=4;act=bf16;layout=cn;C=7168;bias=0;arch=sm_90a' -o %t.q && FileCheck %s --check-prefix=R4JSON < %t.q/mhc_expand_combine_bwd_n4_cb77a96e0a7f2bc9.json
 // RUN: rm -rf %t.n && mhc-compile --spec 'expand_combine.bwd;n=8;act=bf16;layout=nc;C=7168;bias=0;arch=sm_90a' -o %t.n && cat %t.n/*.ptx | FileCheck %s --check-prefix=NC8
 // RUN: rm -rf %t.b && mhc-compile --spec 'expand_combine.bwd;n=8;act=bf16;param=f32;layout=cn;C=1056;bias=1;arch=sm_90a' -o %t.b && cat %t.b/*.ptx | FileCheck %s --check-prefix=BIAS8
@@ -91,3 +92,14 @@
 // BIAS8: st.global.b32
 // BIAS8: .entry mhc_expand_combine_bwd_n8_{{.*}}_gf32_colsum(
 // BIAS8: .entry mhc_expand_combine_bwd_n8_{{.*}}_gf32_partials_final(
+
+// n = 8's forward on the same rings (f and x per piece): out as one 16-byte
+// store per channel; no block barrier after the set-up.
+// FWD8: .entry mhc_expand_combine_fwd_n8_{{.*}}_main(
+// FWD8: .maxntid 256, 1, 1
+// FWD8: cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes
+// FWD8: mbarrier.try_wait.parity.shared.b64
+// FWD8: ld.shared.v4.b32
+// FWD8: st.global.v4.b32
+// FWD8: fence.proxy.async.shared::cta
+// FWD8-NOT: bar.sync

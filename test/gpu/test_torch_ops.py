@@ -144,7 +144,7 @@ def test_projection_tf32_on_the_staged_paths(d, cfg):
     assert after["reference_calls"] == before["reference_calls"], (before, after)
 
 
-RING = [dict(op=op, n=n, act=act, C=C, M=M, bias=bias, param=param)
+RING = [dict(op=op, d="bwd", n=n, act=act, C=C, M=M, bias=bias, param=param)
         for (op, n, act, C, M, bias, param) in [
             ("expand_combine", 8, "bf16", 7168, 33, False, "f32"),     # 128-channel pieces, 7 per warp
             ("expand_combine", 8, "f16", 4096, 4096 + 3, True, "f32"),  # 4 per warp, f + bias, gbias
@@ -157,17 +157,22 @@ RING = [dict(op=op, n=n, act=act, C=C, M=M, bias=bias, param=param)
             ("aggregate", 8, "bf16", 7168, 4096 + 5, False, "f32"),
             ("aggregate", 8, "f16", 1056, 7, False, "f32"),
             ("aggregate", 4, "bf16", 4096, 33, False, "f32"),
-            ("aggregate", 4, "bf16", 192, 1, False, "f32")]]
+            ("aggregate", 4, "bf16", 192, 1, False, "f32")]] + [
+    # n = 8's expand_combine forward on the same rings
+    dict(op="expand_combine", d="fwd", n=8, act=act, C=C, M=M, bias=bias, param=param)
+    for (act, C, M, bias, param) in [("bf16", 7168, 33, False, "f32"), ("f16", 1056, 4096 + 7, True, "bf16"),
+                                     ("bf16", 192, 1, True, "f32")]]
 
 
-@pytest.mark.parametrize("cfg", RING, ids=lambda c: "{op}-n{n}-{act}-C{C}-M{M}-bias{bias}-{param}".format(**c))
-def test_backward_bulk_ring(cfg):
-    """The aggregate and expand_combine backward for n = 4 and 8 in the
-    (C, n) layout on sm_90+: a block of eight warps per token, each fed by
-    its own ring of bulk copies (TokenRing.cpp). Piece widths from 256 to
-    32 channels, warps with unequal or no pieces, a bias, against float64
-    SPEC.md and run to run the same."""
-    s = spec(cfg["op"], "bwd", cfg["n"], act=cfg["act"], layout="cn", C=cfg["C"], bias=cfg["bias"],
+@pytest.mark.parametrize("cfg", RING, ids=lambda c: "{op}-{d}-n{n}-{act}-C{C}-M{M}-bias{bias}-{param}".format(**c))
+def test_bulk_ring_kernels(cfg):
+    """The aggregate and expand_combine backward for n = 4 and 8 and the
+    n = 8 expand_combine forward, in the (C, n) layout on sm_90+: a block of
+    eight warps per token, each fed by its own ring of bulk copies
+    (TokenRing.cpp). Piece widths from 256 to 32 channels, warps with
+    unequal or no pieces, a bias, against float64 SPEC.md and run to run
+    the same."""
+    s = spec(cfg["op"], cfg["d"], cfg["n"], act=cfg["act"], layout="cn", C=cfg["C"], bias=cfg["bias"],
              param=cfg["param"])
     before = mhc._C.stats()
     check(s, cfg["M"], SEED + hash(("ring", tuple(cfg.values()))) % 100000)
