@@ -2,7 +2,8 @@
 //
 // Forward: a stream of (token, w-wide channel chunk) items in memory order
 // (forEachItem): f, bias and the n streams read once, the n output streams
-// written once.
+// written once; n = 8 in the (C, n) layout on sm_90+ on bulk-copy rings
+// (TokenRing.cpp) instead.
 // Backward: one block per token computes gf and gx per element and reduces
 // gpost and gP over the channels in a fixed order. With a bias, gf is also
 // kept in f32 and summed over tokens by the deterministic column sum (per-block

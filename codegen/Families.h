@@ -247,7 +247,8 @@ private:
 /// A launch with a block of eight warps per token whose warps take the
 /// token's pieces of channels in turn, each through its own ring of
 /// shared-memory stages filled by lane 0's bulk copies (TokenRing.cpp):
-/// the backward of aggregate and expand_combine. Sources are buffers laid
+/// the backward of aggregate and expand_combine, n = 8's expand_combine
+/// forward. Sources are buffers laid
 /// out [M, C, values[s]] of the 2-byte activation type.
 struct TokenRing {
   static constexpr int64_t kWarps = 8;
