@@ -248,8 +248,8 @@ private:
 /// token's pieces of channels in turn, each through its own ring of
 /// shared-memory stages filled by lane 0's bulk copies (TokenRing.cpp):
 /// the backward of aggregate and expand_combine, n = 8's expand_combine
-/// forward. Sources are buffers laid
-/// out [M, C, values[s]] of the 2-byte activation type.
+/// forward. Sources are buffers laid out [M, C, values[s]] of the 2-byte
+/// activation type.
 struct TokenRing {
   static constexpr int64_t kWarps = 8;
   /// n = 4 or 8, 2-byte activations, layout (C, n), sm_90+, C % 32 == 0.
