@@ -35,6 +35,57 @@ static void declareInputs(KernelContext &ctx) {
     ctx.buffer("bias", ctx.spec.param, BufferRole::Input, {0, C});
 }
 
+/// The forward's main launch and its parameters, in the runtime's order.
+static LaunchBuilder &forwardLaunch(KernelContext &ctx) {
+  LaunchBuilder &l = ctx.launch("main");
+  l.param("f").param("post").param("x").param("P");
+  if (ctx.spec.hasBias)
+    l.param("bias");
+  return l.param("out").param("M");
+}
+
+/// out[j][e] = post_j f(e) + sum_i P_ij x(i, e) for w elements (stream-major).
+static SmallVector<SmallVector<Value>>
+combine(KernelBuilder &kb, int64_t n, int64_t w, ArrayRef<Value> post,
+        ArrayRef<Value> P, function_ref<Value(int64_t)> f,
+        function_ref<Value(int64_t, int64_t)> x) {
+  SmallVector<SmallVector<Value>> out(n);
+  for (int64_t j = 0; j < n; ++j)
+    for (int64_t e = 0; e < w; ++e) {
+      Value acc = kb.mul(post[j], f(e));
+      for (int64_t i = 0; i < n; ++i)
+        acc = kb.fma(P[i * n + j], x(i, e), acc);
+      out[j].push_back(acc);
+    }
+  return out;
+}
+
+/// The backward at one element, given gout's g(j), x's x(i) and f (+ bias):
+/// appends gf = sum_j post_j g_j and gx_i = sum_j P_ij g_j, and adds f g_j
+/// and x_i g_j to the token's sums (acc: gpost, then gP row-major).
+static void backwardElement(KernelBuilder &kb, int64_t n, ArrayRef<Value> post,
+                            ArrayRef<Value> P, function_ref<Value(int64_t)> g,
+                            function_ref<Value(int64_t)> x, Value f,
+                            SmallVector<Value> &gf,
+                            SmallVector<SmallVector<Value>> &gx,
+                            MutableArrayRef<Value> acc) {
+  Value sum = kb.mul(post[0], g(0));
+  for (int64_t j = 1; j < n; ++j)
+    sum = kb.fma(post[j], g(j), sum);
+  gf.push_back(sum);
+  for (int64_t i = 0; i < n; ++i) {
+    Value gxi = kb.mul(P[i * n], g(0));
+    for (int64_t j = 1; j < n; ++j)
+      gxi = kb.fma(P[i * n + j], g(j), gxi);
+    gx[i].push_back(gxi);
+  }
+  for (int64_t j = 0; j < n; ++j)
+    acc[j] = kb.fma(f, g(j), acc[j]);
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t j = 0; j < n; ++j)
+      acc[n + i * n + j] = kb.fma(x(i), g(j), acc[n + i * n + j]);
+}
+
 /// n = 8's forward fed by bulk copies (TokenRing): f and x per piece, P and
 /// post in registers. The item stream below reached 98% of the copy rate at
 /// n = 8 (101-102% at n = 4, which keeps it).
@@ -42,12 +93,8 @@ static void buildForwardRing(KernelContext &ctx) {
   int64_t n = ctx.n();
   bool hasBias = ctx.spec.hasBias;
   TokenRing ring(ctx, {1, n});
-  LaunchBuilder &l = ctx.launch("main");
-  l.param("f").param("post").param("x").param("P");
-  if (hasBias)
-    l.param("bias");
-  l.param("out").param("M");
-  ring.configure(l, 1);
+  LaunchBuilder &l = forwardLaunch(ctx);
+  ring.configure(l, 1); // no sums: one scratch float keeps the buffer numbering
   KernelBuilder kb = ctx.begin(l);
   SmallVector<Value> srcs = {l.arg("f"), l.arg("x")};
   ring.start(kb, l, srcs);
@@ -61,13 +108,9 @@ static void buildForwardRing(KernelContext &ctx) {
               if (hasBias)
                 fb = kb.add(fb, kb.loadF32(l.arg("bias"), chan, 1)[0]);
               ArrayRef<Value> xs = vals[1];
-              SmallVector<SmallVector<Value>> out(n);
-              for (int64_t j = 0; j < n; ++j) {
-                Value acc = kb.mul(post[j], fb);
-                for (int64_t i = 0; i < n; ++i)
-                  acc = kb.fma(P[i * n + j], xs[i], acc);
-                out[j].push_back(acc);
-              }
+              auto out = combine(
+                  kb, n, 1, post, P, [&](int64_t) { return fb; },
+                  [&](int64_t i, int64_t) { return xs[i]; });
               storeStreams(kb, ctx, l.arg("out"), m, chan, out);
             });
 }
@@ -84,12 +127,8 @@ static LogicalResult buildForward(KernelContext &ctx) {
   }
 
   StreamShape shape = streamShape(ctx, w, (n + 1) * w, n + n * n);
-  LaunchBuilder &l = ctx.launch("main");
-  l.param("f").param("post").param("x").param("P");
-  if (hasBias)
-    l.param("bias");
-  l.param("out").param("M").block(shape.threads).grid(shape.grid())
-      .minBlocksPerSM(shape.minBlocks);
+  LaunchBuilder &l = forwardLaunch(ctx);
+  l.block(shape.threads).grid(shape.grid()).minBlocksPerSM(shape.minBlocks);
   KernelBuilder kb = ctx.begin(l);
 
   // Per item: f (w values, plus bias), then the n streams.
@@ -114,14 +153,9 @@ static LogicalResult buildForward(KernelContext &ctx) {
   };
   auto finish = [&](Value m, Value chunk, ArrayRef<Value> vals, ArrayRef<Value> mix) {
     ArrayRef<Value> f = vals.take_front(w), xs = vals.drop_front(w);
-    SmallVector<SmallVector<Value>> out(n);
-    for (int64_t j = 0; j < n; ++j)
-      for (int64_t e = 0; e < w; ++e) {
-        Value acc = kb.mul(mix[j], f[e]);
-        for (int64_t i = 0; i < n; ++i)
-          acc = kb.fma(mix[n + i * n + j], xs[i * w + e], acc);
-        out[j].push_back(acc);
-      }
+    auto out = combine(
+        kb, n, w, mix.take_front(n), mix.drop_front(n), [&](int64_t e) { return f[e]; },
+        [&](int64_t i, int64_t e) { return xs[i * w + e]; });
     storeStreams(kb, ctx, l.arg("out"), m, kb.mul(chunk, kb.idx(w)), out);
   };
   forEachItem(kb, l, shape, load, mix, finish);
@@ -178,25 +212,15 @@ static void buildBackwardRing(KernelContext &ctx) {
         Value fb = vals[2][0];
         if (hasBias)
           fb = kb.add(fb, kb.loadF32(l.arg("bias"), chan, 1)[0]);
-        Value gf = kb.mul(post[0], g[0]);
-        for (int64_t j = 1; j < n; ++j)
-          gf = kb.fma(post[j], g[j], gf);
+        SmallVector<Value> gf;
         SmallVector<SmallVector<Value>> gx(n);
-        for (int64_t i = 0; i < n; ++i) {
-          Value gxi = kb.mul(P[i * n], g[0]);
-          for (int64_t j = 1; j < n; ++j)
-            gxi = kb.fma(P[i * n + j], g[j], gxi);
-          gx[i].push_back(gxi);
-        }
-        for (int64_t j = 0; j < n; ++j)
-          acc[j] = kb.fma(fb, g[j], acc[j]);
-        for (int64_t i = 0; i < n; ++i)
-          for (int64_t j = 0; j < n; ++j)
-            acc[n + i * n + j] = kb.fma(xs[i], g[j], acc[n + i * n + j]);
+        backwardElement(
+            kb, n, post, P, [&](int64_t j) { return g[j]; },
+            [&](int64_t i) { return xs[i]; }, fb, gf, gx, acc);
         Value row = kb.add(kb.mul(m, kb.idx(C)), chan);
-        kb.storeFrom({gf}, l.arg("gf"), row);
+        kb.storeFrom(gf, l.arg("gf"), row);
         if (hasBias)
-          kb.storeFrom({gf}, l.arg("gf32"), row);
+          kb.storeFrom(gf, l.arg("gf32"), row);
         storeStreams(kb, ctx, l.arg("gx"), m, chan, gx);
       });
   Value tid = kb.threadId();
@@ -292,23 +316,10 @@ static LogicalResult buildBackward(KernelContext &ctx) {
         }
         SmallVector<Value> gf;
         SmallVector<SmallVector<Value>> gx(n);
-        for (int64_t e = 0; e < w; ++e) {
-          Value acc = kb.mul(post[0], g[0][e]);
-          for (int64_t j = 1; j < n; ++j)
-            acc = kb.fma(post[j], g[j][e], acc);
-          gf.push_back(acc);
-          for (int64_t i = 0; i < n; ++i) {
-            Value gxi = kb.mul(P[i * n], g[0][e]);
-            for (int64_t j = 1; j < n; ++j)
-              gxi = kb.fma(P[i * n + j], g[j][e], gxi);
-            gx[i].push_back(gxi);
-          }
-          for (int64_t j = 0; j < n; ++j)
-            next[j] = kb.fma(fb[e], g[j][e], next[j]);
-          for (int64_t i = 0; i < n; ++i)
-            for (int64_t j = 0; j < n; ++j)
-              next[n + i * n + j] = kb.fma(xs[i][e], g[j][e], next[n + i * n + j]);
-        }
+        for (int64_t e = 0; e < w; ++e)
+          backwardElement(
+              kb, n, post, P, [&](int64_t j) { return g[j][e]; },
+              [&](int64_t i) { return xs[i][e]; }, fb[e], gf, gx, next);
         kb.storeFrom(gf, l.arg("gf"), row);
         if (hasBias)
           kb.storeFrom(gf, l.arg("gf32"), row);
