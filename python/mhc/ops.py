@@ -47,13 +47,23 @@ def _dense(t):
     return t.contiguous() if isinstance(t, torch.Tensor) else t
 
 
-def _direct(*tensors):
-    """Whether a call can take mhc._C's eager entry points (the same
-    dispatcher ops as torch.ops.mhc.*, a few microseconds less host time):
-    not while torch.compile traces, and not for arguments with a
-    __torch_function__ override (a tensor subclass or mode), which only the
-    torch.ops path honours."""
-    return not is_compiling() and not _has_torch_function(tensors)
+_TORCH_OPS = object()  # _eager's answer: take the torch.ops.mhc.* path
+
+
+def _eager(entry, tensors, *args):
+    """entry(*args), one of mhc._C's eager entry points (the same dispatcher
+    ops as torch.ops.mhc.*, a few microseconds less host time), or
+    _TORCH_OPS where only torch.ops will do: while torch.compile traces, for
+    arguments with a __torch_function__ override (a tensor subclass or mode),
+    and for a non-tensor argument (torch.ops' error message names it)."""
+    if is_compiling() or _has_torch_function(tensors):
+        return _TORCH_OPS
+    try:
+        return entry(*args)
+    except TypeError as e:
+        if "incompatible function arguments" not in str(e):
+            raise
+        return _TORCH_OPS
 
 
 def _streams_from_logits(N):
@@ -100,12 +110,9 @@ def aggregate(x, pre, *, layout="nc"):
 def expand_combine(f, post, x, P, bias=None, *, layout="nc"):
     """x_next = P^T x + post (f + bias) (F_post and the residual)."""
     if isinstance(x, torch.Tensor) and x.dim() == 3 and layout in _LAYOUTS:  # as in pre()
-        if _direct(f, post, x, P, bias):
-            try:
-                return _C.expand_combine(f, post, x, P, bias, layout)
-            except TypeError as e:  # a non-tensor argument: torch.ops' message names it
-                if "incompatible function arguments" not in str(e):
-                    raise
+        out = _eager(_C.expand_combine, (f, post, x, P, bias), f, post, x, P, bias, layout)
+        if out is not _TORCH_OPS:
+            return out
         return torch.ops.mhc.expand_combine(_dense(f), _dense(post), _dense(x), _dense(P), _dense(bias),
                                             x.size(1 if layout == "nc" else 2), layout)
     lead, M, n, C = _streams(x, layout)
@@ -125,13 +132,10 @@ def pre(x, phi, alpha, beta, weight=None, *, layout="nc", tf32=False, norm_eps=1
     if isinstance(x, torch.Tensor) and x.dim() == 3 and layout in _LAYOUTS:
         # [M, n, C] / [M, C, n], the common case: no reshapes (at M = 128
         # the layer is bound by host time; the op checks the shapes).
-        if _direct(x, phi, alpha, beta, weight):
-            try:
-                return _C.pre(x, phi, alpha, beta, weight, layout, bool(tf32), float(norm_eps), float(pre_eps),
-                              float(post_mult), mode, int(iters), float(eps))
-            except TypeError as e:  # a non-tensor argument: torch.ops' message names it
-                if "incompatible function arguments" not in str(e):
-                    raise
+        out = _eager(_C.pre, (x, phi, alpha, beta, weight), x, phi, alpha, beta, weight, layout, bool(tf32),
+                     float(norm_eps), float(pre_eps), float(post_mult), mode, int(iters), float(eps))
+        if out is not _TORCH_OPS:
+            return out
         return torch.ops.mhc.pre(_dense(x), _dense(phi), _dense(alpha), _dense(beta), _dense(weight),
                                  x.size(1 if layout == "nc" else 2), layout, bool(tf32), float(norm_eps),
                                  float(pre_eps), float(post_mult), mode, int(iters), float(eps))
