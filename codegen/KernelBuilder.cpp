@@ -387,28 +387,37 @@ void KernelBuilder::wgmmaCommit() { NVVM::WgmmaGroupSyncAlignedOp::create(b, loc
 void KernelBuilder::wgmmaWait(int64_t pending) {
   NVVM::WgmmaWaitGroupSyncOp::create(b, loc, pending);
 }
-/// acc += A B through inline PTX: NVVM's wgmma op takes A from shared
-/// memory only; A in registers is inline PTX, the accumulators tied in
-/// place ("+f"). The shape is m64nNkK with N = 2 acc.size(); `types` is
-/// "f32.<a>.<b>", `immediates` what follows the scale-d predicate (scale-a,
-/// scale-b[, transpose-b]).
-static void wgmmaRegisterA(KernelBuilder &kb, MutableArrayRef<Value> acc,
-                           ArrayRef<Value> a, Value desc, int64_t k,
-                           StringRef types, StringRef immediates) {
+/// acc += A B through inline PTX, the accumulators tied in place ("+f"):
+/// NVVM's wgmma op has no register-A form and no operand for the
+/// transpose immediates we need. `a` is either the four words of A's
+/// register fragment or A's shared-memory descriptor (one i64). The shape
+/// is m64nNkK with N = 2 acc.size(); `types` is "f32.<a>.<b>", `immediates`
+/// what follows the scale-d predicate (scale-a, scale-b[, transposes]).
+static void wgmmaInline(KernelBuilder &kb, MutableArrayRef<Value> acc,
+                        ArrayRef<Value> a, Value desc, int64_t k,
+                        StringRef types, StringRef immediates) {
   int64_t n = static_cast<int64_t>(acc.size());
-  std::string text = "{\n.reg .pred p;\nsetp.ne.b32 p, $" +
-                     std::to_string(n + 5) + ", 0;\n" +
-                     "wgmma.mma_async.sync.aligned.m64n" + std::to_string(2 * n) +
-                     "k" + std::to_string(k) + "." + types.str() + " {";
+  int64_t na = static_cast<int64_t>(a.size()); // 4 registers or 1 descriptor
+  auto arg = [](int64_t i) { return "$" + std::to_string(i); };
+  std::string text = "{\n.reg .pred p;\nsetp.ne.b32 p, " + arg(n + na + 1) +
+                     ", 0;\nwgmma.mma_async.sync.aligned.m64n" +
+                     std::to_string(2 * n) + "k" + std::to_string(k) + "." +
+                     types.str() + " {";
   std::string constraints;
   for (int64_t i = 0; i < n; ++i) {
-    text += (i ? ", $" : "$") + std::to_string(i);
+    text += (i ? ", " : "") + arg(i);
     constraints += "=f,";
   }
-  text += "}, {$" + std::to_string(n) + ", $" + std::to_string(n + 1) + ", $" +
-          std::to_string(n + 2) + ", $" + std::to_string(n + 3) + "}, $" +
-          std::to_string(n + 4) + ", p, " + immediates.str() + ";\n}";
-  constraints += "r,r,r,r,l,r";
+  text += "}, ";
+  if (na == 1) {
+    text += arg(n);
+    constraints += "l,";
+  } else {
+    text += "{" + arg(n) + ", " + arg(n + 1) + ", " + arg(n + 2) + ", " + arg(n + 3) + "}";
+    constraints += "r,r,r,r,";
+  }
+  text += ", " + arg(n + na) + ", p, " + immediates.str() + ";\n}";
+  constraints += "l,r";
   SmallVector<Value> operands;
   for (Value v : a) // tf32 words go in as their bits
     operands.push_back(v.getType().isF32()
@@ -433,16 +442,21 @@ static void wgmmaRegisterA(KernelBuilder &kb, MutableArrayRef<Value> acc,
 
 void KernelBuilder::wgmmaBf16(MutableArrayRef<Value> acc, ArrayRef<Value> a,
                               Value desc) {
-  wgmmaRegisterA(*this, acc, a, desc, 16, "f32.bf16.bf16", "1, 1, 0");
+  wgmmaInline(*this, acc, a, desc, 16, "f32.bf16.bf16", "1, 1, 0");
 }
 void KernelBuilder::wgmmaBf16TransB(MutableArrayRef<Value> acc,
                                     ArrayRef<Value> a, Value desc) {
-  wgmmaRegisterA(*this, acc, a, desc, 16, "f32.bf16.bf16", "1, 1, 1");
+  wgmmaInline(*this, acc, a, desc, 16, "f32.bf16.bf16", "1, 1, 1");
 }
 void KernelBuilder::wgmmaTf32(MutableArrayRef<Value> acc, ArrayRef<Value> a,
                               Value desc) {
   // tf32 has no transpose immediates: both operands are K-major.
-  wgmmaRegisterA(*this, acc, a, desc, 8, "f32.tf32.tf32", "1, 1");
+  wgmmaInline(*this, acc, a, desc, 8, "f32.tf32.tf32", "1, 1");
+}
+void KernelBuilder::wgmmaBf16Shared(MutableArrayRef<Value> acc, Value descA,
+                                    Value descB, bool transA, bool transB) {
+  std::string imm = std::string("1, 1, ") + (transA ? "1" : "0") + ", " + (transB ? "1" : "0");
+  wgmmaInline(*this, acc, {descA}, descB, 16, "f32.bf16.bf16", imm);
 }
 
 void KernelBuilder::tensorLoad2d(Value dst, Value map, Value col, Value row,

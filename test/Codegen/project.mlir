@@ -21,6 +21,7 @@
 // RUN: rm -rf %t.b && mhc-compile --spec 'project.bwd;n=4;act=bf16;param=f32;layout=nc;C=7168;tf32=0;weight=1;arch=sm_90a' -o %t.b && cat %t.b/*.ptx | FileCheck %s --check-prefix=BWDPTX
 // RUN: rm -rf %t.c && mhc-compile --spec 'project.bwd;n=4;act=f32;param=f32;layout=nc;C=7168;tf32=1;weight=0;arch=sm_90a' -o %t.c && cat %t.c/*.ptx | FileCheck %s --check-prefix=BWDRING
 // RUN: rm -rf %t.e && mhc-compile --spec 'project.bwd;n=8;act=bf16;param=f32;layout=cn;C=7168;tf32=1;weight=0;arch=sm_90a' -o %t.e && cat %t.e/*.ptx | FileCheck %s --check-prefix=BWD8
+// RUN: cat %t.e/*.json | FileCheck %s --check-prefix=BWD8JSON
 // RUN: rm -rf %t.s && mhc-compile --spec 'project.bwd;n=6;act=bf16;param=f32;layout=nc;C=4096;tf32=1;weight=0;arch=sm_90a' -o %t.s && cat %t.s/*.ptx | FileCheck %s --check-prefix=BWD6
 // RUN: rm -rf %t.w && mhc-compile --spec 'project.bwd;n=8;act=bf16;param=f32;layout=cn;C=7168;tf32=1;weight=1;arch=sm_90a' -o %t.w && cat %t.w/*.ptx | FileCheck %s --check-prefix=BWD8W
 // RUN: mhc-compile --spec 'project.fwd;n=8;act=bf16;param=f32;layout=cn;C=7168;tf32=1;weight=0;arch=sm_90a' --print-ir | FileCheck %s --check-prefix=FWD8
@@ -197,32 +198,52 @@
 // kernel (ProjectBackwardWgmma.cpp). A pad launch; then two tensor maps by
 // value (grid constants, read in parameter space), one block of three
 // warpgroups per SM: the producer gives registers up and issues TMA tile
-// loads, the consumers take them, multiply (tf32 D, bf16 gphi with B
-// transposed) and store gx by a TMA tile store after a warpgroup barrier.
+// loads and the gh image's bulk copy; each consumer takes every other step
+// and reads every operand from shared memory: D in three bf16 passes of
+// m64n128k16 (5 k-steps each), then gphi^T in m64n80k16 (A = x M-major, B =
+// gh N-major: both transposes; 4 token steps x 2 column tiles x 2 parts),
+// gx by two TMA tile stores after a warpgroup barrier, the stage released
+// once gphi's products are done. The two consumers' gphi^T are summed in
+// shared memory behind barrier 3 and leave as 16-byte stores.
 // BWD8: .entry mhc_project_bwd_n8_{{.*}}_pad(
 // BWD8: .entry mhc_project_bwd_n8_{{.*}}_main(
 // BWD8-NEXT: .param .align 64 .b8 mhc_project_bwd_n8_{{.*}}_main_param_0[128],
 // BWD8-NEXT: .param .align 64 .b8 mhc_project_bwd_n8_{{.*}}_main_param_1[128],
 // BWD8: .maxntid 384, 1, 1
 // BWD8: .minnctapersm 1
-// BWD8-DAG: cvta.param.u64
-// BWD8-DAG: setmaxnreg.dec.sync.aligned.u32 40
-// BWD8-DAG: cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes
-// BWD8-DAG: setmaxnreg.inc.sync.aligned.u32 232
-// BWD8-DAG: wgmma.mma_async.sync.aligned.m64n64k8.f32.tf32.tf32
-// BWD8-DAG: wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16
-// BWD8-DAG: bar.sync {{%r[0-9]+}}, 128;
-// BWD8-DAG: cp.async.bulk.tensor.2d.global.shared::cta.tile.bulk_group
+// BWD8: cvta.param.u64
+// BWD8: setmaxnreg.inc.sync.aligned.u32 232
+// BWD8: bar.sync 3, 256;
+// BWD8: st.global.v4.b32
+// BWD8: setmaxnreg.dec.sync.aligned.u32 40
+// BWD8: mbarrier.try_wait.parity.shared.b64
+// BWD8: wgmma.fence.sync.aligned;
+// BWD8-COUNT-15: wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {{.*}}, p, 1, 1, 0, 0;
+// BWD8: wgmma.commit_group.sync.aligned;
+// BWD8-COUNT-16: wgmma.mma_async.sync.aligned.m64n80k16.f32.bf16.bf16 {{.*}}, p, 1, 1, 1, 1;
+// BWD8-NOT: wgmma.mma_async
+// BWD8: wgmma.commit_group.sync.aligned;
+// BWD8: wgmma.wait_group.sync.aligned 1;
+// BWD8: cp.async.bulk.wait_group.read 0;
+// BWD8: bar.sync {{%r[0-9]+}}, 128;
+// BWD8-COUNT-2: cp.async.bulk.tensor.2d.global.shared::cta.tile.bulk_group
+// BWD8: wgmma.wait_group.sync.aligned 0;
+// BWD8: mbarrier.arrive.shared.b64
+// BWD8: mbarrier.arrive.expect_tx.shared.b64
+// BWD8-COUNT-2: cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes
+// BWD8: cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes
 // BWD8: .entry mhc_project_bwd_n8_{{.*}}_partials_final(
 // BWD8-NOT: atom.
+// BWD8-NOT: .local
+// BWD8JSON: "entry": "mhc_project_bwd_n8_{{.*}}_main", {{.*}} "block": [384, 1, 1], {{.*}} "dynamic_shared_bytes": 226368, "resources": {"registers": {{[0-9]+}}, "spill_stores": 0, "spill_loads": 0,
 
-// n = 6 (N = 48) takes the same kernel: six tf32 k-steps for D, one 64-row
-// gphi tile (two parts x four 16-token steps).
+// n = 6 (N = 48) takes the same kernel: D in three passes of three
+// k-steps, gphi^T in m64n48k16.
 // BWD6: .entry mhc_project_bwd_n6_{{.*}}_pad(
 // BWD6: .entry mhc_project_bwd_n6_{{.*}}_main(
 // BWD6-NEXT: .param .align 64 .b8 mhc_project_bwd_n6_{{.*}}_main_param_0[128],
-// BWD6-COUNT-6: wgmma.mma_async.sync.aligned.m64n64k8.f32.tf32.tf32
-// BWD6-COUNT-8: wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16
+// BWD6-COUNT-9: wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16
+// BWD6-COUNT-16: wgmma.mma_async.sync.aligned.m64n48k16.f32.bf16.bf16
 // BWD6-NOT: wgmma.mma_async
 // BWD6: .entry mhc_project_bwd_n6_{{.*}}_partials_final(
 

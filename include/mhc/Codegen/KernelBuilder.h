@@ -181,6 +181,10 @@ public:
   /// acc += A B, tf32 (m64nNk8): A from registers (the four f32 words of
   /// the m16n8k8 tf32 A fragment), B (8 x N, K-major) at `desc`.
   void wgmmaTf32(MutableArrayRef<Value> acc, ArrayRef<Value> a, Value desc);
+  /// acc += A B, bf16 (m64nNk16), both operands in shared memory at their
+  /// descriptors; `transA` / `transB`: A stored M-major, B N-major.
+  void wgmmaBf16Shared(MutableArrayRef<Value> acc, Value descA, Value descB,
+                       bool transA, bool transB);
 
   // TMA tensor copies (sm_90), through a "tmap:" parameter (Manifest.h).
   /// Copies the box at (col, row) (i32 coordinates) into shared memory at
