@@ -193,9 +193,6 @@ LogicalResult buildProjectForwardPartials(KernelContext &ctx);
 /// whether it serves the spec, and its buffers and launches.
 bool projectBackwardIsWgmma(const KernelContext &ctx);
 LogicalResult buildProjectBackwardWgmma(KernelContext &ctx);
-/// v rounded to tf32 (10 mantissa bits), to nearest: unbiased, unlike the
-/// truncation the tensor core applies to its operands.
-Value roundTf32(KernelBuilder &kb, Value v);
 /// v (times w when given; 0 where !valid) as P bf16 parts, hi = rn(v),
 /// lo = rn(v - hi)[, ...]: two carry 2^-17 of v.
 SmallVector<Value> bf16Parts(KernelBuilder &kb, Value v, Value w, Value valid,

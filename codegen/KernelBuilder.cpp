@@ -392,7 +392,7 @@ void KernelBuilder::wgmmaWait(int64_t pending) {
 /// transpose immediates we need. `a` is either the four words of A's
 /// register fragment or A's shared-memory descriptor (one i64). The shape
 /// is m64nNkK with N = 2 acc.size(); `types` is "f32.<a>.<b>", `immediates`
-/// what follows the scale-d predicate (scale-a, scale-b[, transposes]).
+/// what follows the scale-d predicate (scale-a, scale-b, transposes).
 static void wgmmaInline(KernelBuilder &kb, MutableArrayRef<Value> acc,
                         ArrayRef<Value> a, Value desc, int64_t k,
                         StringRef types, StringRef immediates) {
@@ -419,7 +419,7 @@ static void wgmmaInline(KernelBuilder &kb, MutableArrayRef<Value> acc,
   text += ", " + arg(n + na) + ", p, " + immediates.str() + ";\n}";
   constraints += "l,r";
   SmallVector<Value> operands;
-  for (Value v : a) // tf32 words go in as their bits
+  for (Value v : a) // f32-typed words go in as their bits
     operands.push_back(v.getType().isF32()
                            ? arith::BitcastOp::create(kb.b, kb.loc, kb.b.getI32Type(), v)
                            : v);
@@ -443,15 +443,6 @@ static void wgmmaInline(KernelBuilder &kb, MutableArrayRef<Value> acc,
 void KernelBuilder::wgmmaBf16(MutableArrayRef<Value> acc, ArrayRef<Value> a,
                               Value desc) {
   wgmmaInline(*this, acc, a, desc, 16, "f32.bf16.bf16", "1, 1, 0");
-}
-void KernelBuilder::wgmmaBf16TransB(MutableArrayRef<Value> acc,
-                                    ArrayRef<Value> a, Value desc) {
-  wgmmaInline(*this, acc, a, desc, 16, "f32.bf16.bf16", "1, 1, 1");
-}
-void KernelBuilder::wgmmaTf32(MutableArrayRef<Value> acc, ArrayRef<Value> a,
-                              Value desc) {
-  // tf32 has no transpose immediates: both operands are K-major.
-  wgmmaInline(*this, acc, a, desc, 8, "f32.tf32.tf32", "1, 1");
 }
 void KernelBuilder::wgmmaBf16Shared(MutableArrayRef<Value> acc, Value descA,
                                     Value descB, bool transA, bool transB) {
@@ -488,21 +479,6 @@ void KernelBuilder::namedBarrier(Value id, int64_t threads) {
   NVVM::BarrierOp::create(b, loc, TypeRange{}, id, i32(threads),
                           NVVM::BarrierReductionAttr(), Value());
 }
-SmallVector<Value> KernelBuilder::ldmatrix4(Value ptr, bool trans) {
-  MLIRContext *ctx = b.getContext();
-  Type word = b.getI32Type();
-  auto type = LLVM::LLVMStructType::getLiteral(ctx, {word, word, word, word});
-  auto op = NVVM::LdMatrixOp::create(
-      b, loc, type, ptr, b.getI32IntegerAttr(4),
-      NVVM::MMALayoutAttr::get(ctx, trans ? NVVM::MMALayout::col : NVVM::MMALayout::row),
-      NVVM::LdStMatrixShapeAttr::get(ctx, 8, 8),
-      NVVM::LdStMatrixEltTypeAttr::get(ctx, NVVM::LdStMatrixEltType::B16));
-  SmallVector<Value> words;
-  for (int64_t i = 0; i < 4; ++i)
-    words.push_back(LLVM::ExtractValueOp::create(b, loc, op.getRes(), ArrayRef<int64_t>{i}));
-  return words;
-}
-
 Value KernelBuilder::packBf16x2(Value lo, Value hi) {
   auto bf16 = [&](Value v) { return v.getType().isBF16() ? v : toType(v, b.getBF16Type()); };
   Value v = vector::FromElementsOp::create(

@@ -59,7 +59,7 @@ using ::mhc::DType;
 
 /// v rounded to tf32 (10 mantissa bits), to nearest: unbiased, unlike the
 /// truncation the tensor core applies to its operands.
-Value mlir::mhc::roundTf32(KernelBuilder &kb, Value v) {
+static Value roundTf32(KernelBuilder &kb, Value v) {
   Value bits = arith::BitcastOp::create(kb.b, kb.loc, kb.b.getI32Type(), v);
   Value rounded = arith::AddIOp::create(kb.b, kb.loc, bits, kb.i32(0x1000));
   Value mask = kb.i32(static_cast<int32_t>(0xFFFFE000u));

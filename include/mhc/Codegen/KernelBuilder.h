@@ -175,12 +175,6 @@ public:
   /// bf16 B (16 x N, K-major) at `desc`; acc holds N / 2 values per thread
   /// in the m16n8 accumulator layout of each 8-column block.
   void wgmmaBf16(MutableArrayRef<Value> acc, ArrayRef<Value> a, Value desc);
-  /// The same with B stored N-major (wgmma's transpose-B): bf16 B as [K][N]
-  /// rows, N contiguous.
-  void wgmmaBf16TransB(MutableArrayRef<Value> acc, ArrayRef<Value> a, Value desc);
-  /// acc += A B, tf32 (m64nNk8): A from registers (the four f32 words of
-  /// the m16n8k8 tf32 A fragment), B (8 x N, K-major) at `desc`.
-  void wgmmaTf32(MutableArrayRef<Value> acc, ArrayRef<Value> a, Value desc);
   /// acc += A B, bf16 (m64nNk16), both operands in shared memory at their
   /// descriptors; `transA` / `transB`: A stored M-major, B N-major.
   void wgmmaBf16Shared(MutableArrayRef<Value> acc, Value descA, Value descB,
@@ -204,10 +198,6 @@ public:
   /// bar.sync `id` (i32), `threads`: a barrier of some warps (id 0 is
   /// barrier()'s).
   void namedBarrier(Value id, int64_t threads);
-  /// ldmatrix .x4 (b16, 8x8): lane l gives the shared address of row l % 8 of
-  /// matrix l / 8; each lane gets its four words (of matrices 0..3), the
-  /// mma A/B fragment layout; `trans` transposes each matrix.
-  SmallVector<Value> ldmatrix4(Value ptr, bool trans);
   /// Two bf16 values (f32 ones are rounded to nearest even) as one word,
   /// the first in the low half.
   Value packBf16x2(Value lo, Value hi);
