@@ -203,8 +203,9 @@
 // m64n128k16 (5 k-steps each), then gphi^T in m64n80k16 (A = x M-major, B =
 // gh N-major: both transposes; 4 token steps x 2 column tiles x 2 parts),
 // gx by two TMA tile stores after a warpgroup barrier, the stage released
-// once gphi's products are done. Each consumer writes its gphi^T to
-// partials of its own (no hand-off between the warpgroups).
+// once gphi's products are done. Consumer 0 stores its gphi^T to the
+// share's partials; after a barrier of both consumers, consumer 1 loads
+// and adds.
 // BWD8: .entry mhc_project_bwd_n8_{{.*}}_pad(
 // BWD8: .entry mhc_project_bwd_n8_{{.*}}_main(
 // BWD8-NEXT: .param .align 64 .b8 mhc_project_bwd_n8_{{.*}}_main_param_0[128],
@@ -213,6 +214,9 @@
 // BWD8: .minnctapersm 1
 // BWD8: cvta.param.u64
 // BWD8: setmaxnreg.inc.sync.aligned.u32 232
+// BWD8-COUNT-80: st.global.b32
+// BWD8: bar.sync 3, 256;
+// BWD8-COUNT-80: ld.global.b32
 // BWD8: setmaxnreg.dec.sync.aligned.u32 40
 // BWD8: mbarrier.try_wait.parity.shared.b64
 // BWD8: wgmma.fence.sync.aligned;
