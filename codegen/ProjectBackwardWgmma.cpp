@@ -25,11 +25,12 @@
 //   gphi^T [128 columns x N] += x^T gh: bf16 m64nNk16, A = the x tiles as
 //     TMA wrote them (M-major, swizzled), B = gh's parts (N-major); the
 //     accumulators stay in registers across the consumer's steps;
-//   gx = D + (2/K) gms x into a swizzled tile, stored by TMA tensor stores
-//     (rows past M dropped) while the other consumer multiplies.
-// At the end the two consumers' gphi^T go to the share's [N, K] partials
-// (consumer 0's, then consumer 1 adding its own), which the
-// "partials_final" launch sums in order: deterministic.
+//   gx = D + (2/K) gms x in registers while gphi's products run; the
+//     stage goes back once they are done, then gx goes into a swizzled
+//     tile, stored by TMA tensor stores (rows past M dropped) while the
+//     other consumer multiplies.
+// At the end each consumer's gphi^T goes to [2 shares, N, K] partials,
+// which the "partials_final" launch sums in order: deterministic.
 //
 // H100, n = 8, M = 32768, C = 7168, main launch: 2937 us (its CUDA C
 // probe 3052 us) against 3654 us for the previous design (tf32 D with A from
@@ -93,7 +94,7 @@ LogicalResult mlir::mhc::buildProjectBackwardWgmma(KernelContext &ctx) {
   ctx.buffer("gphi", ctx.spec.param, BufferRole::Output, {0, N * K});
   ctx.buffer("ghp", DType::F32, BufferRole::Workspace,
              {imageFloats / kTokens, (kTokens - 1) * imageFloats / kTokens});
-  ctx.buffer("partials", DType::F32, BufferRole::Workspace, {0, shares * N * K});
+  ctx.buffer("partials", DType::F32, BufferRole::Workspace, {0, 2 * shares * N * K});
 
   // Byte offset of bf16 element (r, c) in core matrices of 8 rows x 16
   // bytes (8 values of c), 8-row groups rStride apart and 8-value groups
@@ -260,14 +261,13 @@ LogicalResult mlir::mhc::buildProjectBackwardWgmma(KernelContext &ctx) {
                 }
             kb.wgmmaCommit();
             kb.wgmmaWait(1); // D
-            // gx through swizzled tiles (the x tiles' layout: no bank
-            // conflicts), then two tensor stores; the previous step's
-            // stores have read the tiles first.
-            kb.when(leader, [&] { kb.bulkWait(0, /*readOnly=*/true); });
-            kb.namedBarrier(barrierId, 128);
+            // gx = D + (2/K) gms x in registers (bf16 pairs), reading x
+            // from the stage's swizzled tiles: token m = r0 + 8h has
+            // m % 8 = g, so the 16-byte pieces of its 128-byte rows are
+            // permuted by g. The stage goes back as soon as gphi's
+            // products have read it too, before gx is written.
+            SmallVector<Value> outs, offsets; // offsets: floats, the same in the out tile
             for (int64_t h = 0; h < 2; ++h) {
-              // Token m = r0 + 8h (m % 8 = g): the 16-byte pieces of its
-              // 128-byte rows are permuted by m % 8.
               Value m = kb.add(r0, kb.idx(8 * h));
               Value gm = kb.mul(kb.load(smem, kb.add(img, kb.add(kb.idx(2 * planeBytes / 4), m))),
                                 twoOverK);
@@ -275,16 +275,25 @@ LogicalResult mlir::mhc::buildProjectBackwardWgmma(KernelContext &ctx) {
                 Value chunk = arith::XOrIOp::create(kb.b, kb.loc, kb.idx(i8 % 8), g);
                 Value byte = kb.add(kb.add(kb.idx(i8 / 8 * kTile), kb.mul(m, kb.idx(128))),
                                     kb.add(kb.mul(chunk, kb.idx(16)), kb.mul(t, kb.idx(4))));
-                Value f = kb.div(byte, kb.idx(4));
-                Value xv = kb.toF32(LLVM::LoadOp::create(kb.b, kb.loc, bf16x2,
-                                                         kb.sharedPtr(smem, kb.add(at, f)), 4));
+                offsets.push_back(kb.div(byte, kb.idx(4)));
+                Value xv = kb.toF32(LLVM::LoadOp::create(
+                    kb.b, kb.loc, bf16x2, kb.sharedPtr(smem, kb.add(at, offsets.back())), 4));
                 Value v0 = kb.fma(gm, kb.extract(xv, 0), d[4 * i8 + 2 * h]);
                 Value v1 = kb.fma(gm, kb.extract(xv, 1), d[4 * i8 + 2 * h + 1]);
-                Value o = kb.vector({kb.toType(v0, kb.b.getBF16Type()),
-                                     kb.toType(v1, kb.b.getBF16Type())});
-                LLVM::StoreOp::create(kb.b, kb.loc, o, kb.sharedPtr(smem, kb.add(out, f)), 4);
+                outs.push_back(kb.vector({kb.toType(v0, kb.b.getBF16Type()),
+                                          kb.toType(v1, kb.b.getBF16Type())}));
               }
             }
+            kb.wgmmaWait(0); // gphi: the stage is free
+            ring.release(i, lane);
+            // gx into swizzled tiles (the x tiles' layout: no bank
+            // conflicts), then two tensor stores; the previous step's
+            // stores have read the tiles first.
+            kb.when(leader, [&] { kb.bulkWait(0, /*readOnly=*/true); });
+            kb.namedBarrier(barrierId, 128);
+            for (size_t e = 0; e < outs.size(); ++e)
+              LLVM::StoreOp::create(kb.b, kb.loc, outs[e],
+                                    kb.sharedPtr(smem, kb.add(out, offsets[e])), 4);
             kb.fenceProxyAsyncShared();
             kb.namedBarrier(barrierId, 128);
             kb.when(leader, [&] {
@@ -294,46 +303,28 @@ LogicalResult mlir::mhc::buildProjectBackwardWgmma(KernelContext &ctx) {
                                  kb.indexToI32(m0));
               kb.bulkCommit();
             });
-            kb.wgmmaWait(0); // gphi: the stage is free
-            ring.release(i, lane);
             return acc;
           });
       kb.when(leader, [&] { kb.bulkWait(0, /*readOnly=*/false); });
 
-      // The block's gphi^T goes to its share's partials: consumer 0
-      // stores its sums, and after a barrier of the two consumers (which
-      // orders global memory between them) consumer 1 adds its own to
-      // what the same thread of consumer 0 wrote: p0 + p1, in that order.
-      // gphi[j][colBase + col] is accumulator q of m-tile mt, pairs of
+      // Each consumer's gphi^T goes to partials of its own (share, c):
+      // gphi[j][colBase + col] from accumulator q of m-tile mt, pairs of
       // columns of gphi^T being pairs of rows j, j + 1 of gphi.
-      Value base = kb.mul(share, kb.idx(N * K));
-      auto partialAt = [&](int64_t mt, int64_t q) {
-        Value col = kb.add(kb.idx(64 * mt + 8 * ((q / 2) % 2)), r0);
-        Value j = kb.add(kb.idx(8 * (q / 4) + q % 2), kb.mul(t, kb.idx(2)));
-        return kb.add(base, kb.add(kb.mul(j, kb.idx(K)), kb.add(colBase, col)));
-      };
-      kb.when(kb.eq(c, kb.idx(0)), [&] {
-        for (int64_t mt = 0; mt < 2; ++mt)
-          for (int64_t q = 0; q < N / 2; ++q)
-            kb.store(total[mt * N / 2 + q], l.arg("partials"), partialAt(mt, q));
-      });
-      kb.namedBarrier(kb.i32(3), 256);
-      kb.when(kb.eq(c, kb.idx(1)), [&] {
-        for (int64_t mt = 0; mt < 2; ++mt)
-          for (int64_t q = 0; q < N / 2; ++q) {
-            Value at = partialAt(mt, q);
-            kb.store(kb.add(kb.load(l.arg("partials"), at), total[mt * N / 2 + q]),
-                     l.arg("partials"), at);
-          }
-      });
+      Value base = kb.mul(kb.add(kb.mul(share, kb.idx(2)), c), kb.idx(N * K));
+      for (int64_t mt = 0; mt < 2; ++mt)
+        for (int64_t q = 0; q < N / 2; ++q) {
+          Value col = kb.add(kb.idx(64 * mt + 8 * ((q / 2) % 2)), r0);
+          Value j = kb.add(kb.idx(8 * (q / 4) + q % 2), kb.mul(t, kb.idx(2)));
+          kb.store(total[mt * N / 2 + q], l.arg("partials"),
+                   kb.add(base, kb.add(kb.mul(j, kb.idx(K)), kb.add(colBase, col))));
+        }
     });
   }
-  // The consumers meet in global memory, not shared: summing them in
-  // shared memory would hand data between warpgroups past a barrier,
-  // which compute-sanitizer's racecheck reports as hazards in warpgroups
-  // that have used 128-thread named barriers (a correct CUDA C repro:
-  // bar.sync 1/2, 128 in each warpgroup, shared writes, __syncthreads,
-  // reads).
-  emitColumnSumFinal(ctx, "partials", N * K, {{"gphi", N * K}}, shares);
+  // Consumer-wise partials: summing the two consumers in shared memory
+  // would hand data between warpgroups past a block barrier, which
+  // compute-sanitizer's racecheck reports as hazards in warpgroups that
+  // have used 128-thread named barriers (a correct CUDA C repro: bar.sync
+  // 1/2, 128 in each warpgroup, shared writes, __syncthreads, reads).
+  emitColumnSumFinal(ctx, "partials", N * K, {{"gphi", N * K}}, 2 * shares);
   return success();
 }
