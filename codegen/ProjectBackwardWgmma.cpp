@@ -25,10 +25,8 @@
 //   gphi^T [128 columns x N] += x^T gh: bf16 m64nNk16, A = the x tiles as
 //     TMA wrote them (M-major, swizzled), B = gh's parts (N-major); the
 //     accumulators stay in registers across the consumer's steps;
-//   gx = D + (2/K) gms x in registers while gphi's products run; the
-//     stage goes back once they are done, then gx goes into a swizzled
-//     tile, stored by TMA tensor stores (rows past M dropped) while the
-//     other consumer multiplies.
+//   gx = D + (2/K) gms x into a swizzled tile, stored by TMA tensor stores
+//     (rows past M dropped) while the other consumer multiplies.
 // At the end each consumer's gphi^T goes to [2 shares, N, K] partials,
 // which the "partials_final" launch sums in order: deterministic.
 //
@@ -261,13 +259,14 @@ LogicalResult mlir::mhc::buildProjectBackwardWgmma(KernelContext &ctx) {
                 }
             kb.wgmmaCommit();
             kb.wgmmaWait(1); // D
-            // gx = D + (2/K) gms x in registers (bf16 pairs), reading x
-            // from the stage's swizzled tiles: token m = r0 + 8h has
-            // m % 8 = g, so the 16-byte pieces of its 128-byte rows are
-            // permuted by g. The stage goes back as soon as gphi's
-            // products have read it too, before gx is written.
-            SmallVector<Value> outs, offsets; // offsets: floats, the same in the out tile
+            // gx through swizzled tiles (the x tiles' layout: no bank
+            // conflicts), then two tensor stores; the previous step's
+            // stores have read the tiles first.
+            kb.when(leader, [&] { kb.bulkWait(0, /*readOnly=*/true); });
+            kb.namedBarrier(barrierId, 128);
             for (int64_t h = 0; h < 2; ++h) {
+              // Token m = r0 + 8h (m % 8 = g): the 16-byte pieces of its
+              // 128-byte rows are permuted by m % 8.
               Value m = kb.add(r0, kb.idx(8 * h));
               Value gm = kb.mul(kb.load(smem, kb.add(img, kb.add(kb.idx(2 * planeBytes / 4), m))),
                                 twoOverK);
@@ -275,25 +274,16 @@ LogicalResult mlir::mhc::buildProjectBackwardWgmma(KernelContext &ctx) {
                 Value chunk = arith::XOrIOp::create(kb.b, kb.loc, kb.idx(i8 % 8), g);
                 Value byte = kb.add(kb.add(kb.idx(i8 / 8 * kTile), kb.mul(m, kb.idx(128))),
                                     kb.add(kb.mul(chunk, kb.idx(16)), kb.mul(t, kb.idx(4))));
-                offsets.push_back(kb.div(byte, kb.idx(4)));
-                Value xv = kb.toF32(LLVM::LoadOp::create(
-                    kb.b, kb.loc, bf16x2, kb.sharedPtr(smem, kb.add(at, offsets.back())), 4));
+                Value f = kb.div(byte, kb.idx(4));
+                Value xv = kb.toF32(LLVM::LoadOp::create(kb.b, kb.loc, bf16x2,
+                                                         kb.sharedPtr(smem, kb.add(at, f)), 4));
                 Value v0 = kb.fma(gm, kb.extract(xv, 0), d[4 * i8 + 2 * h]);
                 Value v1 = kb.fma(gm, kb.extract(xv, 1), d[4 * i8 + 2 * h + 1]);
-                outs.push_back(kb.vector({kb.toType(v0, kb.b.getBF16Type()),
-                                          kb.toType(v1, kb.b.getBF16Type())}));
+                Value o = kb.vector({kb.toType(v0, kb.b.getBF16Type()),
+                                     kb.toType(v1, kb.b.getBF16Type())});
+                LLVM::StoreOp::create(kb.b, kb.loc, o, kb.sharedPtr(smem, kb.add(out, f)), 4);
               }
             }
-            kb.wgmmaWait(0); // gphi: the stage is free
-            ring.release(i, lane);
-            // gx into swizzled tiles (the x tiles' layout: no bank
-            // conflicts), then two tensor stores; the previous step's
-            // stores have read the tiles first.
-            kb.when(leader, [&] { kb.bulkWait(0, /*readOnly=*/true); });
-            kb.namedBarrier(barrierId, 128);
-            for (size_t e = 0; e < outs.size(); ++e)
-              LLVM::StoreOp::create(kb.b, kb.loc, outs[e],
-                                    kb.sharedPtr(smem, kb.add(out, offsets[e])), 4);
             kb.fenceProxyAsyncShared();
             kb.namedBarrier(barrierId, 128);
             kb.when(leader, [&] {
@@ -303,6 +293,8 @@ LogicalResult mlir::mhc::buildProjectBackwardWgmma(KernelContext &ctx) {
                                  kb.indexToI32(m0));
               kb.bulkCommit();
             });
+            kb.wgmmaWait(0); // gphi: the stage is free
+            ring.release(i, lane);
             return acc;
           });
       kb.when(leader, [&] { kb.bulkWait(0, /*readOnly=*/false); });
