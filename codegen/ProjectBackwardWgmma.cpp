@@ -35,6 +35,10 @@
 // ldmatrix, gphi in two 64-row m-tiles, two consumers splitting columns,
 // a 44 KB image per step); the same probe without products 2896 us and a
 // plain TMA copy of this tile pattern (64 tokens x 256 bytes) 2750 us.
+// Measured and not kept (docs/PERF-NOTES.md, 2026-11-23): block pairs
+// sharing the image by cluster multicast (30% slower), a persistent form
+// with phi copied per unit, the consumers' gphi summed in global memory,
+// the stage released before gx is written (within the machines' spread).
 //
 //===----------------------------------------------------------------------===//
 
