@@ -30,7 +30,8 @@
 // At the end each consumer's gphi^T goes to [2 shares, N, K] partials,
 // which the "partials_final" launch sums in order: deterministic.
 //
-// H100, n = 8, M = 32768, C = 7168, main launch: 2937 us (its CUDA C
+// H100, n = 8, M = 32768, C = 7168, main launch: 2878 us with 2 token
+// shares (streamShares), 2937 us with 5 (its CUDA C
 // probe 3052 us) against 3654 us for the previous design (tf32 D with A from
 // ldmatrix, gphi in two 64-row m-tiles, two consumers splitting columns,
 // a 44 KB image per step); the same probe without products 2896 us and a

@@ -233,7 +233,9 @@
 // BWD8: .entry mhc_project_bwd_n8_{{.*}}_partials_final(
 // BWD8-NOT: atom.
 // BWD8-NOT: .local
-// BWD8JSON: "entry": "mhc_project_bwd_n8_{{.*}}_main", {{.*}} "block": [384, 1, 1], {{.*}} "dynamic_shared_bytes": 226368, "resources": {"registers": {{[0-9]+}}, "spill_stores": 0, "spill_loads": 0,
+// 448 column slices x 2 token shares (the fewest whose last wave leaves at
+// most 5% of 132 SMs idle), one block per SM.
+// BWD8JSON: "entry": "mhc_project_bwd_n8_{{.*}}_main", {{.*}} "block": [384, 1, 1], "grid": {"tokens_per_block": 0, "fixed_blocks": 896, {{.*}} "dynamic_shared_bytes": 226368, "resources": {"registers": {{[0-9]+}}, "spill_stores": 0, "spill_loads": 0,
 
 // n = 6 (N = 48) takes the same kernel: D in three passes of three
 // k-steps, gphi^T in m64n48k16.
