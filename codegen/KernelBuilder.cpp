@@ -470,6 +470,35 @@ void KernelBuilder::bulkWait(int64_t pending, bool readOnly) {
   NVVM::CpAsyncBulkWaitGroupOp::create(b, loc, static_cast<uint32_t>(pending),
                                        readOnly ? b.getUnitAttr() : UnitAttr());
 }
+/// Inline PTX with side effects and one i32 result (or none).
+static Value ptx(KernelBuilder &kb, bool result, ValueRange operands, StringRef text,
+                 StringRef constraints) {
+  Type type = result ? Type(kb.b.getI32Type())
+                     : Type(LLVM::LLVMVoidType::get(kb.b.getContext()));
+  auto op = LLVM::InlineAsmOp::create(
+      kb.b, kb.loc, type, operands, text, constraints, /*has_side_effects=*/true,
+      /*is_align_stack=*/false, LLVM::tailcallkind::TailCallKind::None,
+      LLVM::AsmDialectAttr::get(kb.b.getContext(), LLVM::AsmDialect::AD_ATT),
+      ArrayAttr());
+  return result ? op.getRes() : Value();
+}
+void KernelBuilder::counterAdd(Value ptr, Value v) {
+  ptx(*this, false, {ptr, v}, "red.relaxed.gpu.global.add.u32 [$0], $1;", "l,r,~{memory}");
+}
+Value KernelBuilder::counterWaitUntil(Value ptr, Value target, int64_t ns) {
+  // Polls with a short sleep between loads and gives up after `ns` (PTX
+  // labels are local to the braces).
+  std::string text = "{\n.reg .pred p;\n.reg .b32 c;\n.reg .b64 t0, t1;\n"
+                     "mov.u64 t0, %globaltimer;\nmov.u32 $0, 1;\n"
+                     "CW_POLL:\nld.relaxed.gpu.global.u32 c, [$1];\nsub.s32 c, c, $2;\n"
+                     "setp.ge.s32 p, c, 0;\n@p bra CW_DONE;\n"
+                     "mov.u64 t1, %globaltimer;\nsub.u64 t1, t1, t0;\n"
+                     "setp.lt.u64 p, t1, " + std::to_string(ns) + ";\n"
+                     "@p nanosleep.u32 32;\n@p bra CW_POLL;\nmov.u32 $0, 0;\nCW_DONE:\n}";
+  Value got = ptx(*this, true, {ptr, target}, text, "=r,l,r,~{memory}");
+  return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ne, got, i32(0));
+}
+
 void KernelBuilder::setMaxRegisters(int64_t count, bool increase) {
   NVVM::SetMaxRegisterOp::create(b, loc, static_cast<uint32_t>(count),
                                  increase ? NVVM::SetMaxRegisterAction::increase

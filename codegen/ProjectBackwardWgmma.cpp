@@ -28,10 +28,12 @@
 //   gx = D + (2/K) gms x into a swizzled tile, stored by TMA tensor stores
 //     (rows past M dropped) while the other consumer multiplies.
 // At the end each consumer's gphi^T goes to [2 shares, N, K] partials,
-// which the "partials_final" launch sums in order: deterministic.
+// which the "partials_final" launch sums in order: deterministic. The
+// producers of a wave of blocks keep within a step of each other through
+// a progress counter (a scheduling hint; see "Pacing" below).
 //
-// H100, n = 8, M = 32768, C = 7168, main launch: 2878 us with 2 token
-// shares (streamShares), 2937 us with 5 (its CUDA C
+// H100, n = 8, M = 32768, C = 7168, main launch: 2775-2785 us paced,
+// 2878 us with 2 token shares (streamShares) unpaced, 2937 us with 5 (its CUDA C
 // probe 3052 us) against 3654 us for the previous design (tf32 D with A from
 // ldmatrix, gphi in two 64-row m-tiles, two consumers splitting columns,
 // a 44 KB image per step); the same probe without products 2896 us and a
@@ -108,6 +110,22 @@ LogicalResult mlir::mhc::buildProjectBackwardWgmma(KernelContext &ctx) {
     kStages -= 2;
   const int64_t slices = K / kCols;
   const int64_t shares = streamShares(double(ctx.smCount()), slices);
+  // Pacing: the blocks of one wave (smCount() consecutive block ids) issue
+  // their steps in loose lockstep: a producer issues step i once every
+  // block of its wave has issued step i - 2. Long-lived blocks that drift
+  // apart spread their accesses over DRAM (bench/copy_locality.cu); held
+  // together they stream one band of rows. H100, same run, main launch:
+  // n = 8, M = 32768, C = 7168 2882-2885 -> 2775-2785 us (a TMA copy of
+  // the same tiles 2740-2752 -> 2662-2665 us); C = 4096 1563 -> 1531-1537
+  // us; n = 6, C = 7168 2120-2126 -> 2024 us; M = 8192, C = 4096 400 ->
+  // 395-396 us. Epochs of two steps or two steps of slack measured
+  // slower. The counters (an i32 per wave, zeroed by the pad launch) are a
+  // hint that no result depends on: a wait gives up after 20 us (another
+  // part's SM count, other work on the GPU), and that block stops pacing.
+  constexpr int64_t paceSteps = 1, paceLag = 1;
+  constexpr bool pace = true;
+  const int64_t blocks = slices * shares, sms = ctx.smCount();
+  const int64_t waves = (blocks + sms - 1) / sms;
 
   ctx.buffer("gh", DType::F32, BufferRole::Input, {N, 0});
   ctx.buffer("gms", DType::F32, BufferRole::Input, {1, 0});
@@ -118,6 +136,8 @@ LogicalResult mlir::mhc::buildProjectBackwardWgmma(KernelContext &ctx) {
   ctx.buffer("ghp", DType::F32, BufferRole::Workspace,
              {imageFloats / kTokens, (kTokens - 1) * imageFloats / kTokens});
   ctx.buffer("partials", DType::F32, BufferRole::Workspace, {0, 2 * shares * N * K});
+  if (pace)
+    ctx.buffer("progress", DType::F32, BufferRole::Workspace, {0, waves}); // i32 counters
 
   // Byte offset of bf16 element (r, c) in core matrices of 8 rows x 16
   // bytes (8 values of c), 8-row groups rStride apart and 8-value groups
@@ -141,9 +161,15 @@ LogicalResult mlir::mhc::buildProjectBackwardWgmma(KernelContext &ctx) {
 
   {
     LaunchBuilder &l = ctx.launch("pad");
-    l.param("gh").param("gms").param("ghp").param("M").block(256).grid({kTokens, 0});
+    l.param("gh").param("gms").param("ghp");
+    if (pace)
+      l.param("progress");
+    l.param("M").block(256).grid({kTokens, 0});
     KernelBuilder kb = ctx.begin(l);
     Value M = l.tokens(), bid = kb.blockId();
+    if (pace) // the main launch's pacing counters start at 0
+      kb.when(kb.andi(kb.eq(bid, kb.idx(0)), kb.lt(kb.threadId(), kb.idx(waves))),
+              [&] { kb.store(kb.f32(0.0), l.arg("progress"), kb.threadId()); });
     Value zero = kb.f32(0.0);
     Value last = kb.sub(M, kb.idx(1)), image = kb.mul(bid, kb.idx(imageFloats));
     auto ghAt = [&](Value r, Value j) { // gh[r][j], 0 past M
@@ -168,10 +194,12 @@ LogicalResult mlir::mhc::buildProjectBackwardWgmma(KernelContext &ctx) {
 
   {
     LaunchBuilder &l = ctx.launch("main");
-    l.param("tmap:x").param("tmap:gx").param("ghp").param("phi").param("partials")
-        .param("M").block(384).grid({0, slices * shares})
+    l.param("tmap:x").param("tmap:gx").param("ghp").param("phi").param("partials");
+    if (pace)
+      l.param("progress");
+    l.param("M").block(384).grid({0, slices * shares})
         .sharedF32((kAlign + phiBytes + kStages * stageBytes + outBytes) / 4, 128)
-        .sharedI64(2 * kStages)
+        .sharedI64(2 * kStages + (pace ? 1 : 0))
         .minBlocksPerSM(1);
     KernelBuilder kb = ctx.begin(l);
     Value M = l.tokens();
@@ -217,7 +245,31 @@ LogicalResult mlir::mhc::buildProjectBackwardWgmma(KernelContext &ctx) {
     kb.when(kb.eq(wg, kb.idx(0)), [&] {
       kb.setMaxRegisters(40, /*increase=*/false);
       kb.when(kb.eq(tid, kb.idx(0)), [&] {
+        Value wave = kb.div(bid, kb.idx(sms));
+        Value peers = kb.min(kb.idx(sms), kb.sub(kb.idx(blocks), kb.mul(wave, kb.idx(sms))));
+        Value counter, flag;
+        auto pacing = [&] {
+          return arith::CmpIOp::create(kb.b, kb.loc, arith::CmpIPredicate::ne,
+                                       LLVM::LoadOp::create(kb.b, kb.loc, kb.b.getI32Type(), flag).getResult(),
+                                       kb.i32(0)).getResult();
+        };
+        if (pace) {
+          counter = kb.globalPtr(l.arg("progress"), wave);
+          flag = kb.sharedPtr(l.shared(1), kb.idx(2 * kStages));
+          LLVM::StoreOp::create(kb.b, kb.loc, kb.i32(1), flag);
+        }
         kb.loop(kb.idx(0), count, kb.idx(1), [&](Value i) {
+          if (pace) {
+            Value e = kb.div(i, kb.idx(paceSteps));
+            Value due = kb.andi(kb.eq(kb.rem(i, kb.idx(paceSteps)), kb.idx(0)),
+                                kb.lt(kb.idx(paceLag), e));
+            kb.when(kb.andi(due, pacing()), [&] {
+              Value want = kb.indexToI32(kb.mul(kb.sub(e, kb.idx(paceLag)), peers));
+              Value got = kb.counterWaitUntil(counter, want, 20000);
+              kb.when(arith::XOrIOp::create(kb.b, kb.loc, got, kb.boolean(true)),
+                      [&] { LLVM::StoreOp::create(kb.b, kb.loc, kb.i32(0), flag); });
+            });
+          }
           ring.produce(i, [&](Value st) {
             Value at = stageAt(st), bar = ring.full(st);
             Value m0 = kb.mul(kb.add(s0, i), kb.idx(kTokens));
@@ -231,7 +283,16 @@ LogicalResult mlir::mhc::buildProjectBackwardWgmma(KernelContext &ctx) {
                         kb.globalPtr(l.arg("ghp"), kb.mul(kb.add(s0, i), kb.idx(imageFloats))),
                         imageBytes, bar);
           });
+          if (pace)
+            kb.when(kb.eq(kb.rem(i, kb.idx(paceSteps)), kb.idx(paceSteps - 1)),
+                    [&] { kb.counterAdd(counter, kb.i32(1)); });
         });
+        // Epochs this block does not have count as issued, so that no
+        // block of the wave waits for them.
+        if (pace) {
+          Value epochs = kb.div(kb.add(per, kb.idx(paceSteps - 1)), kb.idx(paceSteps));
+          kb.counterAdd(counter, kb.indexToI32(kb.sub(epochs, kb.div(count, kb.idx(paceSteps)))));
+        }
       });
     });
 

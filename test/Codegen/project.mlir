@@ -204,8 +204,12 @@
 // gh N-major: both transposes; 4 token steps x 2 column tiles x 2 parts),
 // gx by two TMA tile stores after a warpgroup barrier, the stage released
 // once gphi's products are done. Each consumer writes its gphi^T to
-// partials of its own (no hand-off between the warpgroups).
+// partials of its own (no hand-off between the warpgroups). The producer
+// paces its steps by its wave's progress counter (zeroed by the pad
+// launch): a bounded wait on the global timer before a step's copies, an
+// integer reduction after them; no atom., no float reductions.
 // BWD8: .entry mhc_project_bwd_n8_{{.*}}_pad(
+// BWD8: st.global.{{[fub]}}32
 // BWD8: .entry mhc_project_bwd_n8_{{.*}}_main(
 // BWD8-NEXT: .param .align 64 .b8 mhc_project_bwd_n8_{{.*}}_main_param_0[128],
 // BWD8-NEXT: .param .align 64 .b8 mhc_project_bwd_n8_{{.*}}_main_param_1[128],
@@ -230,12 +234,17 @@
 // BWD8: mbarrier.arrive.expect_tx.shared.b64
 // BWD8-COUNT-2: cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes
 // BWD8: cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes
+// BWD8: red.relaxed.gpu.global.add.u32
+// BWD8: mov.u64 t0, %globaltimer;
+// BWD8: ld.relaxed.gpu.global.u32
+// BWD8: nanosleep.u32
+// BWD8-NOT: red.global.add.f32
 // BWD8: .entry mhc_project_bwd_n8_{{.*}}_partials_final(
 // BWD8-NOT: atom.
 // BWD8-NOT: .local
 // 448 column slices x 2 token shares (the fewest whose last wave leaves at
 // most 5% of 132 SMs idle), one block per SM.
-// BWD8JSON: "entry": "mhc_project_bwd_n8_{{.*}}_main", {{.*}} "block": [384, 1, 1], "grid": {"tokens_per_block": 0, "fixed_blocks": 896, {{.*}} "dynamic_shared_bytes": 226368, "resources": {"registers": {{[0-9]+}}, "spill_stores": 0, "spill_loads": 0,
+// BWD8JSON: "entry": "mhc_project_bwd_n8_{{.*}}_main", {{.*}} "block": [384, 1, 1], "grid": {"tokens_per_block": 0, "fixed_blocks": 896, {{.*}} "dynamic_shared_bytes": 226376, "resources": {"registers": {{[0-9]+}}, "spill_stores": 0, "spill_loads": 0,
 
 // n = 6 (N = 48) takes the same kernel: D in three passes of three
 // k-steps, gphi^T in m64n48k16.

@@ -192,6 +192,15 @@ public:
   /// until they finished reading their shared memory).
   void bulkWait(int64_t pending, bool readOnly);
 
+  // A progress counter in global memory (an i32 at `ptr`, a global
+  // pointer) that blocks of one launch share: a scheduling hint that no
+  // result depends on.
+  /// red.relaxed.gpu: *ptr += v (i32).
+  void counterAdd(Value ptr, Value v);
+  /// Waits until *ptr - target >= 0 (signed i32: the counter may wrap), at
+  /// most `ns` nanoseconds of the global timer; i1 true if it got there.
+  Value counterWaitUntil(Value ptr, Value target, int64_t ns);
+
   /// setmaxnreg: the warpgroup's registers per thread go down (or up) to
   /// `count`; every warp of the warpgroup executes it.
   void setMaxRegisters(int64_t count, bool increase);
