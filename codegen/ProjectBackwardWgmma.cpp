@@ -168,8 +168,10 @@ LogicalResult mlir::mhc::buildProjectBackwardWgmma(KernelContext &ctx) {
     KernelBuilder kb = ctx.begin(l);
     Value M = l.tokens(), bid = kb.blockId();
     if (pace) // the main launch's pacing counters start at 0
-      kb.when(kb.andi(kb.eq(bid, kb.idx(0)), kb.lt(kb.threadId(), kb.idx(waves))),
-              [&] { kb.store(kb.f32(0.0), l.arg("progress"), kb.threadId()); });
+      kb.when(kb.eq(bid, kb.idx(0)), [&] {
+        kb.loop(kb.threadId(), kb.idx(waves), kb.idx(256),
+                [&](Value w) { kb.store(kb.f32(0.0), l.arg("progress"), w); });
+      });
     Value zero = kb.f32(0.0);
     Value last = kb.sub(M, kb.idx(1)), image = kb.mul(bid, kb.idx(imageFloats));
     auto ghAt = [&](Value r, Value j) { // gh[r][j], 0 past M
