@@ -112,7 +112,7 @@ LogicalResult mlir::mhc::buildProjectBackwardWgmma(KernelContext &ctx) {
   const int64_t shares = streamShares(double(ctx.smCount()), slices);
   // Pacing: the blocks of one wave (smCount() consecutive block ids) issue
   // their steps in loose lockstep: a producer issues step i once every
-  // block of its wave has issued step i - 2. Long-lived blocks that drift
+  // block of its wave has issued step i - kPaceLag - 1. Long-lived blocks that drift
   // apart spread their accesses over DRAM (bench/copy_locality.cu); held
   // together they stream one band of rows. H100, same run, main launch:
   // n = 8, M = 32768, C = 7168 2882-2885 -> 2775-2785 us (a TMA copy of
@@ -122,8 +122,7 @@ LogicalResult mlir::mhc::buildProjectBackwardWgmma(KernelContext &ctx) {
   // slower. The counters (an i32 per wave, zeroed by the pad launch) are a
   // hint that no result depends on: a wait gives up after 20 us (another
   // part's SM count, other work on the GPU), and that block stops pacing.
-  constexpr int64_t paceSteps = 1, paceLag = 1;
-  constexpr bool pace = true;
+  constexpr int64_t kPaceLag = 1;
   const int64_t blocks = slices * shares, sms = ctx.smCount();
   const int64_t waves = (blocks + sms - 1) / sms;
 
@@ -136,8 +135,7 @@ LogicalResult mlir::mhc::buildProjectBackwardWgmma(KernelContext &ctx) {
   ctx.buffer("ghp", DType::F32, BufferRole::Workspace,
              {imageFloats / kTokens, (kTokens - 1) * imageFloats / kTokens});
   ctx.buffer("partials", DType::F32, BufferRole::Workspace, {0, 2 * shares * N * K});
-  if (pace)
-    ctx.buffer("progress", DType::F32, BufferRole::Workspace, {0, waves}); // i32 counters
+  ctx.buffer("progress", DType::F32, BufferRole::Workspace, {0, waves}); // i32 counters
 
   // Byte offset of bf16 element (r, c) in core matrices of 8 rows x 16
   // bytes (8 values of c), 8-row groups rStride apart and 8-value groups
@@ -161,17 +159,14 @@ LogicalResult mlir::mhc::buildProjectBackwardWgmma(KernelContext &ctx) {
 
   {
     LaunchBuilder &l = ctx.launch("pad");
-    l.param("gh").param("gms").param("ghp");
-    if (pace)
-      l.param("progress");
-    l.param("M").block(256).grid({kTokens, 0});
+    l.param("gh").param("gms").param("ghp").param("progress").param("M").block(256)
+        .grid({kTokens, 0});
     KernelBuilder kb = ctx.begin(l);
     Value M = l.tokens(), bid = kb.blockId();
-    if (pace) // the main launch's pacing counters start at 0
-      kb.when(kb.eq(bid, kb.idx(0)), [&] {
-        kb.loop(kb.threadId(), kb.idx(waves), kb.idx(256),
-                [&](Value w) { kb.store(kb.f32(0.0), l.arg("progress"), w); });
-      });
+    kb.when(kb.eq(bid, kb.idx(0)), [&] { // the main launch's pacing counters
+      kb.loop(kb.threadId(), kb.idx(waves), kb.idx(256),
+              [&](Value w) { kb.store(kb.f32(0.0), l.arg("progress"), w); });
+    });
     Value zero = kb.f32(0.0);
     Value last = kb.sub(M, kb.idx(1)), image = kb.mul(bid, kb.idx(imageFloats));
     auto ghAt = [&](Value r, Value j) { // gh[r][j], 0 past M
@@ -196,12 +191,10 @@ LogicalResult mlir::mhc::buildProjectBackwardWgmma(KernelContext &ctx) {
 
   {
     LaunchBuilder &l = ctx.launch("main");
-    l.param("tmap:x").param("tmap:gx").param("ghp").param("phi").param("partials");
-    if (pace)
-      l.param("progress");
-    l.param("M").block(384).grid({0, slices * shares})
+    l.param("tmap:x").param("tmap:gx").param("ghp").param("phi").param("partials")
+        .param("progress").param("M").block(384).grid({0, slices * shares})
         .sharedF32((kAlign + phiBytes + kStages * stageBytes + outBytes) / 4, 128)
-        .sharedI64(2 * kStages + (pace ? 1 : 0))
+        .sharedI64(2 * kStages + 1) // the mbarriers, then the producer's pacing flag
         .minBlocksPerSM(1);
     KernelBuilder kb = ctx.begin(l);
     Value M = l.tokens();
@@ -247,31 +240,24 @@ LogicalResult mlir::mhc::buildProjectBackwardWgmma(KernelContext &ctx) {
     kb.when(kb.eq(wg, kb.idx(0)), [&] {
       kb.setMaxRegisters(40, /*increase=*/false);
       kb.when(kb.eq(tid, kb.idx(0)), [&] {
+        // This block's wave, its size, and its counter: the steps the
+        // wave's producers have issued. The flag (1: pacing) drops to 0
+        // after a wait that timed out.
         Value wave = kb.div(bid, kb.idx(sms));
         Value peers = kb.min(kb.idx(sms), kb.sub(kb.idx(blocks), kb.mul(wave, kb.idx(sms))));
-        Value counter, flag;
-        auto pacing = [&] {
-          return arith::CmpIOp::create(kb.b, kb.loc, arith::CmpIPredicate::ne,
-                                       LLVM::LoadOp::create(kb.b, kb.loc, kb.b.getI32Type(), flag).getResult(),
-                                       kb.i32(0)).getResult();
-        };
-        if (pace) {
-          counter = kb.globalPtr(l.arg("progress"), wave);
-          flag = kb.sharedPtr(l.shared(1), kb.idx(2 * kStages));
-          LLVM::StoreOp::create(kb.b, kb.loc, kb.i32(1), flag);
-        }
+        Value counter = kb.globalPtr(l.arg("progress"), wave);
+        Value flag = kb.sharedPtr(l.shared(1), kb.idx(2 * kStages));
+        LLVM::StoreOp::create(kb.b, kb.loc, kb.i32(1), flag);
         kb.loop(kb.idx(0), count, kb.idx(1), [&](Value i) {
-          if (pace) {
-            Value e = kb.div(i, kb.idx(paceSteps));
-            Value due = kb.andi(kb.eq(kb.rem(i, kb.idx(paceSteps)), kb.idx(0)),
-                                kb.lt(kb.idx(paceLag), e));
-            kb.when(kb.andi(due, pacing()), [&] {
-              Value want = kb.indexToI32(kb.mul(kb.sub(e, kb.idx(paceLag)), peers));
-              Value got = kb.counterWaitUntil(counter, want, 20000);
-              kb.when(arith::XOrIOp::create(kb.b, kb.loc, got, kb.boolean(true)),
-                      [&] { LLVM::StoreOp::create(kb.b, kb.loc, kb.i32(0), flag); });
-            });
-          }
+          Value on = arith::CmpIOp::create(
+              kb.b, kb.loc, arith::CmpIPredicate::ne,
+              LLVM::LoadOp::create(kb.b, kb.loc, kb.b.getI32Type(), flag), kb.i32(0));
+          kb.when(kb.andi(on, kb.lt(kb.idx(kPaceLag), i)), [&] {
+            Value want = kb.indexToI32(kb.mul(kb.sub(i, kb.idx(kPaceLag)), peers));
+            Value got = kb.counterWaitUntil(counter, want, 20000);
+            kb.when(arith::XOrIOp::create(kb.b, kb.loc, got, kb.boolean(true)),
+                    [&] { LLVM::StoreOp::create(kb.b, kb.loc, kb.i32(0), flag); });
+          });
           ring.produce(i, [&](Value st) {
             Value at = stageAt(st), bar = ring.full(st);
             Value m0 = kb.mul(kb.add(s0, i), kb.idx(kTokens));
@@ -285,16 +271,11 @@ LogicalResult mlir::mhc::buildProjectBackwardWgmma(KernelContext &ctx) {
                         kb.globalPtr(l.arg("ghp"), kb.mul(kb.add(s0, i), kb.idx(imageFloats))),
                         imageBytes, bar);
           });
-          if (pace)
-            kb.when(kb.eq(kb.rem(i, kb.idx(paceSteps)), kb.idx(paceSteps - 1)),
-                    [&] { kb.counterAdd(counter, kb.i32(1)); });
+          kb.counterAdd(counter, kb.i32(1));
         });
-        // Epochs this block does not have count as issued, so that no
-        // block of the wave waits for them.
-        if (pace) {
-          Value epochs = kb.div(kb.add(per, kb.idx(paceSteps - 1)), kb.idx(paceSteps));
-          kb.counterAdd(counter, kb.indexToI32(kb.sub(epochs, kb.div(count, kb.idx(paceSteps)))));
-        }
+        // Steps of the longest share that this block does not have count
+        // as issued, so that no block of the wave waits for them.
+        kb.counterAdd(counter, kb.indexToI32(kb.sub(per, count)));
       });
     });
 
