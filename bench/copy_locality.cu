@@ -43,14 +43,14 @@ __global__ void __launch_bounds__(256) chunk(const uint4* __restrict__ x, uint4*
 // Persistent grid-stride with a loose lockstep: every `every` iterations a
 // block waits until all blocks have finished iteration it - lag.
 __global__ void __launch_bounds__(256) gsl(const uint4* __restrict__ x, uint4* __restrict__ y, size_t n, unsigned* cnt,
-                                           int every, int lag, unsigned base, int minIt) {
+                                           int every, int lag, int minIt) {
   size_t stride = (size_t)gridDim.x * blockDim.x;
   size_t i0 = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
   int it = 0;
   for (size_t i = i0; i + 3 * stride < n; i += 4 * stride, ++it) {
     if (every && it < minIt && it % every == 0 && it >= lag * every) {
       if (threadIdx.x == 0) {
-        unsigned want = base + (unsigned)(it / every - lag + 1) * gridDim.x;
+        unsigned want = (unsigned)(it / every - lag + 1) * gridDim.x;
         volatile unsigned* c = cnt;
         for (int k = 0; (int)(*c - want) < 0 && k < 2000000; ++k) __nanosleep(100);
       }
@@ -80,34 +80,32 @@ int main() {
   };
   auto rep = [&](const char* what, float t) { printf("%-52s %7.1f us %.3f TB/s\n", what, t, 2.0 * bytes / t / 1e6); };
   unsigned nb = (unsigned)(n / 256);
-  for (int round = 0; round < 1; ++round) {
-    rep("cudaMemcpy D2D", med([&] { cudaMemcpyAsync(y, x, bytes, cudaMemcpyDeviceToDevice); }));
-    rep("short blocks, linear", med([&] { shortb<<<nb, 256>>>(x, y, nb, 1); }));
-    rep("short blocks, scattered (P = 7919)", med([&] { shortb<<<nb, 256>>>(x, y, nb, 7919); }));
-    rep("short blocks, scattered (P = 65)", med([&] { shortb<<<nb, 256>>>(x, y, nb, 65); }));
-    for (int T : {8, 64}) {
-      int K = 16384, kp = K / 8, slices = K / 256, steps = 32768 / T;
-      char s[96];
-      snprintf(s, 96, "tile blocks %d x 512 B, slice-fastest", T);
-      rep(s, med([&] { tileb<<<slices * steps, 256>>>(x, y, slices, steps, 1, T, kp); }));
-      snprintf(s, 96, "tile blocks %d x 512 B, step-fastest", T);
-      rep(s, med([&] { tileb<<<slices * steps, 256>>>(x, y, slices, steps, 0, T, kp); }));
-    }
-    for (int g : {264, 1056}) {
-      char s[96];
-      snprintf(s, 96, "contiguous chunk per block, %d blocks", g);
-      rep(s, med([&] { chunk<<<g, 256>>>(x, y, n); }));
-    }
-    for (int g : {264, 396}) {
-      char s[96];
-      snprintf(s, 96, "grid-stride x4, %d blocks, free", g);
-      rep(s, med([&] { gsl<<<g, 256>>>(x, y, n, cnt, 0, 0, 0u, 0); }));
-      for (int every : {1, 4, 16}) for (int lag : {1, 2}) {
-        snprintf(s, 96, "grid-stride x4, %d blocks, lockstep every %d lag %d", g, every, lag);
-        int minIt = (int)(n / (4 * (size_t)g * 256));
-        rep(s, med([&] { cudaMemsetAsync(cnt, 0, 4); gsl<<<g, 256>>>(x, y, n, cnt, every, lag, 0u, minIt); }));
-      }
-    }
-    printf("%s\n", cudaGetErrorString(cudaGetLastError()));
+  rep("cudaMemcpy D2D", med([&] { cudaMemcpyAsync(y, x, bytes, cudaMemcpyDeviceToDevice); }));
+  rep("short blocks, linear", med([&] { shortb<<<nb, 256>>>(x, y, nb, 1); }));
+  rep("short blocks, scattered (P = 7919)", med([&] { shortb<<<nb, 256>>>(x, y, nb, 7919); }));
+  rep("short blocks, scattered (P = 65)", med([&] { shortb<<<nb, 256>>>(x, y, nb, 65); }));
+  for (int T : {8, 64}) {
+    int K = 16384, kp = K / 8, slices = K / 256, steps = 32768 / T;
+    char s[96];
+    snprintf(s, 96, "tile blocks %d x 512 B, slice-fastest", T);
+    rep(s, med([&] { tileb<<<slices * steps, 256>>>(x, y, slices, steps, 1, T, kp); }));
+    snprintf(s, 96, "tile blocks %d x 512 B, step-fastest", T);
+    rep(s, med([&] { tileb<<<slices * steps, 256>>>(x, y, slices, steps, 0, T, kp); }));
   }
+  for (int g : {264, 1056}) {
+    char s[96];
+    snprintf(s, 96, "contiguous chunk per block, %d blocks", g);
+    rep(s, med([&] { chunk<<<g, 256>>>(x, y, n); }));
+  }
+  for (int g : {264, 396}) {
+    char s[96];
+    snprintf(s, 96, "grid-stride x4, %d blocks, free", g);
+    rep(s, med([&] { gsl<<<g, 256>>>(x, y, n, cnt, 0, 0, 0); }));
+    for (int every : {1, 4, 16}) for (int lag : {1, 2}) {
+      snprintf(s, 96, "grid-stride x4, %d blocks, lockstep every %d lag %d", g, every, lag);
+      int minIt = (int)(n / (4 * (size_t)g * 256));
+      rep(s, med([&] { cudaMemsetAsync(cnt, 0, 4); gsl<<<g, 256>>>(x, y, n, cnt, every, lag, minIt); }));
+    }
+  }
+  printf("%s\n", cudaGetErrorString(cudaGetLastError()));
 }

@@ -372,6 +372,19 @@ Value KernelBuilder::wgmmaDescriptorSwizzled(Value mem, Value elem,
       arith::ConstantIntOp::create(b, loc, b.getI64Type(), int64_t(1) << 62));
 }
 
+/// Inline PTX with side effects; `result` is its type (a struct for
+/// several values) or null for none.
+static LLVM::InlineAsmOp ptx(KernelBuilder &kb, Type result, ValueRange operands,
+                             StringRef text, StringRef constraints) {
+  if (!result)
+    result = LLVM::LLVMVoidType::get(kb.b.getContext());
+  return LLVM::InlineAsmOp::create(
+      kb.b, kb.loc, result, operands, text, constraints, /*has_side_effects=*/true,
+      /*is_align_stack=*/false, LLVM::tailcallkind::TailCallKind::None,
+      LLVM::AsmDialectAttr::get(kb.b.getContext(), LLVM::AsmDialect::AD_ATT),
+      ArrayAttr());
+}
+
 Value KernelBuilder::wgmmaDescriptor(Value mem, Value elem, int64_t lbo,
                                      int64_t sbo) {
   // Bits 0-13: the shared address / 16; 16-29: lbo / 16; 32-45: sbo / 16;
@@ -431,11 +444,7 @@ static void wgmmaInline(KernelBuilder &kb, MutableArrayRef<Value> acc,
   }
   SmallVector<Type> types32(n, kb.b.getF32Type());
   auto result = LLVM::LLVMStructType::getLiteral(kb.b.getContext(), types32);
-  auto op = LLVM::InlineAsmOp::create(
-      kb.b, kb.loc, result, operands, text, constraints, /*has_side_effects=*/true,
-      /*is_align_stack=*/false, LLVM::tailcallkind::TailCallKind::None,
-      LLVM::AsmDialectAttr::get(kb.b.getContext(), LLVM::AsmDialect::AD_ATT),
-      ArrayAttr());
+  auto op = ptx(kb, result, operands, text, constraints);
   for (int64_t i = 0; i < n; ++i)
     acc[i] = LLVM::ExtractValueOp::create(kb.b, kb.loc, op.getRes(), ArrayRef<int64_t>{i});
 }
@@ -470,20 +479,8 @@ void KernelBuilder::bulkWait(int64_t pending, bool readOnly) {
   NVVM::CpAsyncBulkWaitGroupOp::create(b, loc, static_cast<uint32_t>(pending),
                                        readOnly ? b.getUnitAttr() : UnitAttr());
 }
-/// Inline PTX with side effects and one i32 result (or none).
-static Value ptx(KernelBuilder &kb, bool result, ValueRange operands, StringRef text,
-                 StringRef constraints) {
-  Type type = result ? Type(kb.b.getI32Type())
-                     : Type(LLVM::LLVMVoidType::get(kb.b.getContext()));
-  auto op = LLVM::InlineAsmOp::create(
-      kb.b, kb.loc, type, operands, text, constraints, /*has_side_effects=*/true,
-      /*is_align_stack=*/false, LLVM::tailcallkind::TailCallKind::None,
-      LLVM::AsmDialectAttr::get(kb.b.getContext(), LLVM::AsmDialect::AD_ATT),
-      ArrayAttr());
-  return result ? op.getRes() : Value();
-}
 void KernelBuilder::counterAdd(Value ptr, Value v) {
-  ptx(*this, false, {ptr, v}, "red.relaxed.gpu.global.add.u32 [$0], $1;", "l,r,~{memory}");
+  ptx(*this, Type(), {ptr, v}, "red.relaxed.gpu.global.add.u32 [$0], $1;", "l,r,~{memory}");
 }
 Value KernelBuilder::counterWaitUntil(Value ptr, Value target, int64_t ns) {
   // Polls with a short sleep between loads and gives up after `ns` (PTX
@@ -495,7 +492,7 @@ Value KernelBuilder::counterWaitUntil(Value ptr, Value target, int64_t ns) {
                      "mov.u64 t1, %globaltimer;\nsub.u64 t1, t1, t0;\n"
                      "setp.lt.u64 p, t1, " + std::to_string(ns) + ";\n"
                      "@p nanosleep.u32 32;\n@p bra CW_POLL;\nmov.u32 $0, 0;\nCW_DONE:\n}";
-  Value got = ptx(*this, true, {ptr, target}, text, "=r,l,r,~{memory}");
+  Value got = ptx(*this, b.getI32Type(), {ptr, target}, text, "=r,l,r,~{memory}").getRes();
   return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ne, got, i32(0));
 }
 
