@@ -29,8 +29,9 @@
 // gx = D w + (2/K) gms x, gw += x D and gphi's mma. phi^T's fragments are
 // constant and wait in lane-private shared memory. x and gh arrive through
 // a ring of stages in shared memory, several steps ahead: for 2-byte x on
-// sm_90 a block ring filled by bulk copies (one thread, mbarriers), else a
-// ring per warp filled by cp.async. (H100, n = 4, C = 7168, M = 32768: 1337
+// sm_90 a block ring filled by bulk copies (one thread, mbarriers; on sm_90a
+// without a weight a producer warp's, which holds the blocks of a wave
+// together), else a ring per warp filled by cp.async. (H100, n = 4, C = 7168, M = 32768: 1337
 // us with the block ring, 1805-1879 us with per-warp rings over depths and
 // occupancies, 1657 us with x and gh loaded into registers a step ahead;
 // ncu put the per-warp rings' time in the L2, which every warp asked for the
@@ -45,6 +46,7 @@
 #include "Families.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
@@ -429,7 +431,11 @@ static LogicalResult buildBackward(KernelContext &ctx) {
     warps = 4;
     blocksPerSM = 3;
   }
-  const int threads = 32 * warps;
+  // `paced` staged specs add a producer warp (see "Producer" below): those
+  // measured (sm_90a) whose consumers fit the 136 registers of 160-thread
+  // blocks at three per SM without spilling (no weight).
+  bool paced = staged && !hasW && spec.arch == "sm_90a";
+  const int threads = 32 * (warps + (paced ? 1 : 0));
   int64_t laneCols = 2 * T, blockCols = warps * 16 * T;
   int64_t slices = (K + blockCols - 1) / blockCols;
   int64_t width = N * K + (hasW ? K : 0); // gphi, then gw
@@ -466,7 +472,7 @@ static LogicalResult buildBackward(KernelContext &ctx) {
   // that the lanes reading one 16-byte column of different rows hit
   // different banks) and gh once for all warps; full/empty mbarriers hand
   // stages between that thread and the warps, as in
-  // ProjectForwardStaged.cpp.
+  // ProjectForwardStaged.cpp (paced specs: a producer warp's thread).
   int64_t rowBytes = blockCols * actBytes + 16;
   // gh's row stride in the stage. With 2N % 32 == 0 (n = 6, 8) the lanes'
   // reads of D's B (row g, column t) and of gphi's B (row 2t + u, column g)
@@ -499,19 +505,35 @@ static LogicalResult buildBackward(KernelContext &ctx) {
   if (hasW)
     ctx.buffer("gweight", spec.param, BufferRole::Output, {0, K});
   ctx.buffer("partials", DType::F32, BufferRole::Workspace, {0, shares * width});
+  // The staged producers' pacing (below): an i32 counter per wave of
+  // resident blocks, counting steps in epochs of kEpoch.
+  const int64_t waveBlocks = ctx.smCount() * blocksPerSM;
+  const int64_t waves = (slices * shares + waveBlocks - 1) / waveBlocks;
+  constexpr int64_t kEpoch = 3, kPaceLag = 1;
+  if (paced) {
+    ctx.buffer("progress", DType::F32, BufferRole::Workspace, {0, waves});
+    LaunchBuilder &l = ctx.launch("zero");
+    l.param("progress").block(32).grid({0, 1});
+    KernelBuilder kb = ctx.begin(l);
+    kb.loop(kb.threadId(), kb.idx(waves), kb.idx(32),
+            [&](Value w) { kb.store(kb.f32(0.0), l.arg("progress"), w); });
+  }
 
   {
     LaunchBuilder &l = ctx.launch("main");
     l.param("gh").param("gms").param("x").param("phi");
     if (hasW)
       l.param("weight");
-    l.param("gx").param("partials").param("M").block(threads)
+    l.param("gx").param("partials");
+    if (paced)
+      l.param("progress");
+    l.param("M").block(threads)
         .grid({0, slices * shares})
         .sharedF32(phiFloats)
         .sharedF32((staged ? 1 : warps) * depth * stageFloats, /*align=*/128)
         .minBlocksPerSM(blocksPerSM);
-    if (staged)
-      l.sharedI64(2 * depth);
+    if (staged) // the mbarriers (and the paced producer's flag)
+      l.sharedI64(2 * depth + (paced ? 1 : 0));
     KernelBuilder kb = ctx.begin(l);
     Value M = l.tokens();
     Value tid = kb.threadId(), bid = kb.blockId();
@@ -536,6 +558,7 @@ static LogicalResult buildBackward(KernelContext &ctx) {
     // phi^T's A fragments (rows 8rs + t and 8rs + t + 4 at this lane's
     // columns), tf32-rounded or split, parked in lane-private shared memory
     // slots: they are reused every step but would cost T*rSteps*4 registers.
+    auto parkPhi = [&] {
     for (int64_t rs = 0; rs < rSteps; ++rs) {
       std::array<SmallVector<Value>, 2> rowVals;
       for (int h = 0; h < 2; ++h) {
@@ -556,6 +579,7 @@ static LogicalResult buildBackward(KernelContext &ctx) {
         }
       }
     }
+    };
     // (Scalar accesses: the backend merges them into ld.shared.v4.)
     auto aFragment = [&](int64_t kt, int64_t rs, int64_t part) {
       Value base = slot(kt, rs, part);
@@ -564,9 +588,7 @@ static LogicalResult buildBackward(KernelContext &ctx) {
         v.push_back(kb.load(smem, kb.add(base, kb.idx(i))));
       return fragment(kb, v);
     };
-    SmallVector<Value> w(laneCols, kb.f32(1.0));
-    if (hasW)
-      w = loadRun(kb, l.arg("weight"), col0, laneCols);
+    SmallVector<Value> w; // the consumers' weights of this lane's columns
     Value twoOverK = kb.f32(2.0 / static_cast<double>(K));
 
     // This share's steps of 8 tokens.
@@ -689,9 +711,10 @@ static LogicalResult buildBackward(KernelContext &ctx) {
     Value sliceCol = kb.mul(slice, kb.idx(blockCols));
     Value xRowBytes = kb.mul(kb.min(kb.sub(kb.idx(K), sliceCol), kb.idx(blockCols)),
                              kb.idx(actBytes));
-    // Thread 0: the copies of step sBegin + i into stage st. Rows past M
-    // repeat row M - 1 (their gh rows are zero, so they add nothing); gh's
-    // rows past M are not copied but zeroed.
+    // The producer (thread 0, or the paced producer warp's lane 0): the
+    // copies of step sBegin + i into stage st. Rows past M repeat row M - 1
+    // (their gh rows are zero, so they add nothing); gh's rows past M are
+    // not copied but zeroed.
     auto issueBlockStep = [&](Value i, Value st) {
       Value base = kb.mul(st, kb.idx(stageFloats));
       Value m0 = kb.mul(kb.add(sBegin, i), kb.idx(8));
@@ -733,7 +756,8 @@ static LogicalResult buildBackward(KernelContext &ctx) {
           gmsRaw[u] = kb.load(l.arg("gms"),
                               kb.min(kb.add(m0, kb.add(kb.mul(t, kb.idx(2)), kb.idx(u))), lastRow));
         i = kb.sub(step, sBegin);
-        base = kb.mul(bulk->acquire(i, count, issueBlockStep), kb.idx(stageFloats));
+        base = kb.mul(paced ? bulk->wait(i) : bulk->acquire(i, count, issueBlockStep),
+                      kb.idx(stageFloats));
       } else {
         // Step + depth - 1 goes in flight, then this step's copies (the
         // oldest group but depth - 1) are waited for.
@@ -853,11 +877,17 @@ static LogicalResult buildBackward(KernelContext &ctx) {
         return sums;
       });
     };
-    // The first depth - 1 steps go in flight (a group each, or bulk copies
-    // after the mbarriers are set up).
-    if (staged) {
+    // The consumers: every warp but the producer's.
+    auto consume = [&] {
+    parkPhi();
+    w.assign(laneCols, kb.f32(1.0));
+    if (hasW)
+      w = loadRun(kb, l.arg("weight"), col0, laneCols);
+    // The first depth - 1 steps go in flight (a group per warp, or bulk
+    // copies by thread 0 after the mbarriers are set up).
+    if (staged && !paced) {
       bulk->start(count, issueBlockStep);
-    } else {
+    } else if (!staged) {
       for (int64_t d = 0; d + 1 < depth; ++d) {
         Value step = kb.add(sBegin, kb.idx(d));
         kb.when(kb.lt(step, sEnd), [&] { issueStep(step); });
@@ -916,6 +946,58 @@ static LogicalResult buildBackward(KernelContext &ctx) {
                        kb.add(base, kb.add(kb.idx(N * K), col0)));
         });
     });
+    };
+
+    if (!paced) {
+      consume();
+    } else {
+      // Producer: lane 0 of warp `warps` fills the ring, so that no
+      // consumer waits while it paces. The blocks of a wave (smCount() *
+      // blocksPerSM consecutive block ids, resident together) issue their
+      // steps in loose lockstep: the first step of epoch e (kEpoch steps)
+      // once every block of the wave has issued epoch e - 2, through an
+      // i32 counter per wave that launch "zero" clears. Long-lived blocks
+      // that drift apart spread their reads over DRAM
+      // (bench/copy_locality.cu). H100, n = 4, M = 32768, main launch,
+      // same run: C = 4096 767-774 -> 750-751 us, C = 7168 1335-1340 ->
+      // 1314 us. Epochs of 1 step: 920 / 1603 us (the counter's atomics);
+      // of 2, 4, 6, 8: 754-762 / 1317-1323 us; no slack (epochs of 4):
+      // 822 / 1438 us; the producer warp without pacing: 818-823 / 1396-
+      // 1404 us. The counter is a hint that no result depends on: a wait
+      // gives up after 20 us (another part's SM count, other work on the
+      // GPU), and that block stops pacing.
+      bulk->init();
+      kb.when(kb.eq(tid, kb.idx(32 * warps)), [&] {
+        Value wave = kb.div(bid, kb.idx(waveBlocks));
+        Value peers = kb.min(kb.idx(waveBlocks),
+                             kb.sub(kb.idx(slices * shares), kb.mul(wave, kb.idx(waveBlocks))));
+        Value counter = kb.globalPtr(l.arg("progress"), wave);
+        Value flag = kb.sharedPtr(l.shared(2), kb.idx(2 * depth));
+        LLVM::StoreOp::create(kb.b, kb.loc, kb.i32(1), flag);
+        kb.loop(kb.idx(0), count, kb.idx(1), [&](Value i) {
+          Value on = arith::CmpIOp::create(
+              kb.b, kb.loc, arith::CmpIPredicate::ne,
+              LLVM::LoadOp::create(kb.b, kb.loc, kb.b.getI32Type(), flag), kb.i32(0));
+          Value epoch = kb.div(i, kb.idx(kEpoch));
+          Value first = kb.eq(kb.rem(i, kb.idx(kEpoch)), kb.idx(0));
+          kb.when(kb.andi(kb.andi(on, first), kb.lt(kb.idx(kPaceLag), epoch)), [&] {
+            Value want = kb.indexToI32(
+                kb.mul(kb.mul(kb.sub(epoch, kb.idx(kPaceLag)), kb.idx(kEpoch)), peers));
+            Value got = kb.counterWaitUntil(counter, want, 20000);
+            kb.when(arith::XOrIOp::create(kb.b, kb.loc, got, kb.boolean(true)),
+                    [&] { LLVM::StoreOp::create(kb.b, kb.loc, kb.i32(0), flag); });
+          });
+          bulk->produce(i, [&](Value st) { issueBlockStep(i, st); });
+          kb.when(kb.eq(kb.rem(kb.add(i, kb.idx(1)), kb.idx(kEpoch)), kb.idx(0)),
+                  [&] { kb.counterAdd(counter, kb.i32(kEpoch)); });
+        });
+        // Steps of the longest share that this block does not have count
+        // as issued, so that no block of the wave waits for them.
+        Value added = kb.mul(kb.div(count, kb.idx(kEpoch)), kb.idx(kEpoch));
+        kb.counterAdd(counter, kb.indexToI32(kb.sub(per, added)));
+      });
+      kb.when(kb.lt(warp, kb.idx(warps)), consume);
+    }
   }
   SmallVector<std::pair<std::string, int64_t>> dsts = {{"gphi", N * K}};
   if (hasW)

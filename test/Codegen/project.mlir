@@ -19,6 +19,8 @@
 // RUN: rm -rf %t.s && mhc-compile --spec 'project.fwd;n=4;act=bf16;param=f32;layout=nc;C=7168;tf32=1;weight=0;arch=sm_90a' -o %t.s && cat %t.s/*.ptx | FileCheck %s --check-prefix=STAGEDPTX
 // RUN: mhc-compile --spec 'project.bwd;n=4;act=bf16;param=f32;layout=nc;C=7168;tf32=0;weight=1;arch=sm_90a' --print-ir | FileCheck %s --check-prefix=BWD
 // RUN: rm -rf %t.b && mhc-compile --spec 'project.bwd;n=4;act=bf16;param=f32;layout=nc;C=7168;tf32=0;weight=1;arch=sm_90a' -o %t.b && cat %t.b/*.ptx | FileCheck %s --check-prefix=BWDPTX
+// RUN: rm -rf %t.p && mhc-compile --spec 'project.bwd;n=4;act=bf16;param=f32;layout=nc;C=4096;tf32=1;weight=0;arch=sm_90a' -o %t.p && cat %t.p/*.ptx | FileCheck %s --check-prefix=BWDPACE
+// RUN: cat %t.p/*.json | FileCheck %s --check-prefix=BWDPACEJSON
 // RUN: rm -rf %t.c && mhc-compile --spec 'project.bwd;n=4;act=f32;param=f32;layout=nc;C=7168;tf32=1;weight=0;arch=sm_90a' -o %t.c && cat %t.c/*.ptx | FileCheck %s --check-prefix=BWDRING
 // RUN: rm -rf %t.e && mhc-compile --spec 'project.bwd;n=8;act=bf16;param=f32;layout=cn;C=7168;tf32=1;weight=0;arch=sm_90a' -o %t.e && cat %t.e/*.ptx | FileCheck %s --check-prefix=BWD8
 // RUN: cat %t.e/*.json | FileCheck %s --check-prefix=BWD8JSON
@@ -176,6 +178,34 @@
 // BWDPTX: mbarrier.arrive.shared.b64
 // BWDPTX: .entry mhc_project_bwd_n4_{{.*}}_partials_final(
 // BWDPTX-NOT: atom.
+
+// The n = 4 staged backward without a weight on sm_90a (paced): launch
+// "zero" clears the wave counters, a producer warp (160 threads) waits on
+// its wave's counter with a bounded poll of the global timer and adds to it
+// with integer reductions; the results still leave through ordered
+// partials, with no atomics and no float reductions.
+// BWDPACE: .entry mhc_project_bwd_n4_{{.*}}_zero(
+// BWDPACE: st.global.{{[fub]}}32
+// BWDPACE: .entry mhc_project_bwd_n4_{{.*}}_main(
+// BWDPACE: .maxntid 160, 1, 1
+// BWDPACE: .minnctapersm 3
+// BWDPACE: .shared .align 8 .b8 {{.*}}[72];
+// BWDPACE: mbarrier.init.shared.b64
+// BWDPACE: mbarrier.arrive.expect_tx.shared.b64
+// BWDPACE-COUNT-9: cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes
+// BWDPACE: mov.u64 t0, %globaltimer;
+// BWDPACE: ld.relaxed.gpu.global.u32
+// BWDPACE: nanosleep.u32
+// BWDPACE: red.relaxed.gpu.global.add.u32
+// BWDPACE: mbarrier.try_wait.parity.shared.b64
+// BWDPACE: mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32
+// BWDPACE: mbarrier.arrive.shared.b64
+// BWDPACE-NOT: red.global.add.f32
+// BWDPACE: .entry mhc_project_bwd_n4_{{.*}}_partials_final(
+// BWDPACE-NOT: atom.
+// BWDPACE-NOT: .local
+// BWDPACEJSON: "entry": "mhc_project_bwd_n4_{{.*}}_zero", {{.*}} "block": [32, 1, 1], "grid": {"tokens_per_block": 0, "fixed_blocks": 1,
+// BWDPACEJSON: "entry": "mhc_project_bwd_n4_{{.*}}_main", {{.*}} "block": [160, 1, 1], "grid": {"tokens_per_block": 0, "fixed_blocks": 384, {{.*}} "spill_stores": 0, "spill_loads": 0,
 
 // Other activations (f32 here): a ring per warp, filled by cp.async (32
 // bytes of x per token and lane, gh and gms in 16-byte pieces), waited for
