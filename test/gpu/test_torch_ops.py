@@ -122,7 +122,11 @@ TF32 = [dict(n=n, act=act, layout=lay, C=C, M=M)
                                     (8, "bf16", "nc", 2048, 77), (8, "bf16", "cn", 4096, 4096 + 63)]] + [
     # n = 6 without a weight: the same wgmma backward, one gphi m-tile
     dict(n=6, act="bf16", layout="cn", C=4096, M=4096 + 17, weight=False),
-    dict(n=6, act="bf16", layout="nc", C=1024, M=50, weight=False)]
+    dict(n=6, act="bf16", layout="nc", C=1024, M=50, weight=False),
+    # n = 4 without a weight: the backward's paced producer warp (two waves
+    # of blocks at C = 7168; empty token shares at M = 3)
+    dict(n=4, act="bf16", layout="nc", C=7168, M=8192 + 5, weight=False),
+    dict(n=4, act="bf16", layout="cn", C=4096, M=3, weight=False)]
 
 
 @pytest.mark.parametrize("cfg", TF32, ids=lambda c: "n{n}-{act}-{layout}-C{C}-M{M}".format(**c))
@@ -134,7 +138,8 @@ def test_projection_tf32_on_the_staged_paths(d, cfg):
     and the backward's block ring (n = 8 where K % 128 != 0: two k-tiles
     per warp, gh's padded rows) or, for n = 6 and 8 without a weight and
     K % 128 = 0 on sm_90a, its warp-specialised wgmma kernel (TMA tensor
-    maps); token counts that end in a partial step."""
+    maps), and for n = 4 without a weight the ring's paced producer warp;
+    token counts that end in a partial step."""
     s = spec("project", d, cfg["n"], act=cfg["act"], layout=cfg["layout"], C=cfg["C"], tf32=True,
              weight=cfg.get("weight", cfg["n"] in (4, 6)))
     before = mhc._C.stats()
