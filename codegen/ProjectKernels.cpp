@@ -510,10 +510,16 @@ static LogicalResult buildBackward(KernelContext &ctx) {
   const int64_t waveBlocks = ctx.smCount() * blocksPerSM;
   const int64_t waves = (slices * shares + waveBlocks - 1) / waveBlocks;
   constexpr int64_t kEpoch = 3, kPaceLag = 1;
+  // Pacing needs blocks that live for several epochs: from 8 per share
+  // (M >= 1152 at six shares). Below that the zero launch is skipped (one
+  // launch fewer for a small call) and the counters are left alone.
+  const int64_t paceTokens = 8 * 8 * kEpoch * shares;
   if (paced) {
     ctx.buffer("progress", DType::F32, BufferRole::Workspace, {0, waves});
     LaunchBuilder &l = ctx.launch("zero");
-    l.param("progress").block(32).grid({0, 1});
+    ::mhc::GridRule grid{0, 1};
+    grid.minTokens = paceTokens;
+    l.param("progress").block(32).grid(grid);
     KernelBuilder kb = ctx.begin(l);
     kb.loop(kb.threadId(), kb.idx(waves), kb.idx(32),
             [&](Value w) { kb.store(kb.f32(0.0), l.arg("progress"), w); });
@@ -973,7 +979,9 @@ static LogicalResult buildBackward(KernelContext &ctx) {
                              kb.sub(kb.idx(slices * shares), kb.mul(wave, kb.idx(waveBlocks))));
         Value counter = kb.globalPtr(l.arg("progress"), wave);
         Value flag = kb.sharedPtr(l.shared(2), kb.idx(2 * depth));
-        LLVM::StoreOp::create(kb.b, kb.loc, kb.i32(1), flag);
+        Value pace = arith::XOrIOp::create(kb.b, kb.loc, kb.lt(M, kb.idx(paceTokens)),
+                                           kb.boolean(true));
+        LLVM::StoreOp::create(kb.b, kb.loc, kb.select(pace, kb.i32(1), kb.i32(0)), flag);
         kb.loop(kb.idx(0), count, kb.idx(1), [&](Value i) {
           Value on = arith::CmpIOp::create(
               kb.b, kb.loc, arith::CmpIPredicate::ne,
@@ -988,13 +996,15 @@ static LogicalResult buildBackward(KernelContext &ctx) {
                     [&] { LLVM::StoreOp::create(kb.b, kb.loc, kb.i32(0), flag); });
           });
           bulk->produce(i, [&](Value st) { issueBlockStep(i, st); });
-          kb.when(kb.eq(kb.rem(kb.add(i, kb.idx(1)), kb.idx(kEpoch)), kb.idx(0)),
-                  [&] { kb.counterAdd(counter, kb.i32(kEpoch)); });
+          Value last = kb.eq(kb.rem(kb.add(i, kb.idx(1)), kb.idx(kEpoch)), kb.idx(0));
+          kb.when(kb.andi(pace, last), [&] { kb.counterAdd(counter, kb.i32(kEpoch)); });
         });
         // Steps of the longest share that this block does not have count
         // as issued, so that no block of the wave waits for them.
-        Value added = kb.mul(kb.div(count, kb.idx(kEpoch)), kb.idx(kEpoch));
-        kb.counterAdd(counter, kb.indexToI32(kb.sub(per, added)));
+        kb.when(pace, [&] {
+          Value added = kb.mul(kb.div(count, kb.idx(kEpoch)), kb.idx(kEpoch));
+          kb.counterAdd(counter, kb.indexToI32(kb.sub(per, added)));
+        });
       });
       kb.when(kb.lt(warp, kb.idx(warps)), consume);
     }

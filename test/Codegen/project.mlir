@@ -180,10 +180,10 @@
 // BWDPTX-NOT: atom.
 
 // The n = 4 staged backward without a weight on sm_90a (paced): launch
-// "zero" clears the wave counters, a producer warp (160 threads) waits on
-// its wave's counter with a bounded poll of the global timer and adds to it
-// with integer reductions; the results still leave through ordered
-// partials, with no atomics and no float reductions.
+// "zero" clears the wave counters (from M = 1152 on), a producer warp (160
+// threads) waits on its wave's counter with a bounded poll of the global
+// timer and adds to it with integer reductions; the results still leave
+// through ordered partials, with no atomics and no float reductions.
 // BWDPACE: .entry mhc_project_bwd_n4_{{.*}}_zero(
 // BWDPACE: st.global.{{[fub]}}32
 // BWDPACE: .entry mhc_project_bwd_n4_{{.*}}_main(
@@ -191,20 +191,20 @@
 // BWDPACE: .minnctapersm 3
 // BWDPACE: .shared .align 8 .b8 {{.*}}[72];
 // BWDPACE: mbarrier.init.shared.b64
-// BWDPACE: mbarrier.arrive.expect_tx.shared.b64
-// BWDPACE-COUNT-9: cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes
-// BWDPACE: mov.u64 t0, %globaltimer;
-// BWDPACE: ld.relaxed.gpu.global.u32
-// BWDPACE: nanosleep.u32
-// BWDPACE: red.relaxed.gpu.global.add.u32
-// BWDPACE: mbarrier.try_wait.parity.shared.b64
-// BWDPACE: mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32
-// BWDPACE: mbarrier.arrive.shared.b64
+// BWDPACE-DAG: mbarrier.arrive.expect_tx.shared.b64
+// BWDPACE-DAG: cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes
+// BWDPACE-DAG: mov.u64 t0, %globaltimer;
+// BWDPACE-DAG: ld.relaxed.gpu.global.u32
+// BWDPACE-DAG: nanosleep.u32
+// BWDPACE-DAG: red.relaxed.gpu.global.add.u32
+// BWDPACE-DAG: mbarrier.try_wait.parity.shared.b64
+// BWDPACE-DAG: mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32
+// BWDPACE-DAG: mbarrier.arrive.shared.b64
 // BWDPACE-NOT: red.global.add.f32
 // BWDPACE: .entry mhc_project_bwd_n4_{{.*}}_partials_final(
 // BWDPACE-NOT: atom.
 // BWDPACE-NOT: .local
-// BWDPACEJSON: "entry": "mhc_project_bwd_n4_{{.*}}_zero", {{.*}} "block": [32, 1, 1], "grid": {"tokens_per_block": 0, "fixed_blocks": 1,
+// BWDPACEJSON: "entry": "mhc_project_bwd_n4_{{.*}}_zero", {{.*}} "block": [32, 1, 1], "grid": {"tokens_per_block": 0, "fixed_blocks": 1, {{.*}} "min_tokens": 1152
 // BWDPACEJSON: "entry": "mhc_project_bwd_n4_{{.*}}_main", {{.*}} "block": [160, 1, 1], "grid": {"tokens_per_block": 0, "fixed_blocks": 384, {{.*}} "spill_stores": 0, "spill_loads": 0,
 
 // Other activations (f32 here): a ring per warp, filled by cp.async (32

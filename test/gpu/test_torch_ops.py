@@ -124,7 +124,8 @@ TF32 = [dict(n=n, act=act, layout=lay, C=C, M=M)
     dict(n=6, act="bf16", layout="cn", C=4096, M=4096 + 17, weight=False),
     dict(n=6, act="bf16", layout="nc", C=1024, M=50, weight=False),
     # n = 4 without a weight: the backward's paced producer warp (two waves
-    # of blocks at C = 7168; empty token shares at M = 3)
+    # of blocks at C = 7168); at M = 3 the same kernel unpaced, with empty
+    # token shares
     dict(n=4, act="bf16", layout="nc", C=7168, M=8192 + 5, weight=False),
     dict(n=4, act="bf16", layout="cn", C=4096, M=3, weight=False)]
 
