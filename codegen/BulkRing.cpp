@@ -13,9 +13,10 @@
 using namespace mlir;
 using namespace mlir::mhc;
 
-BulkRing::BulkRing(KernelBuilder &kb, Value bars, int64_t stages, int64_t warps)
+BulkRing::BulkRing(KernelBuilder &kb, Value bars, int64_t stages, int64_t warps,
+                   bool everyLane)
     : kb(kb), bars(bars), leader(kb.eq(kb.threadId(), kb.idx(0))),
-      stages(stages), warps(warps) {}
+      stages(stages), warps(warps), everyLane(everyLane) {}
 
 Value BulkRing::stage(Value i) { return kb.rem(i, kb.idx(stages)); }
 Value BulkRing::full(Value st) { return kb.sharedPtr(bars, st); }
@@ -32,7 +33,7 @@ void BulkRing::init() {
   kb.when(leader, [&] {
     for (int64_t s = 0; s < stages; ++s) {
       kb.mbarrierInit(full(kb.idx(s)), 1);
-      kb.mbarrierInit(empty(kb.idx(s)), warps);
+      kb.mbarrierInit(empty(kb.idx(s)), everyLane ? 32 * warps : warps);
     }
     kb.fenceMbarrierInit();
   });
@@ -64,6 +65,10 @@ Value BulkRing::acquire(Value i, Value count,
 
 void BulkRing::release(Value i, Value lane) {
   kb.fenceProxyAsyncShared();
+  if (everyLane) {
+    kb.mbarrierArrive(empty(stage(i)));
+    return;
+  }
   kb.syncWarp();
   kb.when(kb.eq(lane, kb.idx(0)), [&] { kb.mbarrierArrive(empty(stage(i))); });
 }

@@ -207,13 +207,16 @@ int64_t tokenShares(double slots, int64_t slices, double mainBytes, int64_t widt
 /// A ring of `stages` shared-memory buffers that thread 0 fills with bulk
 /// copies and `warps` warps read, step i in buffer i % stages: per buffer a
 /// "full" mbarrier (thread 0's arrival plus the copies' bytes) and an
-/// "empty" one (an arrival per warp). `bars` holds 2 * stages i64.
+/// "empty" one (an arrival per warp, or per lane with `everyLane`). `bars`
+/// holds 2 * stages i64.
 struct BulkRing {
   KernelBuilder &kb;
   Value bars, leader;
   int64_t stages, warps;
+  bool everyLane;
 
-  BulkRing(KernelBuilder &kb, Value bars, int64_t stages, int64_t warps);
+  BulkRing(KernelBuilder &kb, Value bars, int64_t stages, int64_t warps,
+           bool everyLane = false);
   Value stage(Value i);
   Value full(Value st);
   Value empty(Value st);
@@ -228,7 +231,11 @@ struct BulkRing {
   /// for step i's buffer, which it returns.
   Value acquire(Value i, Value count, function_ref<void(Value, Value)> issue);
   /// A warp is done with step i's buffer: a proxy fence orders its lanes'
-  /// reads before the bulk copy that overwrites it, then lane 0 arrives.
+  /// reads before the bulk copy that overwrites it, then lane 0 arrives
+  /// after a warp barrier, or with `everyLane` every lane arrives (each
+  /// lane's own release: nothing rests on a warp barrier that ptxas may
+  /// drop from a converged warp, which compute-sanitizer's racecheck then
+  /// reports as hazards).
   void release(Value i, Value lane);
   /// Warp-specialised use (a producer thread apart from the consumers):
   /// the producer fills step i's buffer once every warp released the

@@ -708,10 +708,11 @@ static LogicalResult buildBackward(KernelContext &ctx) {
     };
     Type actVec = VectorType::get({unit / actBytes}, elementType(kb.b.getContext(), spec.act));
 
-    // The block's ring (staged): stage i % depth holds step sBegin + i.
+    // The block's ring (staged): stage i % depth holds step sBegin + i; every
+    // consumer lane releases its own reads (BulkRing::release).
     std::optional<BulkRing> bulk;
     if (staged)
-      bulk.emplace(kb, l.shared(2), depth, warps);
+      bulk.emplace(kb, l.shared(2), depth, warps, /*everyLane=*/true);
     Value count = kb.sub(sEnd, sBegin);
     // Bytes of this block's slice of a row (the last slice may be narrower).
     Value sliceCol = kb.mul(slice, kb.idx(blockCols));

@@ -174,8 +174,7 @@
 // BWDPTX: ld.shared.v4.b16
 // BWDPTX: mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32
 // BWDPTX: fence.proxy.async.shared::cta;
-// BWDPTX: bar.warp.sync
-// BWDPTX: mbarrier.arrive.shared.b64
+// BWDPTX-NEXT: mbarrier.arrive.shared.b64
 // BWDPTX: .entry mhc_project_bwd_n4_{{.*}}_partials_final(
 // BWDPTX-NOT: atom.
 

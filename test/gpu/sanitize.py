@@ -17,7 +17,9 @@ for layout in ("nc", "cn"):
 # kernel without, as for n = 6), with a partial last token block and several
 # chunks.
 for n, weight in ((4, True), (4, False), (8, True), (8, False), (6, False)):
-    M, C = 300, 256
+    # (n = 4 without a weight paces its blocks from 12288 tokens on at
+    # C = 256: 64 token shares.)
+    M, C = (12300 if (n, weight) == (4, False) else 300), 256
     hc = mhc.HyperConnection(n, C, layout="cn", tf32=True, norm_weight=weight).cuda()
     x = torch.randn((M, C, n), device="cuda", dtype=torch.bfloat16, requires_grad=True)
     out = hc(x, lambda y: y * 2)
