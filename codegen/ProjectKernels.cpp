@@ -31,13 +31,14 @@
 // a ring of stages in shared memory, several steps ahead: for 2-byte x on
 // sm_90 a block ring filled by bulk copies (one thread, mbarriers; on sm_90a
 // without a weight a producer warp's, which holds the blocks of a wave
-// together), else a ring per warp filled by cp.async. (H100, n = 4, C = 7168, M = 32768: 1337
-// us with the block ring, 1805-1879 us with per-warp rings over depths and
-// occupancies, 1657 us with x and gh loaded into registers a step ahead;
-// ncu put the per-warp rings' time in the L2, which every warp asked for the
-// same gh rows, and the registers' in L1.) Without the tf32 flag,
-// gh and phi are split into tf32 hi + lo parts (3xTF32) and gphi's mma
-// accumulators are flushed into fp32 totals every 64 tokens. Per-share
+// together), else a ring per warp filled by cp.async. (H100, n = 4,
+// C = 7168, M = 32768: 1337 us with the block ring, 1805-1879 us with
+// per-warp rings over depths and occupancies, 1657 us with x and gh loaded
+// into registers a step ahead; ncu put the per-warp rings' time in the L2,
+// which every warp asked for the same gh rows, and the registers' in L1.)
+// Without the tf32 flag, gh and phi are split into tf32 hi + lo parts
+// (3xTF32) and gphi's mma accumulators are flushed into fp32 totals every
+// 64 tokens. Per-share
 // partials [shares, N*K + K] are summed in order by a second launch:
 // deterministic, no atomics.
 //
@@ -505,8 +506,8 @@ static LogicalResult buildBackward(KernelContext &ctx) {
   if (hasW)
     ctx.buffer("gweight", spec.param, BufferRole::Output, {0, K});
   ctx.buffer("partials", DType::F32, BufferRole::Workspace, {0, shares * width});
-  // The staged producers' pacing (below): an i32 counter per wave of
-  // resident blocks, counting steps in epochs of kEpoch.
+  // The paced producers' counters (below): an i32 per wave of resident
+  // blocks, counting issued steps in epochs of kEpoch.
   const int64_t waveBlocks = ctx.smCount() * blocksPerSM;
   const int64_t waves = (slices * shares + waveBlocks - 1) / waveBlocks;
   constexpr int64_t kEpoch = 3, kPaceLag = 1;
@@ -565,26 +566,26 @@ static LogicalResult buildBackward(KernelContext &ctx) {
     // columns), tf32-rounded or split, parked in lane-private shared memory
     // slots: they are reused every step but would cost T*rSteps*4 registers.
     auto parkPhi = [&] {
-    for (int64_t rs = 0; rs < rSteps; ++rs) {
-      std::array<SmallVector<Value>, 2> rowVals;
-      for (int h = 0; h < 2; ++h) {
-        Value r = kb.add(kb.idx(8 * rs + 4 * h), t);
-        Value ok = kb.andi(active, kb.lt(r, kb.idx(N)));
-        Value off = kb.add(kb.mul(kb.min(r, kb.idx(N - 1)), kb.idx(K)), col0);
-        for (Value v : loadRun(kb, l.arg("phi"), off, laneCols))
-          rowVals[h].push_back(kb.select(ok, v, zero));
-      }
-      for (int64_t kt = 0; kt < T; ++kt) {
-        SmallVector<Value> a = {rowVals[0][2 * kt], rowVals[0][2 * kt + 1],
-                                rowVals[1][2 * kt], rowVals[1][2 * kt + 1]};
-        auto [hi, lo] = tf32Parts(kb, a, precise);
-        for (int64_t i = 0; i < 4; ++i) {
-          kb.store(hi[i], smem, kb.add(slot(kt, rs, 0), kb.idx(i)));
-          if (precise)
-            kb.store(lo[i], smem, kb.add(slot(kt, rs, 1), kb.idx(i)));
+      for (int64_t rs = 0; rs < rSteps; ++rs) {
+        std::array<SmallVector<Value>, 2> rowVals;
+        for (int h = 0; h < 2; ++h) {
+          Value r = kb.add(kb.idx(8 * rs + 4 * h), t);
+          Value ok = kb.andi(active, kb.lt(r, kb.idx(N)));
+          Value off = kb.add(kb.mul(kb.min(r, kb.idx(N - 1)), kb.idx(K)), col0);
+          for (Value v : loadRun(kb, l.arg("phi"), off, laneCols))
+            rowVals[h].push_back(kb.select(ok, v, zero));
+        }
+        for (int64_t kt = 0; kt < T; ++kt) {
+          SmallVector<Value> a = {rowVals[0][2 * kt], rowVals[0][2 * kt + 1],
+                                  rowVals[1][2 * kt], rowVals[1][2 * kt + 1]};
+          auto [hi, lo] = tf32Parts(kb, a, precise);
+          for (int64_t i = 0; i < 4; ++i) {
+            kb.store(hi[i], smem, kb.add(slot(kt, rs, 0), kb.idx(i)));
+            if (precise)
+              kb.store(lo[i], smem, kb.add(slot(kt, rs, 1), kb.idx(i)));
+          }
         }
       }
-    }
     };
     // (Scalar accesses: the backend merges them into ld.shared.v4.)
     auto aFragment = [&](int64_t kt, int64_t rs, int64_t part) {
@@ -886,73 +887,73 @@ static LogicalResult buildBackward(KernelContext &ctx) {
     };
     // The consumers: every warp but the producer's.
     auto consume = [&] {
-    parkPhi();
-    w.assign(laneCols, kb.f32(1.0));
-    if (hasW)
-      w = loadRun(kb, l.arg("weight"), col0, laneCols);
-    // The first depth - 1 steps go in flight (a group per warp, or bulk
-    // copies by thread 0 after the mbarriers are set up).
-    if (staged && !paced) {
-      bulk->start(count, issueBlockStep);
-    } else if (!staged) {
-      for (int64_t d = 0; d + 1 < depth; ++d) {
-        Value step = kb.add(sBegin, kb.idx(d));
-        kb.when(kb.lt(step, sEnd), [&] { issueStep(step); });
-        kb.copyAsyncCommit();
-      }
-    }
-    SmallVector<Value> total;
-    if (!precise) {
-      total = steps1(sBegin, sEnd, init);
-    } else {
-      total = kb.loop(
-          sBegin, sEnd, kb.idx(run), init, [&](Value s0, ValueRange outer) {
-            SmallVector<Value> start(init.begin(), init.end());
-            SmallVector<Value> sums =
-                steps1(s0, kb.min(kb.add(s0, kb.idx(run)), sEnd), start);
-            for (int64_t i = 0; i < nSums; ++i)
-              sums[i] = kb.add(outer[i], sums[i]);
-            return sums;
-          });
-    }
-    // Groups of steps past the share's end were empty.
-    if (!staged)
-      kb.copyAsyncWait(0);
-
-    // gw: the four lanes of a column group hold different tokens.
-    SmallVector<Value> gw;
-    for (int64_t j = 0; j < laneCols; ++j) {
-      Value v = total[nAcc + j];
-      for (int offset : {1, 2}) {
-        auto sh = gpu::ShuffleOp::create(kb.b, kb.loc, v, offset, 32,
-                                         gpu::ShuffleMode::XOR);
-        v = kb.add(v, sh.getShuffleResult());
-      }
-      gw.push_back(v);
-    }
-    kb.when(active, [&] {
-      Value base = kb.mul(share, kb.idx(width));
-      // gphi[8rs + 2t + e][colBase + 2kt + h] = acc[kt][rs][h][e] * w.
-      for (int64_t rs = 0; rs < rSteps; ++rs)
-        for (int64_t e = 0; e < 2; ++e) {
-          Value r = kb.add(kb.idx(8 * rs + e), kb.mul(t, kb.idx(2)));
-          SmallVector<Value> vals;
-          for (int64_t j = 0; j < laneCols; ++j)
-            vals.push_back(kb.mul(
-                w[j], vector::ExtractOp::create(
-                          kb.b, kb.loc, total[(j / 2) * rSteps + rs],
-                          ArrayRef<int64_t>{j % 2, e})));
-          kb.when(kb.lt(r, kb.idx(N)), [&] {
-            kb.storeFrom(vals, l.arg("partials"),
-                         kb.add(base, kb.add(kb.mul(r, kb.idx(K)), col0)));
-          });
-        }
+      parkPhi();
+      w.assign(laneCols, kb.f32(1.0));
       if (hasW)
-        kb.when(kb.eq(t, kb.idx(0)), [&] {
-          kb.storeFrom(gw, l.arg("partials"),
-                       kb.add(base, kb.add(kb.idx(N * K), col0)));
-        });
-    });
+        w = loadRun(kb, l.arg("weight"), col0, laneCols);
+      // The first depth - 1 steps go in flight (a group per warp, or bulk
+      // copies by thread 0 after the mbarriers are set up).
+      if (staged && !paced) {
+        bulk->start(count, issueBlockStep);
+      } else if (!staged) {
+        for (int64_t d = 0; d + 1 < depth; ++d) {
+          Value step = kb.add(sBegin, kb.idx(d));
+          kb.when(kb.lt(step, sEnd), [&] { issueStep(step); });
+          kb.copyAsyncCommit();
+        }
+      }
+      SmallVector<Value> total;
+      if (!precise) {
+        total = steps1(sBegin, sEnd, init);
+      } else {
+        total = kb.loop(
+            sBegin, sEnd, kb.idx(run), init, [&](Value s0, ValueRange outer) {
+              SmallVector<Value> start(init.begin(), init.end());
+              SmallVector<Value> sums =
+                  steps1(s0, kb.min(kb.add(s0, kb.idx(run)), sEnd), start);
+              for (int64_t i = 0; i < nSums; ++i)
+                sums[i] = kb.add(outer[i], sums[i]);
+              return sums;
+            });
+      }
+      // Groups of steps past the share's end were empty.
+      if (!staged)
+        kb.copyAsyncWait(0);
+
+      // gw: the four lanes of a column group hold different tokens.
+      SmallVector<Value> gw;
+      for (int64_t j = 0; j < laneCols; ++j) {
+        Value v = total[nAcc + j];
+        for (int offset : {1, 2}) {
+          auto sh = gpu::ShuffleOp::create(kb.b, kb.loc, v, offset, 32,
+                                           gpu::ShuffleMode::XOR);
+          v = kb.add(v, sh.getShuffleResult());
+        }
+        gw.push_back(v);
+      }
+      kb.when(active, [&] {
+        Value base = kb.mul(share, kb.idx(width));
+        // gphi[8rs + 2t + e][colBase + 2kt + h] = acc[kt][rs][h][e] * w.
+        for (int64_t rs = 0; rs < rSteps; ++rs)
+          for (int64_t e = 0; e < 2; ++e) {
+            Value r = kb.add(kb.idx(8 * rs + e), kb.mul(t, kb.idx(2)));
+            SmallVector<Value> vals;
+            for (int64_t j = 0; j < laneCols; ++j)
+              vals.push_back(kb.mul(
+                  w[j], vector::ExtractOp::create(
+                            kb.b, kb.loc, total[(j / 2) * rSteps + rs],
+                            ArrayRef<int64_t>{j % 2, e})));
+            kb.when(kb.lt(r, kb.idx(N)), [&] {
+              kb.storeFrom(vals, l.arg("partials"),
+                           kb.add(base, kb.add(kb.mul(r, kb.idx(K)), col0)));
+            });
+          }
+        if (hasW)
+          kb.when(kb.eq(t, kb.idx(0)), [&] {
+            kb.storeFrom(gw, l.arg("partials"),
+                         kb.add(base, kb.add(kb.idx(N * K), col0)));
+          });
+      });
     };
 
     if (!paced) {
