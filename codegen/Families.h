@@ -248,6 +248,35 @@ private:
   Value parity(Value i); // of the phase step i completes, as i32
 };
 
+/// The producers of a wave of blocks (consecutive block ids, resident
+/// together) issuing their ring's steps in loose lockstep: long-lived
+/// blocks that drift apart spread their reads over DRAM
+/// (bench/copy_locality.cu). One producer thread per block calls before(i)
+/// and after(i) around step i and finish() at the end. The first step of
+/// epoch e (`epoch` steps) waits until every block of the wave has issued
+/// epoch e - lag - 1, on an i32 counter of issued steps per wave in global
+/// memory that an earlier launch zeroed. The counter is a hint that no
+/// result depends on: a wait gives up after 20 us (another part's SM count,
+/// other work on the GPU) and that block stops pacing, through a flag (an
+/// i32 in shared memory).
+struct WavePacer {
+  /// `peers`: the blocks of this block's wave; `on` (i1, or null for
+  /// always): whether this call paces at all (the counter is untouched if
+  /// not).
+  WavePacer(KernelBuilder &kb, Value counter, Value flag, Value peers,
+            int64_t epoch, int64_t lag, Value on = Value());
+  void before(Value i);
+  void after(Value i);
+  /// Counts the steps of the wave's longest share (`per`) that this block
+  /// (`count` steps) did not issue, so that no block waits for them.
+  void finish(Value per, Value count);
+
+private:
+  KernelBuilder &kb;
+  Value counter, flag, peers, on;
+  int64_t epoch, lag;
+};
+
 /// A launch with a block of eight warps per token whose warps take the
 /// token's pieces of channels in turn, each through its own ring of
 /// shared-memory stages filled by lane 0's bulk copies (TokenRing.cpp):

@@ -240,24 +240,15 @@ LogicalResult mlir::mhc::buildProjectBackwardWgmma(KernelContext &ctx) {
     kb.when(kb.eq(wg, kb.idx(0)), [&] {
       kb.setMaxRegisters(40, /*increase=*/false);
       kb.when(kb.eq(tid, kb.idx(0)), [&] {
-        // This block's wave, its size, and its counter: the steps the
-        // wave's producers have issued. The flag (1: pacing) drops to 0
-        // after a wait that timed out.
+        // This block's wave and its size (WavePacer: the counter and the
+        // flag after the mbarriers).
         Value wave = kb.div(bid, kb.idx(sms));
         Value peers = kb.min(kb.idx(sms), kb.sub(kb.idx(blocks), kb.mul(wave, kb.idx(sms))));
-        Value counter = kb.globalPtr(l.arg("progress"), wave);
-        Value flag = kb.sharedPtr(l.shared(1), kb.idx(2 * kStages));
-        LLVM::StoreOp::create(kb.b, kb.loc, kb.i32(1), flag);
+        WavePacer pacer(kb, kb.globalPtr(l.arg("progress"), wave),
+                        kb.sharedPtr(l.shared(1), kb.idx(2 * kStages)), peers,
+                        /*epoch=*/1, kPaceLag);
         kb.loop(kb.idx(0), count, kb.idx(1), [&](Value i) {
-          Value on = arith::CmpIOp::create(
-              kb.b, kb.loc, arith::CmpIPredicate::ne,
-              LLVM::LoadOp::create(kb.b, kb.loc, kb.b.getI32Type(), flag), kb.i32(0));
-          kb.when(kb.andi(on, kb.lt(kb.idx(kPaceLag), i)), [&] {
-            Value want = kb.indexToI32(kb.mul(kb.sub(i, kb.idx(kPaceLag)), peers));
-            Value got = kb.counterWaitUntil(counter, want, 20000);
-            kb.when(arith::XOrIOp::create(kb.b, kb.loc, got, kb.boolean(true)),
-                    [&] { LLVM::StoreOp::create(kb.b, kb.loc, kb.i32(0), flag); });
-          });
+          pacer.before(i);
           ring.produce(i, [&](Value st) {
             Value at = stageAt(st), bar = ring.full(st);
             Value m0 = kb.mul(kb.add(s0, i), kb.idx(kTokens));
@@ -271,11 +262,9 @@ LogicalResult mlir::mhc::buildProjectBackwardWgmma(KernelContext &ctx) {
                         kb.globalPtr(l.arg("ghp"), kb.mul(kb.add(s0, i), kb.idx(imageFloats))),
                         imageBytes, bar);
           });
-          kb.counterAdd(counter, kb.i32(1));
+          pacer.after(i);
         });
-        // Steps of the longest share that this block does not have count
-        // as issued, so that no block of the wave waits for them.
-        kb.counterAdd(counter, kb.indexToI32(kb.sub(per, count)));
+        pacer.finish(per, count);
       });
     });
 

@@ -960,20 +960,14 @@ static LogicalResult buildBackward(KernelContext &ctx) {
       consume();
     } else {
       // Producer: lane 0 of warp `warps` fills the ring, so that no
-      // consumer waits while it paces. The blocks of a wave (smCount() *
-      // blocksPerSM consecutive block ids, resident together) issue their
-      // steps in loose lockstep: the first step of epoch e (kEpoch steps)
-      // once every block of the wave has issued epoch e - 2, through an
-      // i32 counter per wave that launch "zero" clears. Long-lived blocks
-      // that drift apart spread their reads over DRAM
-      // (bench/copy_locality.cu). H100, n = 4, M = 32768, main launch,
-      // same run: C = 4096 767-774 -> 750-751 us, C = 7168 1335-1340 ->
-      // 1314 us. Epochs of 1 step: 920 / 1603 us (the counter's atomics);
-      // of 2, 4, 6, 8: 754-762 / 1317-1323 us; no slack (epochs of 4):
-      // 822 / 1438 us; the producer warp without pacing: 818-823 / 1396-
-      // 1404 us. The counter is a hint that no result depends on: a wait
-      // gives up after 20 us (another part's SM count, other work on the
-      // GPU), and that block stops pacing.
+      // consumer waits while it paces (WavePacer): the blocks of a wave
+      // (smCount() * blocksPerSM consecutive block ids) in epochs of
+      // kEpoch steps, on counters that launch "zero" clears. H100, n = 4,
+      // M = 32768, main launch, same run: C = 4096 767-774 -> 750-751 us,
+      // C = 7168 1335-1340 -> 1314 us. Epochs of 1 step: 920 / 1603 us
+      // (the counter's atomics); of 2, 4, 6, 8: 754-762 / 1317-1323 us;
+      // no slack (epochs of 4): 822 / 1438 us; the producer warp without
+      // pacing: 818-823 / 1396-1404 us.
       bulk->init();
       kb.when(kb.eq(tid, kb.idx(32 * warps)), [&] {
         Value wave = kb.div(bid, kb.idx(waveBlocks));
@@ -983,30 +977,13 @@ static LogicalResult buildBackward(KernelContext &ctx) {
         Value flag = kb.sharedPtr(l.shared(2), kb.idx(2 * depth));
         Value pace = arith::XOrIOp::create(kb.b, kb.loc, kb.lt(M, kb.idx(paceTokens)),
                                            kb.boolean(true));
-        LLVM::StoreOp::create(kb.b, kb.loc, kb.select(pace, kb.i32(1), kb.i32(0)), flag);
+        WavePacer pacer(kb, counter, flag, peers, kEpoch, kPaceLag, pace);
         kb.loop(kb.idx(0), count, kb.idx(1), [&](Value i) {
-          Value on = arith::CmpIOp::create(
-              kb.b, kb.loc, arith::CmpIPredicate::ne,
-              LLVM::LoadOp::create(kb.b, kb.loc, kb.b.getI32Type(), flag), kb.i32(0));
-          Value epoch = kb.div(i, kb.idx(kEpoch));
-          Value first = kb.eq(kb.rem(i, kb.idx(kEpoch)), kb.idx(0));
-          kb.when(kb.andi(kb.andi(on, first), kb.lt(kb.idx(kPaceLag), epoch)), [&] {
-            Value want = kb.indexToI32(
-                kb.mul(kb.mul(kb.sub(epoch, kb.idx(kPaceLag)), kb.idx(kEpoch)), peers));
-            Value got = kb.counterWaitUntil(counter, want, 20000);
-            kb.when(arith::XOrIOp::create(kb.b, kb.loc, got, kb.boolean(true)),
-                    [&] { LLVM::StoreOp::create(kb.b, kb.loc, kb.i32(0), flag); });
-          });
+          pacer.before(i);
           bulk->produce(i, [&](Value st) { issueBlockStep(i, st); });
-          Value last = kb.eq(kb.rem(kb.add(i, kb.idx(1)), kb.idx(kEpoch)), kb.idx(0));
-          kb.when(kb.andi(pace, last), [&] { kb.counterAdd(counter, kb.i32(kEpoch)); });
+          pacer.after(i);
         });
-        // Steps of the longest share that this block does not have count
-        // as issued, so that no block of the wave waits for them.
-        kb.when(pace, [&] {
-          Value added = kb.mul(kb.div(count, kb.idx(kEpoch)), kb.idx(kEpoch));
-          kb.counterAdd(counter, kb.indexToI32(kb.sub(per, added)));
-        });
+        pacer.finish(per, count);
       });
       kb.when(kb.lt(warp, kb.idx(warps)), consume);
     }
