@@ -116,6 +116,12 @@ void WavePacer::after(Value i) {
   kb.when(on ? kb.andi(on, last) : last, [&] { kb.counterAdd(counter, kb.i32(epoch)); });
 }
 
+void WavePacer::clear(KernelBuilder &kb, Value counters, int64_t waves,
+                      int64_t threads) {
+  kb.loop(kb.threadId(), kb.idx(waves), kb.idx(threads),
+          [&](Value w) { kb.store(kb.f32(0.0), counters, w); });
+}
+
 void WavePacer::finish(Value per, Value count) {
   auto add = [&] {
     Value added = kb.mul(kb.div(count, kb.idx(epoch)), kb.idx(epoch));

@@ -270,6 +270,9 @@ struct WavePacer {
   /// Counts the steps of the wave's longest share (`per`) that this block
   /// (`count` steps) did not issue, so that no block waits for them.
   void finish(Value per, Value count);
+  /// The earlier launch's part: `threads` threads of one block zero the
+  /// `waves` counters (i32, in a buffer declared f32: the same zero bits).
+  static void clear(KernelBuilder &kb, Value counters, int64_t waves, int64_t threads);
 
 private:
   KernelBuilder &kb;

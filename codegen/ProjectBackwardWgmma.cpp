@@ -110,18 +110,15 @@ LogicalResult mlir::mhc::buildProjectBackwardWgmma(KernelContext &ctx) {
     kStages -= 2;
   const int64_t slices = K / kCols;
   const int64_t shares = streamShares(double(ctx.smCount()), slices);
-  // Pacing: the blocks of one wave (smCount() consecutive block ids) issue
-  // their steps in loose lockstep: a producer issues step i once every
-  // block of its wave has issued step i - kPaceLag - 1. Long-lived blocks that drift
-  // apart spread their accesses over DRAM (bench/copy_locality.cu); held
-  // together they stream one band of rows. H100, same run, main launch:
+  // Pacing (WavePacer): the blocks of one wave (smCount() consecutive block
+  // ids) issue their steps in loose lockstep: a producer issues step i once
+  // every block of its wave has issued step i - kPaceLag - 1, the counters
+  // zeroed by the pad launch. H100, same run, main launch:
   // n = 8, M = 32768, C = 7168 2882-2885 -> 2775-2785 us (a TMA copy of
   // the same tiles 2740-2752 -> 2662-2665 us); C = 4096 1563 -> 1531-1537
   // us; n = 6, C = 7168 2120-2126 -> 2024 us; M = 8192, C = 4096 400 ->
   // 395-396 us. Epochs of two steps or two steps of slack measured
-  // slower. The counters (an i32 per wave, zeroed by the pad launch) are a
-  // hint that no result depends on: a wait gives up after 20 us (another
-  // part's SM count, other work on the GPU), and that block stops pacing.
+  // slower.
   constexpr int64_t kPaceLag = 1;
   const int64_t blocks = slices * shares, sms = ctx.smCount();
   const int64_t waves = (blocks + sms - 1) / sms;
@@ -164,8 +161,7 @@ LogicalResult mlir::mhc::buildProjectBackwardWgmma(KernelContext &ctx) {
     KernelBuilder kb = ctx.begin(l);
     Value M = l.tokens(), bid = kb.blockId();
     kb.when(kb.eq(bid, kb.idx(0)), [&] { // the main launch's pacing counters
-      kb.loop(kb.threadId(), kb.idx(waves), kb.idx(256),
-              [&](Value w) { kb.store(kb.f32(0.0), l.arg("progress"), w); });
+      WavePacer::clear(kb, l.arg("progress"), waves, 256);
     });
     Value zero = kb.f32(0.0);
     Value last = kb.sub(M, kb.idx(1)), image = kb.mul(bid, kb.idx(imageFloats));

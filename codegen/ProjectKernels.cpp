@@ -522,8 +522,7 @@ static LogicalResult buildBackward(KernelContext &ctx) {
     grid.minTokens = paceTokens;
     l.param("progress").block(32).grid(grid);
     KernelBuilder kb = ctx.begin(l);
-    kb.loop(kb.threadId(), kb.idx(waves), kb.idx(32),
-            [&](Value w) { kb.store(kb.f32(0.0), l.arg("progress"), w); });
+    WavePacer::clear(kb, l.arg("progress"), waves, 32);
   }
 
   {
