@@ -193,6 +193,10 @@ LogicalResult buildProjectForwardPartials(KernelContext &ctx);
 /// whether it serves the spec, and its buffers and launches.
 bool projectBackwardIsWgmma(const KernelContext &ctx);
 LogicalResult buildProjectBackwardWgmma(KernelContext &ctx);
+/// The same specs when their columns fit one wave of blocks
+/// (ProjectBackwardWide.cpp), which takes precedence.
+bool projectBackwardIsWide(const KernelContext &ctx);
+LogicalResult buildProjectBackwardWide(KernelContext &ctx);
 /// v (times w when given; 0 where !valid) as P bf16 parts, hi = rn(v),
 /// lo = rn(v - hi)[, ...]: two carry 2^-17 of v.
 SmallVector<Value> bf16Parts(KernelBuilder &kb, Value v, Value w, Value valid,

@@ -312,6 +312,10 @@ Value KernelBuilder::sharedPtr(Value mem, Value elem) {
 Value KernelBuilder::globalPtr(Value mem, Value elem) {
   return pointerTo(*this, mem, elem, static_cast<unsigned>(NVVM::NVVMMemorySpace::Global));
 }
+Value KernelBuilder::bytePtr(Value ptr, Value bytes) {
+  return LLVM::GEPOp::create(b, loc, ptr.getType(), b.getI8Type(), ptr,
+                             ValueRange{indexToI64(bytes)});
+}
 void KernelBuilder::mbarrierInit(Value bar, int64_t arrivals) {
   NVVM::MBarrierInitOp::create(b, loc, bar, i32(arrivals), Value());
 }
@@ -457,6 +461,34 @@ void KernelBuilder::wgmmaBf16Shared(MutableArrayRef<Value> acc, Value descA,
                                     Value descB, bool transA, bool transB) {
   std::string imm = std::string("1, 1, ") + (transA ? "1" : "0") + ", " + (transB ? "1" : "0");
   wgmmaInline(*this, acc, {descA}, descB, 16, "f32.bf16.bf16", imm);
+}
+
+void KernelBuilder::wgmmaF16Shared(MutableArrayRef<Value> acc, Value descA,
+                                   Value descB) {
+  wgmmaInline(*this, acc, {descA}, descB, 16, "f32.f16.f16", "1, 1, 0, 0");
+}
+
+SmallVector<Value> KernelBuilder::ldmatrixX4Trans(Value ptr) {
+  Type i32 = b.getI32Type();
+  Value at = LLVM::PtrToIntOp::create(b, loc, i32, ptr);
+  auto result = LLVM::LLVMStructType::getLiteral(b.getContext(), {i32, i32, i32, i32});
+  auto op = ptx(*this, result, {at},
+                "ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {$0, $1, $2, $3}, [$4];",
+                "=r,=r,=r,=r,r");
+  SmallVector<Value> words;
+  for (int64_t i = 0; i < 4; ++i)
+    words.push_back(LLVM::ExtractValueOp::create(b, loc, op.getRes(), ArrayRef<int64_t>{i}));
+  return words;
+}
+Value KernelBuilder::opaque(Value v) {
+  Value moved = ptx(*this, b.getI64Type(), {indexToI64(v)}, "mov.b64 $0, $1;", "=l,l").getRes();
+  return i64ToIndex(moved);
+}
+void KernelBuilder::stmatrixX4Trans(Value ptr, ArrayRef<Value> words) {
+  Value at = LLVM::PtrToIntOp::create(b, loc, b.getI32Type(), ptr);
+  ptx(*this, Type(), {at, words[0], words[1], words[2], words[3]},
+      "stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [$0], {$1, $2, $3, $4};",
+      "r,r,r,r,r,~{memory}");
 }
 
 void KernelBuilder::tensorLoad2d(Value dst, Value map, Value col, Value row,

@@ -393,6 +393,8 @@ static void buildReduce(KernelContext &ctx) {
 }
 
 static LogicalResult buildBackward(KernelContext &ctx) {
+  if (projectBackwardIsWide(ctx))
+    return buildProjectBackwardWide(ctx);
   if (projectBackwardIsWgmma(ctx))
     return buildProjectBackwardWgmma(ctx);
   const ::mhc::KernelSpec &spec = ctx.spec;

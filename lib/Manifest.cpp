@@ -4,6 +4,7 @@
 
 #include "mhc/Support/Json.h"
 
+#include <cstdlib>
 #include <sstream>
 
 namespace mhc {
@@ -25,7 +26,20 @@ const BufferDesc *Manifest::buffer(const std::string &name) const {
 }
 
 const char *tensorMapBuffer(const std::string &param) {
-  return param.rfind("tmap:", 0) == 0 ? param.c_str() + 5 : nullptr;
+  if (param.rfind("tmap", 0) != 0)
+    return nullptr;
+  size_t colon = param.find(':');
+  if (colon == std::string::npos || colon > 7)
+    return nullptr;
+  for (size_t i = 4; i < colon; ++i)
+    if (param[i] < '0' || param[i] > '9')
+      return nullptr;
+  return param.c_str() + colon + 1;
+}
+
+int tensorMapBoxRows(const std::string &param) {
+  size_t colon = param.find(':');
+  return colon == 4 ? 64 : std::atoi(param.substr(4, colon - 4).c_str());
 }
 
 int ptxParamWidth(const std::string &param) {
@@ -60,7 +74,8 @@ std::string Manifest::toJson() const {
   os << "  \"ptxas\": " << quote(ptxas) << ",\n";
   os << "  \"abi\": \"buffer = 1-D memref descriptor (ptr, ptr, i64 offset=0, "
         "i64 size, i64 stride=1), 16-byte aligned; M, S = i64; "
-        "tmap:<buffer> = CUtensorMap by value (128 bytes)\",\n";
+        "tmap[R]:<buffer> = CUtensorMap by value (128 bytes), boxes of R "
+        "(default 64) rows\",\n";
   os << "  \"split\": {\"tokens_per_block\": " << split.tokensPerBlock
      << ", \"target_blocks\": " << split.targetBlocks
      << ", \"max\": " << split.maxSplit
@@ -206,6 +221,8 @@ bool Manifest::fromJson(const std::string &source, Manifest &out,
       const char *tmap = tensorMapBuffer(p);
       if (p != "M" && p != "S" && !out.buffer(tmap ? tmap : p))
         ok = false;
+      if (tmap && (tensorMapBoxRows(p) < 1 || tensorMapBoxRows(p) > 256))
+        ok = false; // TMA boxes span 1 to 256 rows
     }
     out.launches.push_back(d);
   }

@@ -14,8 +14,10 @@ struct Descriptor {
   void *allocated, *aligned;
   int64_t offset, size, stride;
 };
-// Parameter index of the tensor map of buffer b: kTensorMapBase - b.
+// Parameter index of the tensor map of buffer b with boxes of R rows:
+// kTensorMapBase - (b + kTensorMapRows * R).
 constexpr int kTensorMapBase = -1000;
+constexpr int kTensorMapRows = 1 << 16;
 // A launch encodes at most this many tensor maps (checked at load).
 constexpr int kMaxTensorMaps = 4;
 struct alignas(64) TensorMap {
@@ -32,10 +34,10 @@ int tensorMapType(DType t) {
   return -1;
 }
 
-/// The "tmap:<buffer>" parameter (Manifest.h): the buffer as [M, perToken]
-/// in boxes of 64 x 64 elements, 128-byte swizzle, zeros past M.
+/// A "tmap[R]:<buffer>" parameter (Manifest.h): the buffer as [M, perToken]
+/// in boxes of 64 elements x `rows` tokens, 128-byte swizzle, zeros past M.
 void encodeTensorMap(TensorMap &map, const BufferDesc &b, void *address,
-                     int64_t M, const std::string &entry) {
+                     int64_t M, unsigned rows, const std::string &entry) {
   Driver &d = Driver::get();
   if (!d.cuTensorMapEncodeTiled)
     throw Error("mhc: " + entry + " needs cuTensorMapEncodeTiled, which this "
@@ -44,7 +46,7 @@ void encodeTensorMap(TensorMap &map, const BufferDesc &b, void *address,
                                 static_cast<unsigned long long>(M)};
   unsigned long long strides[1] = {static_cast<unsigned long long>(
       b.elems.perToken * byteWidth(b.dtype))};
-  unsigned box[2] = {64, 64}, unit[2] = {1, 1};
+  unsigned box[2] = {64, rows}, unit[2] = {1, 1};
   d.check(d.cuTensorMapEncodeTiled(&map, tensorMapType(b.dtype), 2, address,
                                    dims, strides, box, unit,
                                    /*INTERLEAVE_NONE*/ 0, /*SWIZZLE_128B*/ 3,
@@ -126,7 +128,8 @@ const LoadedKernel &Runtime::kernel(const KernelSpec &spec, int deviceOrdinal) {
     int maps = 0;
     for (const std::string &p : l.params) {
       if (const char *tmap = tensorMapBuffer(p)) {
-        indices.push_back(kTensorMapBase - kernel->bufferIndex(tmap));
+        indices.push_back(kTensorMapBase - (kernel->bufferIndex(tmap) +
+                                            kTensorMapRows * tensorMapBoxRows(p)));
         ++maps;
       } else {
         indices.push_back(p == "M" ? -1 : p == "S" ? -2 : kernel->bufferIndex(p));
@@ -170,8 +173,9 @@ void Runtime::launch(const LoadedKernel &kernel, int64_t M, int64_t S,
     int nMaps = 0;
     for (int index : kernel.paramBuffers[li]) {
       if (index <= kTensorMapBase) { // at most kMaxTensorMaps (checked at load)
-        int b = kTensorMapBase - index;
-        encodeTensorMap(maps[nMaps], m.buffers[b], buffers[b], M, l.entry);
+        int b = (kTensorMapBase - index) % kTensorMapRows;
+        unsigned rows = static_cast<unsigned>((kTensorMapBase - index) / kTensorMapRows);
+        encodeTensorMap(maps[nMaps], m.buffers[b], buffers[b], M, rows, l.entry);
         params[np++] = &maps[nMaps++];
         continue;
       }

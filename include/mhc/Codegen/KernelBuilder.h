@@ -125,6 +125,8 @@ public:
   /// The address of element `elem` of a shared (workgroup) memref, and of a
   /// global (kernel argument) memref.
   Value sharedPtr(Value mem, Value elem);
+  /// `ptr` (any address space) advanced by `bytes` (index).
+  Value bytePtr(Value ptr, Value bytes);
   Value globalPtr(Value mem, Value elem);
   void mbarrierInit(Value bar, int64_t arrivals);
   /// Makes the initialised mbarriers visible to the async proxy.
@@ -179,6 +181,20 @@ public:
   /// descriptors; `transA` / `transB`: A stored M-major, B N-major.
   void wgmmaBf16Shared(MutableArrayRef<Value> acc, Value descA, Value descB,
                        bool transA, bool transB);
+  /// The same for f16 operands (K-major both).
+  void wgmmaF16Shared(MutableArrayRef<Value> acc, Value descA, Value descB);
+  /// ldmatrix / stmatrix .x4.trans (b16): lanes 8i .. 8i + 7 address the
+  /// eight 16-byte rows of matrix i (a shared pointer each); lane (g, t) of
+  /// a warp holds, in word i, matrix i's elements (rows 2t, 2t + 1; column
+  /// g), the first in the low half: an mma accumulator fragment whose rows
+  /// are the matrix's columns.
+  SmallVector<Value> ldmatrixX4Trans(Value ptr);
+  /// `v` (index) through a mov the optimiser cannot see through: values
+  /// derived from it in a loop body stay there instead of being hoisted
+  /// into registers live across the loop (wgmma descriptors are cheap to
+  /// recompute and many).
+  Value opaque(Value v);
+  void stmatrixX4Trans(Value ptr, ArrayRef<Value> words);
 
   // TMA tensor copies (sm_90), through a "tmap:" parameter (Manifest.h).
   /// Copies the box at (col, row) (i32 coordinates) into shared memory at

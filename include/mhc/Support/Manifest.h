@@ -111,8 +111,11 @@ struct Resources {
   int sharedBytes = -1;
 };
 
-/// The buffer name of a "tmap:<buffer>" parameter, or null for any other.
+/// The buffer name of a "tmap:<buffer>" or "tmap<R>:<buffer>" parameter, or
+/// null for any other.
 const char *tensorMapBuffer(const std::string &param);
+/// The rows of a tensor-map parameter's boxes: R of "tmap<R>:", else 64.
+int tensorMapBoxRows(const std::string &param);
 /// PTX parameters a launch parameter takes: 1 for M, S and a tensor map, 5
 /// for a buffer (its memref descriptor).
 int ptxParamWidth(const std::string &param);
@@ -123,7 +126,8 @@ struct LaunchDesc {
   /// TMA tensor map of that buffer (a 128-byte kernel parameter the runtime
   /// encodes per launch): the buffer as a 2-D tensor [M, its elements per
   /// token], boxes of 64 x 64 elements (128-byte rows for 2-byte types),
-  /// 128-byte swizzle, zero fill past M.
+  /// 128-byte swizzle, zero fill past M; "tmap<R>:<buffer>" the same with
+  /// boxes of 64 elements x R tokens.
   std::vector<std::string> params;
   int block = 256;
   GridRule grid;
