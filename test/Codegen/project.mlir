@@ -22,8 +22,10 @@
 // RUN: rm -rf %t.p && mhc-compile --spec 'project.bwd;n=4;act=bf16;param=f32;layout=nc;C=4096;tf32=1;weight=0;arch=sm_90a' -o %t.p && cat %t.p/*.ptx | FileCheck %s --check-prefix=BWDPACE
 // RUN: cat %t.p/*.json | FileCheck %s --check-prefix=BWDPACEJSON
 // RUN: rm -rf %t.c && mhc-compile --spec 'project.bwd;n=4;act=f32;param=f32;layout=nc;C=7168;tf32=1;weight=0;arch=sm_90a' -o %t.c && cat %t.c/*.ptx | FileCheck %s --check-prefix=BWDRING
-// RUN: rm -rf %t.e && mhc-compile --spec 'project.bwd;n=8;act=bf16;param=f32;layout=cn;C=7168;tf32=1;weight=0;arch=sm_90a' -o %t.e && cat %t.e/*.ptx | FileCheck %s --check-prefix=BWD8
+// RUN: rm -rf %t.e && mhc-compile --spec 'project.bwd;n=8;act=bf16;param=f32;layout=cn;C=9216;tf32=1;weight=0;arch=sm_90a' -o %t.e && cat %t.e/*.ptx | FileCheck %s --check-prefix=BWD8
 // RUN: cat %t.e/*.json | FileCheck %s --check-prefix=BWD8JSON
+// RUN: rm -rf %t.v && mhc-compile --spec 'project.bwd;n=8;act=bf16;param=f32;layout=cn;C=7168;tf32=1;weight=0;arch=sm_90a' -o %t.v && cat %t.v/*.ptx | FileCheck %s --check-prefix=WIDE8
+// RUN: cat %t.v/*.json | FileCheck %s --check-prefix=WIDE8JSON
 // RUN: rm -rf %t.s && mhc-compile --spec 'project.bwd;n=6;act=bf16;param=f32;layout=nc;C=4096;tf32=1;weight=0;arch=sm_90a' -o %t.s && cat %t.s/*.ptx | FileCheck %s --check-prefix=BWD6
 // RUN: rm -rf %t.w && mhc-compile --spec 'project.bwd;n=8;act=bf16;param=f32;layout=cn;C=7168;tf32=1;weight=1;arch=sm_90a' -o %t.w && cat %t.w/*.ptx | FileCheck %s --check-prefix=BWD8W
 // RUN: mhc-compile --spec 'project.fwd;n=8;act=bf16;param=f32;layout=cn;C=7168;tf32=1;weight=0;arch=sm_90a' --print-ir | FileCheck %s --check-prefix=FWD8
@@ -223,8 +225,10 @@
 // BWD8W-NOT: cp.async.bulk
 // BWD8W-NOT: atom.
 
-// n = 8, tf32, bf16 x, no weight on sm_90a: the warp-specialised wgmma
-// kernel (ProjectBackwardWgmma.cpp). A pad launch; then two tensor maps by
+// n = 8, tf32, bf16 x, no weight on sm_90a, where the columns do not fit
+// one wave of at most 8 boxes per block (C = 9216: 1152 boxes of 64
+// columns for 132 SMs): the warp-specialised wgmma kernel
+// (ProjectBackwardWgmma.cpp). A pad launch; then two tensor maps by
 // value (grid constants, read in parameter space), one block of three
 // warpgroups per SM: the producer gives registers up and issues TMA tile
 // loads and the gh image's bulk copy; each consumer takes every other step
@@ -271,19 +275,61 @@
 // BWD8: .entry mhc_project_bwd_n8_{{.*}}_partials_final(
 // BWD8-NOT: atom.
 // BWD8-NOT: .local
-// 448 column slices x 2 token shares (the fewest whose last wave leaves at
+// 576 column slices x 2 token shares (the fewest whose last wave leaves at
 // most 5% of 132 SMs idle), one block per SM.
-// BWD8JSON: "entry": "mhc_project_bwd_n8_{{.*}}_main", {{.*}} "block": [384, 1, 1], "grid": {"tokens_per_block": 0, "fixed_blocks": 896, {{.*}} "dynamic_shared_bytes": 226376, "resources": {"registers": {{[0-9]+}}, "spill_stores": 0, "spill_loads": 0,
+// BWD8JSON: "entry": "mhc_project_bwd_n8_{{.*}}_main", {{.*}} "block": [384, 1, 1], "grid": {"tokens_per_block": 0, "fixed_blocks": 1152, {{.*}} "dynamic_shared_bytes": 226376, "resources": {"registers": {{[0-9]+}}, "spill_stores": 0, "spill_loads": 0,
 
-// n = 6 (N = 48) takes the same kernel: D in three passes of three
-// k-steps, gphi^T in m64n48k16.
+// The same specs whose columns fit one wave (ProjectBackwardWide.cpp; n = 8,
+// C = 7168: 128 blocks of 7 boxes of 64 columns). The pad launch writes a
+// 16-token image per step (gh as f16 scaled per token, its bf16 hi and lo
+// parts, gms, the scale back) and zeroes the pacing counter. The main
+// launch takes two 16-row tensor maps ("tmap16:"); its producer gives
+// registers up and issues per step 7 TMA box loads and two bulk copies
+// (the image's f16 plane into a ring of its own, the rest into the stage);
+// the two consumers (4 + 3 boxes) take every step in pairs: D^T = phi^T gh^T
+// as one f16 m64n32k16 pass per box (5 k-steps), gphi^T in m64n80k16 (both
+// transposes: 7 boxes x 2 steps x 2 parts), gx over the box in place by
+// ldmatrix / stmatrix .trans, then 14 TMA box stores; the previous pair's
+// stages are released once its stores have read them. gphi goes straight
+// to its output: no partials, no partials_final launch. No local memory.
+// WIDE8: .entry mhc_project_bwd_n8_{{.*}}_pad(
+// WIDE8: st.global.b32 [{{%rd[0-9]+}}], 0;
+// WIDE8: bar.sync 0;
+// WIDE8: .entry mhc_project_bwd_n8_{{.*}}_main(
+// WIDE8-NEXT: .param .align 64 .b8 mhc_project_bwd_n8_{{.*}}_main_param_0[128],
+// WIDE8-NEXT: .param .align 64 .b8 mhc_project_bwd_n8_{{.*}}_main_param_1[128],
+// WIDE8: .maxntid 384, 1, 1
+// WIDE8: .minnctapersm 1
+// WIDE8-DAG: setmaxnreg.inc.sync.aligned.u32 240
+// WIDE8-DAG: setmaxnreg.dec.sync.aligned.u32 24
+// WIDE8-DAG: ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16
+// WIDE8-DAG: stmatrix.sync.aligned.m8n8.x4.trans.shared.b16
+// WIDE8-DAG: wgmma.mma_async.sync.aligned.m64n32k16.f32.f16.f16 {{.*}}, p, 1, 1, 0, 0;
+// WIDE8-DAG: wgmma.mma_async.sync.aligned.m64n80k16.f32.bf16.bf16 {{.*}}, p, 1, 1, 1, 1;
+// WIDE8-DAG: cp.async.bulk.wait_group.read 0;
+// WIDE8-DAG: bar.sync 1, 128;
+// WIDE8-DAG: bar.sync 2, 128;
+// WIDE8-DAG: red.relaxed.gpu.global.add.u32
+// WIDE8-DAG: mov.u64 t0, %globaltimer;
+// WIDE8-DAG: cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes
+// WIDE8-NOT: .local
+// WIDE8-NOT: atom.
+// WIDE8-NOT: red.global.add.f32
+// WIDE8-NOT: partials_final
+// WIDE8JSON: "name": "gphi", "dtype": "f32", "role": "output"
+// WIDE8JSON-NOT: "name": "partials"
+// WIDE8JSON: "entry": "mhc_project_bwd_n8_{{.*}}_pad", "params": ["gh", "gms", "ghp", "progress", "M"], {{.*}} "grid": {"tokens_per_block": 32,
+// WIDE8JSON: "entry": "mhc_project_bwd_n8_{{.*}}_main", "params": ["tmap16:x", "tmap16:gx", "ghp", "phi", "gphi", "progress", "M"], {{.*}} "block": [384, 1, 1], "grid": {"tokens_per_block": 0, "fixed_blocks": 128, {{.*}} "resources": {"registers": {{[0-9]+}}, "spill_stores": 0, "spill_loads": 0, "stack_bytes": 0,
+// WIDE8JSON-NOT: "entry"
+
+// n = 6 (N = 48, C = 4096: 128 blocks of 3 boxes) takes the same kernel:
+// D^T in three k-steps per box, gphi^T in m64n48k16.
 // BWD6: .entry mhc_project_bwd_n6_{{.*}}_pad(
 // BWD6: .entry mhc_project_bwd_n6_{{.*}}_main(
 // BWD6-NEXT: .param .align 64 .b8 mhc_project_bwd_n6_{{.*}}_main_param_0[128],
-// BWD6-COUNT-9: wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16
-// BWD6-COUNT-16: wgmma.mma_async.sync.aligned.m64n48k16.f32.bf16.bf16
-// BWD6-NOT: wgmma.mma_async
-// BWD6: .entry mhc_project_bwd_n6_{{.*}}_partials_final(
+// BWD6-COUNT-9: wgmma.mma_async.sync.aligned.m64n32k16.f32.f16.f16
+// BWD6-NOT: wgmma.mma_async.sync.aligned.m64n32k16
+// BWD6-NOT: .entry
 
 // BWDRING: .extern .shared .align 16 .b8 __dynamic_shmem__0[];
 // BWDRING: .entry mhc_project_bwd_n4_{{.*}}_main(

@@ -117,10 +117,16 @@ TF32 = [dict(n=n, act=act, layout=lay, C=C, M=M)
                                     (8, "bf16", "cn", 7168, 2048 + 1), (8, "f16", "nc", 4096, 33),
                                     # wgmma on 64- and 32-column chunks (K % 128 = 64; K % 64 = 32)
                                     (8, "bf16", "nc", 1000, 300), (6, "bf16", "cn", 2064, 77),
-                                    # n = 8 backward on wgmma (K % 128 = 0, no weight): 64-token
-                                    # steps, token shares past the last step left empty
+                                    # n = 8 backward in one wave (no weight, K % 64 = 0): 2 and 4
+                                    # boxes per block, a last odd 16-token step
                                     (8, "bf16", "nc", 2048, 77), (8, "bf16", "cn", 4096, 4096 + 63)]] + [
-    # n = 6 without a weight: the same wgmma backward, one gphi m-tile
+    # the warp-specialised wgmma backward where the columns do not fit one
+    # wave of blocks (1152 boxes; 274 boxes: no divisor up to 8 gives
+    # <= 132 blocks): 64-token steps, token shares past the last step empty
+    dict(n=8, act="bf16", layout="nc", C=9216, M=300, weight=False),
+    dict(n=8, act="bf16", layout="cn", C=2192, M=77, weight=False),
+    # n = 6 without a weight: the one-wave backward (3 boxes per block; 1
+    # box, the second consumer idle), gphi^T in m64n48k16
     dict(n=6, act="bf16", layout="cn", C=4096, M=4096 + 17, weight=False),
     dict(n=6, act="bf16", layout="nc", C=1024, M=50, weight=False),
     # n = 4 without a weight: the backward's paced producer warp (two waves
@@ -148,6 +154,51 @@ def test_projection_tf32_on_the_staged_paths(d, cfg):
     after = mhc._C.stats()
     assert after["kernel_calls"] - before["kernel_calls"] == 2, (before, after)
     assert after["reference_calls"] == before["reference_calls"], (before, after)
+
+
+@pytest.mark.parametrize("cfg", [dict(n=8, layout="cn", C=7168, M=2048 + 16 + 5, phi=2.0 ** -50),
+                                 dict(n=6, layout="nc", C=4096, M=333, phi=2.0 ** 40)],
+                         ids=lambda c: "n{n}-{layout}-C{C}-M{M}".format(**c))
+def test_projection_backward_in_one_wave_scales_gh_per_token_and_phi_per_block(cfg):
+    """The one-wave n = 6 / 8 backward (ProjectBackwardWide.cpp) multiplies
+    D = gh phi^T in f16, gh scaled by a power of two per token and phi per
+    block of columns. Token rows of gh (and gms) here span 2^-60 .. 2^60,
+    gms follows phi's overall scale (so that D is not hidden under gms x),
+    one is zero and one holds a NaN; phi is scaled far from 1 and by
+    2^-8 .. 2^8 per 64 columns. Every token row of gx must match float64
+    SPEC.md relative to its own norm (the NaN row all NaN, the zero row
+    zero), gphi (NaN in the NaN's row of gphi) relative to its norm."""
+    s = spec("project", "bwd", cfg["n"], act="bf16", layout=cfg["layout"], C=cfg["C"], tf32=True)
+    M, K = cfg["M"], cfg["n"] * cfg["C"]
+    gen = torch.Generator(device="cuda").manual_seed(SEED + cfg["n"])
+    t = make_inputs(s, M, gen)
+    rows = torch.exp2(torch.randint(-60, 61, (M, 1), generator=gen, device="cuda").float())
+    rows[5] = 0.0
+    t["gh"] = t["gh"] * rows
+    t["gms"] = t["gms"] * rows.reshape(t["gms"].shape) * cfg["phi"]  # D and gms x alike
+    cols = torch.exp2(torch.randint(-8, 9, (1, K // 64, 1), generator=gen, device="cuda").float())
+    t["phi"] = (t["phi"].reshape(-1, K // 64, 64) * cols * cfg["phi"]).reshape(t["phi"].shape)
+    t["gh"][9, 3] = float("nan")
+    before = mhc._C.stats()
+    got = call(s, t)
+    after = mhc._C.stats()
+    assert after["kernel_calls"] - before["kernel_calls"] == 1 and after["reference_calls"] == before["reference_calls"]
+    want = reference(s, t)
+    gx, ref = got["gx"].reshape(M, K).double(), want["gx"].reshape(M, K)
+    assert torch.isnan(gx[9]).all() and torch.isnan(ref[9]).all()
+    assert (gx[5] == 0).all()
+    keep = torch.ones(M, dtype=torch.bool, device="cuda")
+    keep[5] = keep[9] = False
+    err = ((gx - ref)[keep].norm(dim=1) / ref[keep].norm(dim=1)).max().item()
+    RESULTS.append(("project.bwd", err, 1e-2, f"{s} M={M} gx per token row, scaled"))
+    assert err <= 1e-2, f"gx: worst token row rel err {err:.3e}"
+    gphi, refp = got["gphi"].double(), want["gphi"]
+    assert torch.isnan(gphi[3]).all()
+    ok = torch.ones(gphi.shape[0], dtype=torch.bool, device="cuda")
+    ok[3] = False
+    errp = ((gphi - refp)[ok].norm() / refp[ok].norm()).item()
+    RESULTS.append(("project.bwd", errp, 2e-3, f"{s} M={M} gphi, scaled"))
+    assert errp <= 2e-3, f"gphi: rel err {errp:.3e}"
 
 
 RING = [dict(op=op, d="bwd", n=n, act=act, C=C, M=M, bias=bias, param=param)
