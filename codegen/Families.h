@@ -211,8 +211,9 @@ int64_t tokenShares(double slots, int64_t slices, double mainBytes, int64_t widt
 /// A ring of `stages` shared-memory buffers that thread 0 fills with bulk
 /// copies and `warps` warps read, step i in buffer i % stages: per buffer a
 /// "full" mbarrier (thread 0's arrival plus the copies' bytes) and an
-/// "empty" one (an arrival per warp, or per lane with `everyLane`). `bars`
-/// holds 2 * stages i64.
+/// "empty" one (an arrival per warp, or per lane with `everyLane`; a kernel
+/// that arrives on it itself passes its arrivals per step as `warps`).
+/// `bars` holds 2 * stages i64.
 struct BulkRing {
   KernelBuilder &kb;
   Value bars, leader;

@@ -254,7 +254,11 @@ LogicalResult mlir::mhc::buildProjectBackwardWide(KernelContext &ctx) {
     KernelBuilder kb = ctx.begin(l);
     Value M = l.tokens(), tid = kb.threadId(), bid = kb.blockId();
     Value smem = l.shared(0);
-    BulkRing ring(kb, l.shared(1), stages, /*warps=*/2); // a leader per consumer
+    // A stage is free once every consumer thread is done with it (each
+    // arrives for its own accesses: compute-sanitizer's racecheck sees no
+    // order through a named barrier and one thread's arrival) and both
+    // consumers' TMA stores have read it (their leaders arrive again).
+    BulkRing ring(kb, l.shared(1), stages, /*arrivals=*/2 * 128 + 2);
     Value colBase = kb.mul(bid, kb.idx(W));
     Value lane = kb.rem(tid, kb.idx(32)), warp = kb.div(tid, kb.idx(32));
     // Steps in pairs (the producer fills a last odd step's partner with
@@ -368,7 +372,7 @@ LogicalResult mlir::mhc::buildProjectBackwardWide(KernelContext &ctx) {
             Value fplane = fplaneAt(st0);
             Value phiHere = kb.opaque(phiAt); // phi's descriptors: per use
             // The previous pair's stores have had this pair's wait (and
-            // products) to read their stages: give them back.
+            // products) to read their stages: the leader's second arrival.
             auto releasePrevious = [&] {
               kb.when(kb.andi(leader, kb.lt(kb.idx(0), k)), [&] {
                 kb.bulkWait(0, /*readOnly=*/true);
@@ -461,6 +465,8 @@ LogicalResult mlir::mhc::buildProjectBackwardWide(KernelContext &ctx) {
             }
             kb.fenceProxyAsyncShared();
             kb.namedBarrier(barrierId, 128);
+            for (int64_t h = 0; h < 2; ++h) // this thread's accesses are done
+              kb.mbarrierArrive(ring.empty(kb.add(st0, kb.idx(h))));
             kb.when(leader, [&] {
               for (int64_t h = 0; h < 2; ++h) {
                 Value m0 = kb.indexToI32(kb.mul(kb.add(i0, kb.idx(h)), kb.idx(kRows)));
