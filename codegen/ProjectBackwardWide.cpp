@@ -187,58 +187,71 @@ LogicalResult mlir::mhc::buildProjectBackwardWide(KernelContext &ctx) {
   };
 
   {
-    // A block per pair of steps.
+    // A block per pair of steps: gh's 32 rows read coalesced into shared
+    // memory (rows padded to N + 1 floats: no bank conflicts), the two
+    // images built there, then written out in 16-byte pieces (they are
+    // adjacent in ghp).
     LaunchBuilder &l = ctx.launch("pad");
+    const int64_t rowF = N + 1, imgAt = 2 * kRows * rowF, scalesAt = imgAt + 2 * imageFloats;
     l.param("gh").param("gms").param("ghp").param("progress").param("M").block(256)
-        .grid({2 * kRows, 0}).sharedF32(2 * kRows);
+        .grid({2 * kRows, 0}).sharedF32(scalesAt + 2 * kRows, 16);
     KernelBuilder kb = ctx.begin(l);
     Value M = l.tokens(), bid = kb.blockId(), tid = kb.threadId();
-    Value scales = l.shared(0);
+    Value sm = l.shared(0);
     kb.when(kb.eq(bid, kb.idx(0)), [&] { WavePacer::clear(kb, l.arg("progress"), 1, 256); });
     Value zero = kb.f32(0.0);
-    Value last = kb.sub(M, kb.idx(1));
-    auto ghAt = [&](Value r, Value j) { // gh[r][j], 0 past M
-      Value g = kb.load(l.arg("gh"), kb.add(kb.mul(kb.min(r, last), kb.idx(N)), j));
-      return kb.select(kb.lt(r, M), g, zero);
-    };
-    auto imageOf = [&](Value tok) { // floats: token tok's step image
-      return kb.mul(kb.add(kb.mul(bid, kb.idx(2)), kb.div(tok, kb.idx(kRows))),
-                    kb.idx(imageFloats));
+    Value first = kb.mul(bid, kb.idx(2 * kRows));
+    Value valid = kb.mul(kb.sub(kb.min(M, kb.add(first, kb.idx(2 * kRows))), first), kb.idx(N));
+    kb.loop(tid, kb.idx(2 * kRows * N), kb.idx(256), [&](Value e) { // 0 past M
+      Value g = kb.load(l.arg("gh"), kb.add(kb.mul(first, kb.idx(N)), kb.min(e, kb.sub(valid, kb.idx(1)))));
+      Value at = kb.add(kb.mul(kb.div(e, kb.idx(N)), kb.idx(rowF)), kb.rem(e, kb.idx(N)));
+      kb.store(kb.select(kb.lt(e, valid), g, zero), sm, at);
+    });
+    kb.barrier();
+    auto imageAt = [&](Value tok) { // floats: token tok's step image in sm
+      return kb.add(kb.idx(imgAt), kb.mul(kb.div(tok, kb.idx(kRows)), kb.idx(imageFloats)));
     };
     // The token's scale: 8 threads per token, N / 8 values each.
     {
       Value tok = kb.div(tid, kb.idx(8)), part = kb.rem(tid, kb.idx(8));
-      Value r = kb.add(kb.mul(bid, kb.idx(2 * kRows)), tok);
+      Value r = kb.add(first, tok);
       Value mag = kb.i32(0);
       for (int64_t q = 0; q < N / 8; ++q)
-        mag = kb.max(mag, magnitudeBits(kb, ghAt(r, kb.add(kb.mul(part, kb.idx(N / 8)), kb.idx(q)))));
+        mag = kb.max(mag, magnitudeBits(kb, kb.load(sm, kb.add(kb.mul(tok, kb.idx(rowF)),
+                                                              kb.add(kb.mul(part, kb.idx(N / 8)), kb.idx(q))))));
       auto [scale, back] = f16Scale(kb, laneGroupMax(kb, mag, 8));
       kb.when(kb.eq(part, kb.idx(0)), [&] {
-        Value at = kb.add(imageOf(tok), kb.rem(tok, kb.idx(kRows)));
-        kb.store(scale, scales, tok);
-        kb.store(back, l.arg("ghp"), kb.add(at, kb.idx((plane + backAt) / 4)));
-        Value s = kb.select(kb.lt(r, M), kb.load(l.arg("gms"), kb.min(r, last)), zero);
-        kb.store(s, l.arg("ghp"), kb.add(at, kb.idx((plane + gmsAt) / 4)));
+        Value at = kb.add(imageAt(tok), kb.rem(tok, kb.idx(kRows)));
+        kb.store(scale, sm, kb.add(kb.idx(scalesAt), tok));
+        kb.store(back, sm, kb.add(at, kb.idx((plane + backAt) / 4)));
+        Value g = kb.load(l.arg("gms"), kb.min(r, kb.sub(M, kb.idx(1))));
+        kb.store(kb.select(kb.lt(r, M), g, zero), sm, kb.add(at, kb.idx((plane + gmsAt) / 4)));
       });
     }
     kb.barrier();
     // A word (two rows of gh) per item and part: f16 of the scaled values,
-    // bf16 hi and lo parts of the values.
+    // bf16 hi and lo parts of the values; a warp takes 32 tokens of one
+    // pair of rows.
     kb.loop(tid, kb.idx(2 * kRows * N / 2), kb.idx(256), [&](Value e) {
-      Value tok = kb.div(e, kb.idx(N / 2)), j = kb.mul(kb.rem(e, kb.idx(N / 2)), kb.idx(2));
-      Value r = kb.add(kb.mul(bid, kb.idx(2 * kRows)), tok);
-      Value g0 = ghAt(r, j), g1 = ghAt(r, kb.add(j, kb.idx(1)));
-      Value scale = kb.load(scales, tok);
+      Value tok = kb.rem(e, kb.idx(2 * kRows)), j = kb.mul(kb.div(e, kb.idx(2 * kRows)), kb.idx(2));
+      Value row = kb.mul(tok, kb.idx(rowF));
+      Value g0 = kb.load(sm, kb.add(row, j)), g1 = kb.load(sm, kb.add(row, kb.add(j, kb.idx(1))));
+      Value scale = kb.load(sm, kb.add(kb.idx(scalesAt), tok));
       SmallVector<Value> words = {packF16x2(kb, kb.mul(g0, scale), kb.mul(g1, scale))};
       SmallVector<Value> p0 = bf16Parts(kb, g0, Value(), kb.boolean(true), 2);
       SmallVector<Value> p1 = bf16Parts(kb, g1, Value(), kb.boolean(true), 2);
       for (int64_t part = 0; part < 2; ++part)
         words.push_back(arith::BitcastOp::create(kb.b, kb.loc, kb.b.getF32Type(),
                                                  kb.packBf16x2(p0[part], p1[part])));
-      Value to = kb.add(imageOf(tok),
+      Value to = kb.add(imageAt(tok),
                         kb.div(coreByte(kb, kb.rem(tok, kb.idx(kRows)), j, cmRow, 128), kb.idx(4)));
       for (int64_t p = 0; p < 3; ++p)
-        kb.store(words[p], l.arg("ghp"), kb.add(to, kb.idx(p * plane / 4)));
+        kb.store(words[p], sm, kb.add(to, kb.idx(p * plane / 4)));
+    });
+    kb.barrier();
+    Value out = kb.mul(bid, kb.idx(2 * imageFloats));
+    kb.loop(kb.mul(tid, kb.idx(4)), kb.idx(2 * imageFloats), kb.idx(4 * 256), [&](Value e) {
+      kb.vstore(kb.vload(sm, kb.add(kb.idx(imgAt), e), 4), l.arg("ghp"), kb.add(out, e));
     });
   }
 
