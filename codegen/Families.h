@@ -192,6 +192,16 @@ LogicalResult buildProjectForwardPartials(KernelContext &ctx);
 /// The n = 6 and 8 projection backward on wgmma (ProjectBackwardWgmma.cpp):
 /// whether it serves the spec, and its buffers and launches.
 bool projectBackwardIsWgmma(const KernelContext &ctx);
+/// Their inputs and outputs: gh, gms, x, phi, gx, gphi (in order).
+void declareProjectBackwardTmaIO(KernelContext &ctx);
+/// Byte offset of 2-byte element (r, c) in core matrices of 8 rows x 16
+/// bytes (8 values of c), 8-row groups rStride apart and 8-value groups
+/// cStride apart: wgmma's unswizzled canonical layout.
+Value coreMatrixByte(KernelBuilder &kb, Value r, Value c, int64_t rStride, int64_t cStride);
+/// The f32 index of the first `align`-byte boundary in shared f32 buffer
+/// `mem` (swizzled tiles need 1024-byte alignment that the dynamic shared
+/// buffer's start does not promise).
+Value alignedFloatIndex(KernelBuilder &kb, Value mem, int64_t align);
 LogicalResult buildProjectBackwardWgmma(KernelContext &ctx);
 /// The same specs when their columns fit one wave of blocks
 /// (ProjectBackwardWide.cpp), which takes precedence.

@@ -86,6 +86,32 @@ static int64_t streamShares(double slots, int64_t slices) {
   return 64;
 }
 
+void mlir::mhc::declareProjectBackwardTmaIO(KernelContext &ctx) {
+  const int64_t N = ctx.N(), K = ctx.K();
+  ctx.buffer("gh", DType::F32, BufferRole::Input, {N, 0});
+  ctx.buffer("gms", DType::F32, BufferRole::Input, {1, 0});
+  ctx.buffer("x", DType::BF16, BufferRole::Input, {K, 0});
+  ctx.buffer("phi", ctx.spec.param, BufferRole::Input, {0, N * K});
+  ctx.buffer("gx", DType::BF16, BufferRole::Output, {K, 0});
+  ctx.buffer("gphi", ctx.spec.param, BufferRole::Output, {0, N * K});
+}
+
+Value mlir::mhc::coreMatrixByte(KernelBuilder &kb, Value r, Value c, int64_t rStride,
+                                int64_t cStride) {
+  return kb.add(kb.add(kb.mul(kb.div(r, kb.idx(8)), kb.idx(rStride)),
+                       kb.mul(kb.div(c, kb.idx(8)), kb.idx(cStride))),
+                kb.add(kb.mul(kb.rem(r, kb.idx(8)), kb.idx(16)),
+                       kb.mul(kb.rem(c, kb.idx(8)), kb.idx(2))));
+}
+
+Value mlir::mhc::alignedFloatIndex(KernelBuilder &kb, Value mem, int64_t align) {
+  Value addr = LLVM::PtrToIntOp::create(kb.b, kb.loc, kb.b.getI64Type(),
+                                        kb.sharedPtr(mem, kb.idx(0)));
+  Value addrIdx = arith::IndexCastOp::create(kb.b, kb.loc, kb.b.getIndexType(), addr);
+  Value lead = kb.rem(kb.sub(kb.idx(align), kb.rem(addrIdx, kb.idx(align))), kb.idx(align));
+  return kb.div(lead, kb.idx(4));
+}
+
 bool mlir::mhc::projectBackwardIsWgmma(const KernelContext &ctx) {
   const ::mhc::KernelSpec &s = ctx.spec;
   // n = 6 and 8 (N = 48, 80): N a multiple of 16 (D's k-steps) and the
@@ -123,26 +149,12 @@ LogicalResult mlir::mhc::buildProjectBackwardWgmma(KernelContext &ctx) {
   const int64_t blocks = slices * shares, sms = ctx.smCount();
   const int64_t waves = (blocks + sms - 1) / sms;
 
-  ctx.buffer("gh", DType::F32, BufferRole::Input, {N, 0});
-  ctx.buffer("gms", DType::F32, BufferRole::Input, {1, 0});
-  ctx.buffer("x", DType::BF16, BufferRole::Input, {K, 0});
-  ctx.buffer("phi", ctx.spec.param, BufferRole::Input, {0, N * K});
-  ctx.buffer("gx", DType::BF16, BufferRole::Output, {K, 0});
-  ctx.buffer("gphi", ctx.spec.param, BufferRole::Output, {0, N * K});
+  declareProjectBackwardTmaIO(ctx);
   ctx.buffer("ghp", DType::F32, BufferRole::Workspace,
              {imageFloats / kTokens, (kTokens - 1) * imageFloats / kTokens});
   ctx.buffer("partials", DType::F32, BufferRole::Workspace, {0, 2 * shares * N * K});
   ctx.buffer("progress", DType::F32, BufferRole::Workspace, {0, waves}); // i32 counters
 
-  // Byte offset of bf16 element (r, c) in core matrices of 8 rows x 16
-  // bytes (8 values of c), 8-row groups rStride apart and 8-value groups
-  // cStride apart.
-  auto coreByte = [](KernelBuilder &kb, Value r, Value c, int64_t rStride, int64_t cStride) {
-    return kb.add(kb.add(kb.mul(kb.div(r, kb.idx(8)), kb.idx(rStride)),
-                         kb.mul(kb.div(c, kb.idx(8)), kb.idx(cStride))),
-                  kb.add(kb.mul(kb.rem(r, kb.idx(8)), kb.idx(16)),
-                         kb.mul(kb.rem(c, kb.idx(8)), kb.idx(2))));
-  };
   // hi and lo parts of two values as two words (the first value low).
   auto packParts = [](KernelBuilder &kb, Value v0, Value v1) {
     SmallVector<Value> p0 = bf16Parts(kb, v0, Value(), kb.boolean(true), 2);
@@ -174,7 +186,7 @@ LogicalResult mlir::mhc::buildProjectBackwardWgmma(KernelContext &ctx) {
       Value tok = kb.div(e, kb.idx(N / 2)), j = kb.mul(kb.rem(e, kb.idx(N / 2)), kb.idx(2));
       Value r = kb.add(kb.mul(bid, kb.idx(kTokens)), tok);
       SmallVector<Value> words = packParts(kb, ghAt(r, j), ghAt(r, kb.add(j, kb.idx(1))));
-      Value at = kb.add(image, kb.div(coreByte(kb, tok, j, cmRow, 128), kb.idx(4)));
+      Value at = kb.add(image, kb.div(coreMatrixByte(kb, tok, j, cmRow, 128), kb.idx(4)));
       for (int64_t part = 0; part < 2; ++part)
         kb.store(words[part], l.arg("ghp"), kb.add(at, kb.idx(part * planeBytes / 4)));
     });
@@ -204,14 +216,7 @@ LogicalResult mlir::mhc::buildProjectBackwardWgmma(KernelContext &ctx) {
     Value s0 = kb.min(kb.mul(share, per), steps);
     Value count = kb.sub(kb.min(kb.add(s0, per), steps), s0);
 
-    // Float index of the first 1024-byte boundary in the buffer: the
-    // swizzled tiles' pattern follows the shared address.
-    Value addr = LLVM::PtrToIntOp::create(kb.b, kb.loc, kb.b.getI64Type(),
-                                          kb.sharedPtr(smem, kb.idx(0)));
-    Value addrIdx = arith::IndexCastOp::create(kb.b, kb.loc, kb.b.getIndexType(), addr);
-    Value lead = kb.rem(kb.sub(kb.idx(kAlign), kb.rem(addrIdx, kb.idx(kAlign))),
-                        kb.idx(kAlign));
-    Value phiAt = kb.div(lead, kb.idx(4)); // floats
+    Value phiAt = alignedFloatIndex(kb, smem, kAlign); // the swizzle follows the address
     auto stageAt = [&](Value st) {         // floats
       return kb.add(phiAt, kb.add(kb.idx(phiBytes / 4), kb.mul(st, kb.idx(stageBytes / 4))));
     };
@@ -224,7 +229,7 @@ LogicalResult mlir::mhc::buildProjectBackwardWgmma(KernelContext &ctx) {
       Value at = kb.add(kb.mul(j, kb.idx(K)), kb.add(colBase, col));
       SmallVector<Value> words = packParts(kb, kb.toF32(kb.load(l.arg("phi"), at)),
                                            kb.toF32(kb.load(l.arg("phi"), kb.add(at, kb.idx(K)))));
-      Value to = kb.add(phiAt, kb.div(coreByte(kb, col, j, 128, phiRow), kb.idx(4)));
+      Value to = kb.add(phiAt, kb.div(coreMatrixByte(kb, col, j, 128, phiRow), kb.idx(4)));
       for (int64_t part = 0; part < 2; ++part)
         kb.store(words[part], smem, kb.add(to, kb.idx(part * phiPlane / 4)));
     });

@@ -165,26 +165,12 @@ LogicalResult mlir::mhc::buildProjectBackwardWide(KernelContext &ctx) {
   const int64_t phiBytes = W * N * 2, phiRow = W / 8 * 128; // 8 rows of phi
   const int64_t split = (boxes + 1) / 2;           // consumer 1's first box
 
-  ctx.buffer("gh", DType::F32, BufferRole::Input, {N, 0});
-  ctx.buffer("gms", DType::F32, BufferRole::Input, {1, 0});
-  ctx.buffer("x", DType::BF16, BufferRole::Input, {K, 0});
-  ctx.buffer("phi", ctx.spec.param, BufferRole::Input, {0, N * K});
-  ctx.buffer("gx", DType::BF16, BufferRole::Output, {K, 0});
-  ctx.buffer("gphi", ctx.spec.param, BufferRole::Output, {0, N * K});
+  declareProjectBackwardTmaIO(ctx);
   // Images for whole pairs of steps (a last odd step's partner is zeros).
   ctx.buffer("ghp", DType::F32, BufferRole::Workspace,
              {imageFloats / kRows, (2 * kRows - 1) * imageFloats / kRows});
   ctx.buffer("progress", DType::F32, BufferRole::Workspace, {0, 1}); // an i32 counter
 
-  // Byte offset of 2-byte element (r, c) in core matrices of 8 rows x 16
-  // bytes (8 values of c), 8-row groups rStride apart and 8-value groups
-  // cStride apart.
-  auto coreByte = [](KernelBuilder &kb, Value r, Value c, int64_t rStride, int64_t cStride) {
-    return kb.add(kb.add(kb.mul(kb.div(r, kb.idx(8)), kb.idx(rStride)),
-                         kb.mul(kb.div(c, kb.idx(8)), kb.idx(cStride))),
-                  kb.add(kb.mul(kb.rem(r, kb.idx(8)), kb.idx(16)),
-                         kb.mul(kb.rem(c, kb.idx(8)), kb.idx(2))));
-  };
 
   {
     // A block per pair of steps: gh's 32 rows read coalesced into shared
@@ -244,7 +230,7 @@ LogicalResult mlir::mhc::buildProjectBackwardWide(KernelContext &ctx) {
         words.push_back(arith::BitcastOp::create(kb.b, kb.loc, kb.b.getF32Type(),
                                                  kb.packBf16x2(p0[part], p1[part])));
       Value to = kb.add(imageAt(tok),
-                        kb.div(coreByte(kb, kb.rem(tok, kb.idx(kRows)), j, cmRow, 128), kb.idx(4)));
+                        kb.div(coreMatrixByte(kb, kb.rem(tok, kb.idx(kRows)), j, cmRow, 128), kb.idx(4)));
       for (int64_t p = 0; p < 3; ++p)
         kb.store(words[p], sm, kb.add(to, kb.idx(p * plane / 4)));
     });
@@ -265,7 +251,7 @@ LogicalResult mlir::mhc::buildProjectBackwardWide(KernelContext &ctx) {
         .sharedI64(2 * stages + 1) // the mbarriers, then the producer's pacing flag
         .minBlocksPerSM(1);
     KernelBuilder kb = ctx.begin(l);
-    Value M = l.tokens(), tid = kb.threadId(), bid = kb.blockId();
+    Value tid = kb.threadId(), bid = kb.blockId();
     Value smem = l.shared(0);
     // A stage is free once every consumer thread is done with it (each
     // arrives for its own accesses: compute-sanitizer's racecheck sees no
@@ -280,12 +266,7 @@ LogicalResult mlir::mhc::buildProjectBackwardWide(KernelContext &ctx) {
       return kb.div(kb.add(m, kb.idx(2 * kRows - 1)), kb.idx(2 * kRows));
     };
 
-    Value addr = LLVM::PtrToIntOp::create(kb.b, kb.loc, kb.b.getI64Type(),
-                                          kb.sharedPtr(smem, kb.idx(0)));
-    Value addrIdx = arith::IndexCastOp::create(kb.b, kb.loc, kb.b.getIndexType(), addr);
-    Value lead = kb.rem(kb.sub(kb.idx(kAlign), kb.rem(addrIdx, kb.idx(kAlign))),
-                        kb.idx(kAlign));
-    Value phiAt = kb.div(lead, kb.idx(4)); // floats
+    Value phiAt = alignedFloatIndex(kb, smem, kAlign); // floats
     auto stageAt = [&](Value st) {         // floats
       return kb.add(phiAt, kb.add(kb.idx(phiBytes / 4), kb.mul(st, kb.idx(stageBytes / 4))));
     };
@@ -325,7 +306,7 @@ LogicalResult mlir::mhc::buildProjectBackwardWide(KernelContext &ctx) {
       Value v1 = kb.mul(kb.toF32(kb.load(l.arg("phi"), phiAtCol(kb.add(j, kb.idx(1)), col))),
                         phiScale);
       kb.store(packF16x2(kb, v0, v1), smem,
-               kb.add(phiAt, kb.div(coreByte(kb, col, j, 128, phiRow), kb.idx(4))));
+               kb.add(phiAt, kb.div(coreMatrixByte(kb, col, j, 128, phiRow), kb.idx(4))));
     });
     kb.fenceProxyAsyncShared(); // the products read phi through the async proxy
     ring.init(); // the mbarriers, then every thread past the phi writes

@@ -126,9 +126,12 @@ TF32 = [dict(n=n, act=act, layout=lay, C=C, M=M)
     dict(n=8, act="bf16", layout="nc", C=9216, M=300, weight=False),
     dict(n=8, act="bf16", layout="cn", C=2192, M=77, weight=False),
     # n = 6 without a weight: the one-wave backward (3 boxes per block; 1
-    # box, the second consumer idle), gphi^T in m64n48k16
+    # box, the second consumer idle; 8 boxes), gphi^T in m64n48k16
     dict(n=6, act="bf16", layout="cn", C=4096, M=4096 + 17, weight=False),
     dict(n=6, act="bf16", layout="nc", C=1024, M=50, weight=False),
+    dict(n=6, act="bf16", layout="cn", C=9216, M=77, weight=False),
+    # n = 8 at 8 boxes per block (4 + 4, the ring down to 4 stages)
+    dict(n=8, act="bf16", layout="nc", C=8192, M=1000 + 9, weight=False),
     # n = 4 without a weight: the backward's paced producer warp (two waves
     # of blocks at C = 7168); at M = 3 the same kernel unpaced, with empty
     # token shares
