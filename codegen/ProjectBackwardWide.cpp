@@ -124,7 +124,7 @@ bool mlir::mhc::projectBackwardIsWide(const KernelContext &ctx) {
 /// or infinity gets 1 (it propagates as it is); zero and the tiniest values
 /// 2^126, so that the inverse stays a normal number.
 static std::pair<Value, Value> f16Scale(KernelBuilder &kb, Value mag) {
-  Type i32 = kb.b.getI32Type(), f32 = kb.b.getF32Type();
+  Type f32 = kb.b.getF32Type();
   Value e = kb.div(mag, kb.i32(1 << 23)); // the exponent field, 0..255
   Value f = kb.min(kb.sub(kb.i32(268), kb.min(e, kb.i32(254))), kb.i32(253));
   f = kb.select(kb.eq(e, kb.i32(255)), kb.i32(127), f); // 127 + log2(scale)
@@ -133,7 +133,6 @@ static std::pair<Value, Value> f16Scale(KernelBuilder &kb, Value mag) {
     return arith::BitcastOp::create(kb.b, kb.loc, f32, kb.mul(field, kb.i32(1 << 23)))
         .getResult();
   };
-  (void)i32;
   return {pow2(f), pow2(inv)};
 }
 
@@ -434,13 +433,12 @@ LogicalResult mlir::mhc::buildProjectBackwardWide(KernelContext &ctx) {
             Value rowByte = kb.add(
                 kb.mul(kb.add(kb.mul(kb.div(li, kb.idx(2)), kb.idx(8)), rho), kb.idx(128)),
                 kb.mul(piece, kb.idx(16)));
-            Type i32 = kb.b.getI32Type(), f32 = kb.b.getF32Type();
+            Type f32 = kb.b.getF32Type();
             auto unpack = [&](Value word, int64_t e) { // bf16 e of a word, as f32
               Value bits = e == 0 ? kb.mul(word, kb.i32(1 << 16))
                                   : kb.andi(word, kb.i32(static_cast<int32_t>(0xffff0000u)));
               return arith::BitcastOp::create(kb.b, kb.loc, f32, bits).getResult();
             };
-            (void)i32;
             for (int64_t b0 = 0; b0 < nb; ++b0) {
               SmallVector<Value> d = products(b0, b0 + 1, b0 == 0);
               for (int64_t h = 0; h < 2; ++h) {
