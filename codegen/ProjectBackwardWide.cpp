@@ -32,9 +32,9 @@
 // 128 bytes each by TMA, the image's bf16 parts, gms and scales by one
 // bulk copy) and a ring of f16 planes beside it (adjacent for adjacent
 // steps), paced against the other blocks (WavePacer). Warpgroups 1 and 2
-// split the boxes (4 + 3 at n = 8, C = 7168; one code path, the first box
-// unrolled and the rest in a loop: unrolled, the JIT took 1.1-1.6 s) and
-// take every step, in pairs:
+// split the boxes (4 + 3 at n = 8, C = 7168; each its own code path, the
+// first box unrolled and the rest in a loop) and take every step, in
+// pairs:
 //   D^T [64 columns x 32 tokens] = phi^T gh^T, f16 m64n32k16 over both
 //     steps' planes (with 16 tokens phi's shared-memory reads were the
 //     bound), a box at a time;
@@ -352,12 +352,8 @@ LogicalResult mlir::mhc::buildProjectBackwardWide(KernelContext &ctx) {
       });
     });
 
-    // Consumer c takes boxes [first, first + nbv) of every pair of steps;
-    // both run one code path (its size is the JIT's time) with nb = split
-    // boxes of gphi^T accumulators: with an odd box count consumer 1's last
-    // is a stand-in whose products read other bytes of the stage and are
-    // never stored.
-    auto consume = [&](Value c, Value first, Value nbv, int64_t nb) {
+    // Consumer c takes boxes [first, first + nb) of every pair of steps.
+    auto consume = [&](int64_t c, int64_t first, int64_t nb) {
       kb.setMaxRegisters(kConsumerRegs, /*increase=*/true);
       Value ct = kb.rem(tid, kb.idx(128));
       Value w = kb.div(ct, kb.idx(32));
@@ -365,7 +361,7 @@ LogicalResult mlir::mhc::buildProjectBackwardWide(KernelContext &ctx) {
       Value zero = kb.f32(0.0);
       Value twoOverK = kb.f32(2.0 / static_cast<double>(K));
       Value leader = kb.eq(ct, kb.idx(0));
-      Value barrierId = kb.indexToI32(kb.add(c, kb.idx(1)));
+      Value barrierId = kb.i32(c + 1);
 
       // Accumulator i of a m64nN fragment: row 16w + g + 8((i / 2) % 2),
       // column 8(i / 4) + 2t + i % 2.
@@ -396,10 +392,10 @@ LogicalResult mlir::mhc::buildProjectBackwardWide(KernelContext &ctx) {
             auto products = [&](Value box, bool withGphi) { // box: in this consumer's range
               kb.wgmmaFence();
               SmallVector<Value> d(16, zero);
-              Value boxPhi = kb.add(phiHere, kb.mul(kb.add(first, box), kb.idx(1024 / 4)));
+              Value boxPhi = kb.add(phiHere, kb.mul(box, kb.idx(1024 / 4)));
               for (int64_t s = 0; s < N / 16; ++s) {
                 Value a = kb.wgmmaDescriptor(
-                    smem, kb.add(boxPhi, kb.idx(s * 2 * phiRow / 4)), phiRow, 128);
+                    smem, kb.add(boxPhi, kb.idx((first * 1024 + s * 2 * phiRow) / 4)), phiRow, 128);
                 Value bd = kb.wgmmaDescriptor(smem, kb.add(fplane, kb.idx(s * 256 / 4)), 128,
                                               cmRow);
                 kb.wgmmaF16Shared(d, a, bd);
@@ -411,8 +407,8 @@ LogicalResult mlir::mhc::buildProjectBackwardWide(KernelContext &ctx) {
                   for (int64_t h = 0; h < 2; ++h)
                     for (int64_t part = 0; part < 2; ++part) {
                       Value a = kb.wgmmaDescriptorSwizzled(
-                          smem, kb.add(at[h], kb.mul(kb.add(first, kb.idx(b)), kb.idx(kBoxBytes / 4))),
-                          kBoxBytes, 1024);
+                          smem, kb.add(at[h], kb.idx((first + b) * kBoxBytes / 4)), kBoxBytes,
+                          1024);
                       Value bd = kb.wgmmaDescriptor(
                           smem, kb.add(at[h], kb.idx((xBytes + part * plane) / 4)), cmRow, 128);
                       kb.wgmmaBf16Shared(MutableArrayRef<Value>(acc).slice(b * N / 2, N / 2), a,
@@ -443,8 +439,8 @@ LogicalResult mlir::mhc::buildProjectBackwardWide(KernelContext &ctx) {
                                   : kb.andi(word, kb.i32(static_cast<int32_t>(0xffff0000u)));
               return arith::BitcastOp::create(kb.b, kb.loc, f32, bits).getResult();
             };
-            // Box 0 with gphi's products; the others in a loop (unrolled,
-            // the seven boxes of n = 8, C = 7168 took the JIT over 1 s).
+            // Box 0 with gphi's products, the others in a loop (unrolled,
+            // the JIT took longer still).
             auto boxGx = [&](Value box, bool withGphi) {
               SmallVector<Value> d = products(box, withGphi);
               for (int64_t h = 0; h < 2; ++h) {
@@ -458,7 +454,8 @@ LogicalResult mlir::mhc::buildProjectBackwardWide(KernelContext &ctx) {
                                     phiBack);
                 }
                 Value p = kb.bytePtr(kb.sharedPtr(smem, at[h]),
-                                     kb.add(rowByte, kb.mul(kb.add(box, first), kb.idx(kBoxBytes))));
+                                     kb.add(rowByte, kb.mul(kb.add(box, kb.idx(first)),
+                                                            kb.idx(kBoxBytes))));
                 SmallVector<Value> x = kb.ldmatrixX4Trans(p), out;
                 for (int64_t i = 0; i < 4; ++i) {
                   Value v[2];
@@ -471,10 +468,10 @@ LogicalResult mlir::mhc::buildProjectBackwardWide(KernelContext &ctx) {
                 kb.stmatrixX4Trans(p, out);
               }
             };
-            if (nb > 0) {
+            if (nb > 0)
               boxGx(kb.idx(0), /*withGphi=*/true);
-              kb.loop(kb.idx(1), nbv, kb.idx(1), [&](Value box) { boxGx(box, false); });
-            }
+            if (nb > 1)
+              kb.loop(kb.idx(1), kb.idx(nb), kb.idx(1), [&](Value box) { boxGx(box, false); });
             kb.fenceProxyAsyncShared();
             kb.namedBarrier(barrierId, 128);
             for (int64_t h = 0; h < 2; ++h) // this thread's accesses are done
@@ -482,11 +479,10 @@ LogicalResult mlir::mhc::buildProjectBackwardWide(KernelContext &ctx) {
             kb.when(leader, [&] {
               for (int64_t h = 0; h < 2; ++h) {
                 Value m0 = kb.indexToI32(kb.mul(kb.add(i0, kb.idx(h)), kb.idx(kRows)));
-                kb.loop(first, kb.add(first, nbv), kb.idx(1), [&](Value b) {
+                for (int64_t b = first; b < first + nb; ++b)
                   kb.tensorStore2d(l.arg("tmap16:gx"),
-                                   kb.sharedPtr(smem, kb.add(at[h], kb.mul(b, kb.idx(kBoxBytes / 4)))),
-                                   kb.indexToI32(kb.add(colBase, kb.mul(b, kb.idx(64)))), m0);
-                });
+                                   kb.sharedPtr(smem, kb.add(at[h], kb.idx(b * kBoxBytes / 4))),
+                                   kb.indexToI32(kb.add(colBase, kb.idx(64 * b))), m0);
               }
               kb.bulkCommit();
             });
@@ -498,25 +494,14 @@ LogicalResult mlir::mhc::buildProjectBackwardWide(KernelContext &ctx) {
       // gphi^T are pairs of rows j, j + 1 of gphi.
       Value r0 = kb.add(kb.mul(w, kb.idx(16)), g);
       for (int64_t b = 0; b < nb; ++b)
-        kb.when(kb.lt(kb.idx(b), nbv), [&] {
-          Value boxCol = kb.mul(kb.add(first, kb.idx(b)), kb.idx(64));
-          for (int64_t q = 0; q < N / 2; ++q) {
-            Value col = kb.add(boxCol, kb.add(kb.idx(8 * ((q / 2) % 2)), r0));
-            Value j = kb.add(kb.idx(8 * (q / 4) + q % 2), kb.mul(t, kb.idx(2)));
-            kb.storeFrom({total[b * N / 2 + q]}, l.arg("gphi"), phiAtCol(j, col));
-          }
-        });
+        for (int64_t q = 0; q < N / 2; ++q) {
+          Value col = kb.add(kb.idx(64 * (first + b) + 8 * ((q / 2) % 2)), r0);
+          Value j = kb.add(kb.idx(8 * (q / 4) + q % 2), kb.mul(t, kb.idx(2)));
+          kb.storeFrom({total[b * N / 2 + q]}, l.arg("gphi"), phiAtCol(j, col));
+        }
     };
-    if (boxes == 1) { // consumer 1 has no box: it only releases the stages
-      kb.when(kb.eq(wg, kb.idx(1)), [&] { consume(kb.idx(0), kb.idx(0), kb.idx(1), 1); });
-      kb.when(kb.eq(wg, kb.idx(2)), [&] { consume(kb.idx(1), kb.idx(1), kb.idx(0), 0); });
-    } else {
-      kb.when(kb.lt(kb.idx(0), wg), [&] {
-        Value c = kb.sub(wg, kb.idx(1));
-        consume(c, kb.mul(c, kb.idx(split)), kb.sub(kb.idx(split), kb.mul(c, kb.idx(2 * split - boxes))),
-                split);
-      });
-    }
+    kb.when(kb.eq(wg, kb.idx(1)), [&] { consume(0, 0, split); });
+    kb.when(kb.eq(wg, kb.idx(2)), [&] { consume(1, split, boxes - split); });
   }
   return success();
 }
