@@ -331,7 +331,9 @@ def main():
     if a.impls:
         impls = {k: v for k, v in impls.items() if k in a.impls.split(",")}
     rows = []
+    start = time.perf_counter()
     for n, M, C in shapes:
+        print(f"shape n={n} M={M} C={C} at {time.perf_counter() - start:.0f} s", flush=True)
         s0 = make_set(M, n, C)
         per_set = sum(t.numel() * t.element_size() for t in s0.values() if isinstance(t, torch.Tensor))
         sets = [s0] + [make_set(M, n, C) for _ in range(3 if per_set < 4 * l2_bytes() else 0)]
@@ -371,6 +373,7 @@ def main():
                     print(f"  n={n} M={M:5d} C={C} {'layer (graph)':15s} {name:14s} fwd {g_ms * 1e3:9.1f} us", flush=True)
         del sets, s0
         torch.cuda.empty_cache()
+    print(f"rows done at {time.perf_counter() - start:.0f} s", flush=True)
     dispatch = {} if a.no_extras else dispatch_overhead()
     cold = {} if a.no_extras else cold_compile_times()
     result = dict(device=dev, date=time.strftime("%Y-%m-%d"), copy_bandwidth=bw, te=te_state, rows=rows,
@@ -411,22 +414,35 @@ def dispatch_overhead(calls=2000):
     return out
 
 
-def cold_compile_times():
-    """Wall seconds of mhc-compile for each n = 4 bf16 C = 7168 kernel (a cold JIT)."""
+def cold_compile_times(repeats=3):
+    """Wall seconds of mhc-compile (a cold JIT: PTX and cubin) for every kernel of
+    the n = 4 and n = 8 bf16 C = 7168 layer, `repeats` times each: the median and
+    the slowest."""
     compiler = os.environ.get("MHC_COMPILER", "mhc-compile")
     arch = "sm_90a"
     specs = []
-    for d in ("fwd", "bwd"):
-        specs += [f"project.{d};n=4;act=bf16;param=f32;layout=cn;C=7168;tf32=1;weight=0;arch={arch}",
-                  f"scale.{d};n=4;param=f32;norm_eps=1.1920929e-07;pre_eps=0;post_mult=2;arch={arch}",
-                  f"sinkhorn.{d};n=4;mode=log;iters=20;arch={arch}",
-                  f"aggregate.{d};n=4;act=bf16;layout=cn;C=7168;arch={arch}",
-                  f"expand_combine.{d};n=4;act=bf16;layout=cn;C=7168;bias=0;arch={arch}"]
+    for n in (4, 8):
+        for d in ("fwd", "bwd"):
+            specs += [f"project.{d};n={n};act=bf16;param=f32;layout=cn;C=7168;tf32=1;weight=0;arch={arch}",
+                      f"scale.{d};n={n};param=f32;norm_eps=1.1920929e-07;pre_eps=0;post_mult=2;arch={arch}",
+                      f"sinkhorn.{d};n={n};mode=log;iters=20;arch={arch}",
+                      f"aggregate.{d};n={n};act=bf16;layout=cn;C=7168;arch={arch}",
+                      f"expand_combine.{d};n={n};act=bf16;layout=cn;C=7168;bias=0;arch={arch}"]
+        specs.append(f"pre.fwd;n={n};act=bf16;param=f32;layout=cn;C=7168;tf32=1;weight=0;norm_eps=1.1920929e-07;"
+                     f"pre_eps=0;post_mult=2;mode=log;iters=20;arch={arch}")
     out = {}
     for s in specs:
-        t = time.perf_counter()
-        r = subprocess.run([compiler, "--spec", s, "-o", "/tmp/mhc-cold"], capture_output=True, text=True)
-        out[s.split(";")[0]] = round(time.perf_counter() - t, 3) if r.returncode == 0 else f"failed: {r.stderr[-200:]}"
+        times = []
+        for _ in range(repeats):
+            t = time.perf_counter()
+            r = subprocess.run([compiler, "--spec", s, "-o", "/tmp/mhc-cold"], capture_output=True, text=True)
+            if r.returncode != 0:
+                times = f"failed: {r.stderr[-200:]}"
+                break
+            times.append(time.perf_counter() - t)
+        key = s.split(";")[0] + " n=" + s.split(";")[1].split("=")[1]
+        out[key] = times if isinstance(times, str) else dict(median=round(statistics.median(times), 3),
+                                                            max=round(max(times), 3))
     return out
 
 

@@ -89,8 +89,11 @@ def main():
     print("Host microseconds per warm call (M = 1, 2000 calls without synchronisation):\n")
     for k, v in d["dispatch_us"].items():
         print(f"- {k}: {v} us")
-    print("\nCold compile (mhc-compile wall time per kernel, n = 4 bf16 C = 7168, on the GPU machine):\n")
-    print(", ".join(f"{k} {v} s" for k, v in d["cold_compile_s"].items()))
+    print("\nCold compile (mhc-compile wall time per kernel: PTX and cubin, bf16, C = 7168, on the GPU machine;"
+          " median and slowest of the repeats):\n")
+    cold = lambda v: (f"{v['median']} s (max {v['max']} s)" if isinstance(v, dict) else
+                      v if isinstance(v, str) else f"{v} s")
+    print("\n".join(f"- {k}: {cold(v)}" for k, v in d["cold_compile_s"].items()))
     print()
     for kt in d["kernel_times"]:
         n, M, C = kt["shape"].split(",")

@@ -25,6 +25,10 @@ struct KernelContext {
   const ::mhc::KernelSpec &spec;
   ::mhc::Manifest &manifest;
   std::deque<LaunchBuilder> launches;
+  /// LLVM's optimisation level for the module (ptxas -O3 follows either
+  /// way). A family lowers it only where a measurement shows the kernel
+  /// runs as fast and the cold JIT needs the time.
+  unsigned llvmOptLevel = 3;
 
   int64_t n() const { return spec.n; }
   int64_t C() const { return spec.channels; }
