@@ -331,6 +331,14 @@ def main():
     if a.impls:
         impls = {k: v for k, v in impls.items() if k in a.impls.split(",")}
     rows = []
+    os.makedirs(a.out, exist_ok=True)
+
+    def write(dispatch, cold):  # after every shape too, so a cut-off run keeps what it measured
+        result = dict(device=dev, date=time.strftime("%Y-%m-%d"), copy_bandwidth=bw, te=te_state, rows=rows,
+                      dispatch_us=dispatch, cold_compile_s=cold, command=" ".join(sys.argv))
+        with open(os.path.join(a.out, "perf.json"), "w") as f:
+            json.dump(result, f, indent=1)
+
     start = time.perf_counter()
     for n, M, C in shapes:
         print(f"shape n={n} M={M} C={C} at {time.perf_counter() - start:.0f} s", flush=True)
@@ -373,14 +381,11 @@ def main():
                     print(f"  n={n} M={M:5d} C={C} {'layer (graph)':15s} {name:14s} fwd {g_ms * 1e3:9.1f} us", flush=True)
         del sets, s0
         torch.cuda.empty_cache()
+        write({}, {})
     print(f"rows done at {time.perf_counter() - start:.0f} s", flush=True)
     dispatch = {} if a.no_extras else dispatch_overhead()
     cold = {} if a.no_extras else cold_compile_times()
-    result = dict(device=dev, date=time.strftime("%Y-%m-%d"), copy_bandwidth=bw, te=te_state, rows=rows,
-                  dispatch_us=dispatch, cold_compile_s=cold, command=" ".join(sys.argv))
-    os.makedirs(a.out, exist_ok=True)
-    with open(os.path.join(a.out, "perf.json"), "w") as f:
-        json.dump(result, f, indent=1)
+    write(dispatch, cold)
     print(f"host dispatch per op (M=1, warm): {dispatch}")
     print(f"cold JIT compile per kernel (s): {cold}")
 
