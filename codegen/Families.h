@@ -29,6 +29,10 @@ struct KernelContext {
   /// way). A family lowers it only where a measurement shows the kernel
   /// runs as fast and the cold JIT needs the time.
   unsigned llvmOptLevel = 3;
+  /// Whether LLVM's SLP vectorizer runs on the module (it packs f32 pairs
+  /// into bf16x2 conversions, and sm_100's f32x2 arithmetic). A family turns
+  /// it off only where its PTX is the same without it.
+  bool llvmSLP = true;
 
   int64_t n() const { return spec.n; }
   int64_t C() const { return spec.channels; }

@@ -40,6 +40,7 @@
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/Program.h"
+#include "llvm/Support/CommandLine.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <cstdio>
@@ -143,6 +144,8 @@ mlir::mhc::buildKernelModule(ModuleOp top, const ::mhc::KernelSpec &spec,
     module.setTargetsAttr(b.getArrayAttr({NVVM::NVVMTargetAttr::get(
         ctx, kc.llvmOptLevel, "nvptx64-nvidia-cuda", spec.arch,
         ptxFeatures(spec.arch))}));
+  if (!kc.llvmSLP)
+    module->setAttr("mhc.llvm_slp", b.getBoolAttr(false));
   kc.finish();
   // The launch manifest travels with the module (mhc-write-bundle reads it;
   // mhc-kernel-noalias only touches modules that have one).
@@ -176,8 +179,30 @@ std::string mlir::mhc::defaultToolkitPath() {
   return "/usr/local/cuda";
 }
 
+/// LLVM's SLP vectorizer runs unless every module to lower opted out
+/// (mhc.llvm_slp = false, KernelContext::llvmSLP). It is a process-wide
+/// option, set per lowering as `-vectorize-slp` would, unless the command
+/// line gave it.
+static void chooseSLPVectorizer(ModuleOp top) {
+  static llvm::cl::Option *option = [] {
+    auto &options = llvm::cl::getRegisteredOptions();
+    auto it = options.find("vectorize-slp");
+    return it == options.end() || it->second->getNumOccurrences() ? nullptr
+                                                                  : it->second;
+  }();
+  if (!option)
+    return;
+  bool slp = false;
+  top.walk([&](gpu::GPUModuleOp module) {
+    auto flag = module->getAttrOfType<BoolAttr>("mhc.llvm_slp");
+    slp |= !flag || flag.getValue();
+  });
+  (void)option->addOccurrence(0, "vectorize-slp", slp ? "true" : "false");
+}
+
 FailureOr<std::map<std::string, std::string>>
 mlir::mhc::lowerToPTX(ModuleOp top, const std::string &toolkit) {
+  chooseSLPVectorizer(top);
   PassManager pm(top.getContext());
   // buildKernelModule verified the kernels; verifying again after every
   // upstream conversion was 12% of a cold JIT of the largest kernel.
