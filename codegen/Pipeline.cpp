@@ -101,11 +101,12 @@ mlir::mhc::buildKernelModule(ModuleOp top, const ::mhc::KernelSpec &spec,
   OpBuilder b(ctx);
   top->setAttr(gpu::GPUDialect::getContainerModuleAttrName(), b.getUnitAttr());
   b.setInsertionPointToEnd(top.getBody());
-  auto target = NVVM::NVVMTargetAttr::get(ctx, /*optLevel=*/3,
-                                          "nvptx64-nvidia-cuda", spec.arch,
-                                          ptxFeatures(spec.arch));
-  auto module = gpu::GPUModuleOp::create(b, top.getLoc(), spec.kernelName(),
-                                         b.getArrayAttr({target}));
+  auto targets = [&](unsigned optLevel) {
+    return b.getArrayAttr({NVVM::NVVMTargetAttr::get(
+        ctx, optLevel, "nvptx64-nvidia-cuda", spec.arch, ptxFeatures(spec.arch))});
+  };
+  auto module =
+      gpu::GPUModuleOp::create(b, top.getLoc(), spec.kernelName(), targets(3));
 
   manifest = ::mhc::Manifest();
   manifest.spec = spec.canonical();
@@ -141,9 +142,7 @@ mlir::mhc::buildKernelModule(ModuleOp top, const ::mhc::KernelSpec &spec,
   if (failed(built))
     return failure();
   if (kc.llvmOptLevel != 3)
-    module.setTargetsAttr(b.getArrayAttr({NVVM::NVVMTargetAttr::get(
-        ctx, kc.llvmOptLevel, "nvptx64-nvidia-cuda", spec.arch,
-        ptxFeatures(spec.arch))}));
+    module.setTargetsAttr(targets(kc.llvmOptLevel));
   if (!kc.llvmSLP)
     module->setAttr("mhc.llvm_slp", b.getBoolAttr(false));
   kc.finish();
@@ -241,6 +240,22 @@ static int run(ArrayRef<std::string> argv, std::string &output) {
   return rc;
 }
 
+/// `ptxas --version` of the toolkit: its major release and full version
+/// ("13.0.88"; empty if unknown). Asked once per toolkit per process.
+static std::pair<int, std::string> ptxasVersion(const std::string &toolkit) {
+  static std::map<std::string, std::pair<int, std::string>> known;
+  auto it = known.find(toolkit);
+  if (it != known.end())
+    return it->second;
+  std::string text;
+  run({toolkit + "/bin/ptxas", "--version"}, text);
+  std::smatch m;
+  std::pair<int, std::string> v{0, ""};
+  if (std::regex_search(text, m, std::regex("release ([0-9]+)[0-9.]*, V([0-9.]+)")))
+    v = {std::stoi(m[1].str()), m[2].str()};
+  return known[toolkit] = v;
+}
+
 bool mlir::mhc::assembleCubin(const std::string &toolkit,
                               const std::string &ptx, const std::string &arch,
                               const std::string &cubinPath,
@@ -253,20 +268,15 @@ bool mlir::mhc::assembleCubin(const std::string &toolkit,
     llvm::raw_fd_ostream os(ptxPath, ec);
     os << ptx;
   }
-  std::string version;
-  run({ptxas, "--version"}, version);
-  std::smatch vm;
-  bool split = false;
-  if (std::regex_search(version, vm, std::regex("release ([0-9]+)[0-9.]*, V([0-9.]+)"))) {
-    manifest.ptxas = "ptxas " + vm[2].str();
-    split = std::stoi(vm[1].str()) >= 13;
-  }
+  auto [major, version] = ptxasVersion(toolkit);
+  if (!version.empty())
+    manifest.ptxas = "ptxas " + version;
   // The launches of a module assembled in parallel (one thread per
   // function): the same SASS, and the cold JIT of a multi-launch kernel
   // (the fused pre step) takes its slowest function's time, not the sum.
   // Known in ptxas 13 (checked); older ones assemble one at a time.
   std::vector<std::string> argv = {ptxas, "-arch=" + arch, "-O3", "-v"};
-  if (split)
+  if (major >= 13)
     argv.insert(argv.end(), {"-split-compile", "0"});
   argv.insert(argv.end(), {ptxPath.str().str(), "-o", cubinPath});
   int rc = run(argv, log);
@@ -309,13 +319,8 @@ bool mlir::mhc::assembleCubin(const std::string &toolkit,
 }
 
 std::string mlir::mhc::compilerVersionInfo(const std::string &toolkit) {
-  std::string version;
-  run({toolkit + "/bin/ptxas", "--version"}, version);
-  std::smatch vm;
-  std::string ptxas = "unknown";
-  if (std::regex_search(version, vm, std::regex("V([0-9.]+)")))
-    ptxas = vm[1].str();
-  return generatorVersion() + ", ptxas " + ptxas;
+  std::string version = ptxasVersion(toolkit).second;
+  return generatorVersion() + ", ptxas " + (version.empty() ? "unknown" : version);
 }
 
 LogicalResult mlir::mhc::compileSpecToBundle(MLIRContext *ctx,
