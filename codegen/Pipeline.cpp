@@ -4,6 +4,7 @@
 
 #include "Families.h"
 #include "mhc/Codegen/SourceHash.h"
+#include "mhc/Support/PTXMerge.h"
 #include "mhc/Passes/Passes.h"
 
 #include "mlir/Conversion/ArithToLLVM/ArithToLLVM.h"
@@ -24,6 +25,7 @@
 #include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
+#include "mlir/IR/Threading.h"
 #include "mlir/IR/Verifier.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Conversion/Passes.h"
@@ -166,7 +168,8 @@ void mlir::mhc::addNVVMLoweringPasses(OpPassManager &pm) {
   gpm.addPass(createConvertNVVMToLLVMPass());
   gpm.addPass(createKernelNoAlias());
   gpm.addPass(createExternDynamicShared());
-  gpm.addPass(createCanonicalizerPass());
+  // No canonicalizer here: LLVM folds the same (the PTX of every spec is
+  // the same without it); it was 4% of the largest kernels' cold JIT.
   gpm.addPass(createCSEPass());
   gpm.addPass(createReconcileUnrealizedCastsPass());
 }
@@ -178,48 +181,120 @@ std::string mlir::mhc::defaultToolkitPath() {
   return "/usr/local/cuda";
 }
 
-/// LLVM's SLP vectorizer runs unless every module to lower opted out
-/// (mhc.llvm_slp = false, KernelContext::llvmSLP). It is a process-wide
-/// option, set per lowering as `-vectorize-slp` would, unless the command
-/// line gave it.
-static void chooseSLPVectorizer(ModuleOp top) {
-  static llvm::cl::Option *option = [] {
+/// Sets LLVM option `name` to `value` for this lowering, as `-name=value`
+/// would, unless the command line gave it.
+static void setLLVMOption(StringRef name, StringRef value) {
+  static std::map<std::string, llvm::cl::Option *> known;
+  auto [it, added] = known.try_emplace(name.str(), nullptr);
+  if (added) {
     auto &options = llvm::cl::getRegisteredOptions();
-    auto it = options.find("vectorize-slp");
-    return it == options.end() || it->second->getNumOccurrences() ? nullptr
-                                                                  : it->second;
-  }();
-  if (!option)
-    return;
+    auto found = options.find(name);
+    if (found != options.end() && !found->second->getNumOccurrences())
+      it->second = found->second;
+  }
+  if (it->second)
+    (void)it->second->addOccurrence(0, name, value);
+}
+
+/// LLVM's SLP vectorizer runs unless every module to lower opted out
+/// (mhc.llvm_slp = false, KernelContext::llvmSLP). Its search for
+/// horizontal reductions never vectorizes one here (the PTX of every spec
+/// is the same without it) and was a fifth of the n = 8 pre step's LLVM
+/// time, spent on the Sinkhorn iteration's loop-carried values.
+static void chooseSLPVectorizer(ModuleOp top) {
   bool slp = false;
   top.walk([&](gpu::GPUModuleOp module) {
     auto flag = module->getAttrOfType<BoolAttr>("mhc.llvm_slp");
     slp |= !flag || flag.getValue();
   });
-  (void)option->addOccurrence(0, "vectorize-slp", slp ? "true" : "false");
+  setLLVMOption("vectorize-slp", slp ? "true" : "false");
+  setLLVMOption("slp-vectorize-hor", "false");
+}
+
+/// The kernels of each gpu.module with several, one gpu.module each (the
+/// copies follow the original; launch order kept), so that MLIR's
+/// conversions and LLVM lower a spec's launches on parallel threads: the
+/// cold JIT of a multi-launch spec then takes about its largest launch's
+/// time, as ptxas already does (-split-compile). Returns the modules to
+/// lower per original name. Modules with anything besides kernel functions
+/// stay whole.
+static std::vector<std::pair<std::string, SmallVector<gpu::GPUModuleOp>>>
+splitByKernel(ModuleOp top) {
+  std::vector<std::pair<std::string, SmallVector<gpu::GPUModuleOp>>> out;
+  for (auto module : llvm::make_early_inc_range(top.getOps<gpu::GPUModuleOp>())) {
+    auto &[name, parts] = out.emplace_back(module.getName().str(),
+                                           SmallVector<gpu::GPUModuleOp>{module});
+    (void)name;
+    int64_t kernels = 0;
+    bool onlyKernels = true;
+    for (Operation &op : module.getBody()->without_terminator()) {
+      auto func = dyn_cast<gpu::GPUFuncOp>(op);
+      onlyKernels &= func && func.isKernel();
+      kernels += func ? 1 : 0;
+    }
+    if (!onlyKernels || kernels < 2)
+      continue;
+    OpBuilder b(module->getContext());
+    b.setInsertionPointAfter(module);
+    for (int64_t k = 1; k < kernels; ++k) {
+      auto copy = cast<gpu::GPUModuleOp>(b.clone(*module));
+      copy.setName((module.getName() + "__launch" + Twine(k)).str());
+      parts.push_back(copy);
+    }
+    // Part k keeps kernel k.
+    for (auto [k, part] : llvm::enumerate(parts)) {
+      SmallVector<gpu::GPUFuncOp> others;
+      for (auto [i, func] : llvm::enumerate(part.getOps<gpu::GPUFuncOp>()))
+        if (i != k)
+          others.push_back(func);
+      for (gpu::GPUFuncOp func : others)
+        func.erase();
+    }
+  }
+  return out;
 }
 
 FailureOr<std::map<std::string, std::string>>
 mlir::mhc::lowerToPTX(ModuleOp top, const std::string &toolkit) {
   chooseSLPVectorizer(top);
+  auto modules = splitByKernel(top);
   PassManager pm(top.getContext());
   // buildKernelModule verified the kernels; verifying again after every
   // upstream conversion was 12% of a cold JIT of the largest kernel.
   pm.enableVerifier(false);
   addNVVMLoweringPasses(pm);
-  GpuModuleToBinaryPassOptions options;
-  options.toolkitPath = toolkit;
-  options.compilationTarget = "isa";
-  pm.addPass(createGpuModuleToBinaryPass(options));
   if (failed(pm.run(top)))
     return failure();
+
+  // gpu-module-to-binary (format=isa), one thread per module.
+  SmallVector<gpu::GPUModuleOp> all;
+  for (auto &entry : modules)
+    all.append(entry.second);
+  std::vector<std::optional<SmallVector<char>>> objects(all.size());
+  gpu::TargetOptions options(toolkit, {}, {}, {},
+                             gpu::CompilationTarget::Assembly);
+  LogicalResult serialized = failableParallelForEachN(
+      top.getContext(), 0, all.size(), [&](size_t i) -> LogicalResult {
+        auto targets = all[i].getTargetsAttr();
+        if (!targets || targets.size() != 1)
+          return all[i].emitError("expected one target");
+        auto target = cast<gpu::TargetAttrInterface>(targets[0]);
+        objects[i] = target.serializeToObject(all[i], options);
+        if (!objects[i])
+          return all[i].emitError("failed to serialize to PTX");
+        return success();
+      });
+  if (failed(serialized))
+    return failure();
+
   std::map<std::string, std::string> ptx;
-  top.walk([&](gpu::BinaryOp binary) {
-    for (Attribute a : binary.getObjects()) {
-      auto object = cast<gpu::ObjectAttr>(a);
-      ptx[binary.getName().str()] = object.getObject().str();
-    }
-  });
+  size_t next = 0;
+  for (auto &[name, parts] : modules) {
+    std::vector<std::string> texts;
+    for (size_t k = 0; k < parts.size(); ++k, ++next)
+      texts.emplace_back(objects[next]->begin(), objects[next]->end());
+    ptx[name] = ::mhc::mergePTXModules(texts);
+  }
   return ptx;
 }
 

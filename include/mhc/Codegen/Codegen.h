@@ -32,9 +32,11 @@ FailureOr<gpu::GPUModuleOp> buildKernelModule(ModuleOp top,
 /// gpu.module of a builtin.module.
 void addNVVMLoweringPasses(OpPassManager &pm);
 
-/// Lowers every gpu.module of `top` to NVVM and serialises each to PTX
-/// (gpu-module-to-binary, format=isa). `toolkit` is the CUDA toolkit path
-/// (libdevice); returns the PTX per gpu.module name.
+/// Lowers every gpu.module of `top` to NVVM and serialises each to PTX (as
+/// gpu-module-to-binary, format=isa, would). A module's kernels are lowered
+/// as one module each, on parallel threads, and their PTX joined
+/// (mergePTXModules). `toolkit` is the CUDA toolkit path (libdevice);
+/// returns the PTX per gpu.module name.
 FailureOr<std::map<std::string, std::string>>
 lowerToPTX(ModuleOp top, const std::string &toolkit);
 
