@@ -198,17 +198,23 @@ static void setLLVMOption(StringRef name, StringRef value) {
 
 /// LLVM's SLP vectorizer runs unless every module to lower opted out
 /// (mhc.llvm_slp = false, KernelContext::llvmSLP). Its search for
-/// horizontal reductions never vectorizes one here (the PTX of every spec
-/// is the same without it) and was a fifth of the n = 8 pre step's LLVM
+/// horizontal reductions vectorizes none before sm_100a (the PTX of every
+/// sm_80 / sm_90a spec is the same without it) and was a fifth of the n = 8 pre step's LLVM
 /// time, spent on the Sinkhorn iteration's loop-carried values.
 static void chooseSLPVectorizer(ModuleOp top) {
-  bool slp = false;
+  bool slp = false, sm100 = false;
   top.walk([&](gpu::GPUModuleOp module) {
     auto flag = module->getAttrOfType<BoolAttr>("mhc.llvm_slp");
     slp |= !flag || flag.getValue();
+    if (ArrayAttr targets = module.getTargetsAttr())
+      for (Attribute t : targets)
+        if (auto nvvm = dyn_cast<NVVM::NVVMTargetAttr>(t))
+          sm100 |= nvvm.getChip().starts_with("sm_100");
   });
   setLLVMOption("vectorize-slp", slp ? "true" : "false");
-  setLLVMOption("slp-vectorize-hor", "false");
+  // sm_100a has f32x2 arithmetic, and there the search does pair sums (the
+  // n = 8 Sinkhorn backward's PTX changes without it).
+  setLLVMOption("slp-vectorize-hor", sm100 ? "true" : "false");
 }
 
 /// The kernels of each gpu.module with several, one gpu.module each (the
