@@ -199,8 +199,9 @@ static void setLLVMOption(StringRef name, StringRef value) {
 /// LLVM's SLP vectorizer runs unless every module to lower opted out
 /// (mhc.llvm_slp = false, KernelContext::llvmSLP). Its search for
 /// horizontal reductions vectorizes none before sm_100a (the PTX of every
-/// sm_80 / sm_90a spec is the same without it) and was a fifth of the n = 8 pre step's LLVM
-/// time, spent on the Sinkhorn iteration's loop-carried values.
+/// sm_80 / sm_90a spec is the same without it) and was a fifth of the n = 8
+/// pre step's LLVM time, spent on the Sinkhorn iteration's loop-carried
+/// values.
 static void chooseSLPVectorizer(ModuleOp top) {
   bool slp = false, sm100 = false;
   top.walk([&](gpu::GPUModuleOp module) {
@@ -228,9 +229,8 @@ static std::vector<std::pair<std::string, SmallVector<gpu::GPUModuleOp>>>
 splitByKernel(ModuleOp top) {
   std::vector<std::pair<std::string, SmallVector<gpu::GPUModuleOp>>> out;
   for (auto module : llvm::make_early_inc_range(top.getOps<gpu::GPUModuleOp>())) {
-    auto &[name, parts] = out.emplace_back(module.getName().str(),
-                                           SmallVector<gpu::GPUModuleOp>{module});
-    (void)name;
+    out.emplace_back(module.getName().str(), SmallVector<gpu::GPUModuleOp>{module});
+    SmallVector<gpu::GPUModuleOp> &parts = out.back().second;
     int64_t kernels = 0;
     bool onlyKernels = true;
     for (Operation &op : module.getBody()->without_terminator()) {
