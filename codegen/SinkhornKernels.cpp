@@ -277,6 +277,131 @@ static LogicalResult buildForward(KernelContext &ctx) {
   return success();
 }
 
+namespace {
+/// The log mode's gradient in the log domain, for the rare tokens whose
+/// scaling-form sums left the safe range: forward in potentials f^t, g^t
+/// (history), then reverse mode through the T iterations. It runs a row (or
+/// column) of the n x n matrices at a time in loops that stay rolled,
+/// reading L and gP from global memory again and accumulating the gradient
+/// G in glogits itself: unrolled over the whole matrix, as the scaling form
+/// is, this path was 2/3 of ptxas' work on the n = 8 kernel and kept L and
+/// gP in registers through the scaling form.
+struct LogDomainGrad {
+  KernelBuilder &kb;
+  int64_t n, T;
+  Value logits, gP, G, m;
+  function_ref<void(Value, ArrayRef<Value>)> save;
+  function_ref<SmallVector<Value>(Value, int64_t)> restore;
+
+  Value at(Value i, Value j) {
+    return kb.add(kb.mul(m, kb.idx(n * n)), kb.add(kb.mul(i, kb.idx(n)), j));
+  }
+  /// Row i (or column i) of a global n x n matrix; L in base 2.
+  SmallVector<Value> line(Value buf, Value i, bool row, bool base2) {
+    SmallVector<Value> v;
+    for (int64_t k = 0; k < n; ++k) {
+      Value x = kb.load(buf, row ? at(i, kb.idx(k)) : at(kb.idx(k), i));
+      v.push_back(base2 ? kb.mul(x, kb.f32(1.4426950408889634)) : x);
+    }
+    return v;
+  }
+  /// Row i of exp2(L + f + g): f_i and the n values g.
+  SmallVector<Value> planRow(ArrayRef<Value> Lrow, Value fi, ArrayRef<Value> g) {
+    SmallVector<Value> P;
+    for (int64_t j = 0; j < n; ++j)
+      P.push_back(kb.exp2(kb.add(kb.add(Lrow[j], fi), g[j])));
+    return P;
+  }
+  Value hist(Value t, int64_t off) {
+    return kb.add(kb.mul(t, kb.idx(2 * n)), kb.idx(off));
+  }
+
+  void emit() {
+    Value zero = kb.f32(0.0);
+    // Forward: f^t_i = -LSE_j(L_ij + g^{t-1}_j), g^t_j = -LSE_i(L_ij + f^t_i),
+    // g^{-1} = 0; history[t] = (f^t, g^t).
+    kb.loop(kb.idx(0), kb.idx(T), kb.idx(1), SmallVector<Value>(n, zero),
+            [&](Value t, ValueRange it) {
+              SmallVector<Value> g(it.begin(), it.end());
+              kb.loop(kb.idx(0), kb.idx(n), kb.idx(1), [&](Value i) {
+                save(kb.add(hist(t, 0), i), lse(line(logits, i, true, true), g));
+              });
+              SmallVector<Value> f = restore(hist(t, 0), n);
+              kb.loop(kb.idx(0), kb.idx(n), kb.idx(1), [&](Value j) {
+                save(kb.add(hist(t, n), j), lse(line(logits, j, false, true), f));
+              });
+              return restore(hist(t, n), n);
+            });
+    // Through P = exp2(L + f^{T-1} + g^{T-1}): G = gP * P, gg_j = column sums.
+    Value last = kb.idx(T - 1);
+    SmallVector<Value> gT = restore(hist(last, n), n);
+    SmallVector<Value> gg = kb.loop(
+        kb.idx(0), kb.idx(n), kb.idx(1), SmallVector<Value>(n, zero),
+        [&](Value i, ValueRange it) {
+          SmallVector<Value> acc(it.begin(), it.end());
+          Value fi = restore(kb.add(hist(last, 0), i), 1)[0];
+          SmallVector<Value> P = planRow(line(logits, i, true, true), fi, gT);
+          SmallVector<Value> gProw = line(gP, i, true, false);
+          for (int64_t j = 0; j < n; ++j) {
+            Value d = kb.mul(gProw[j], P[j]);
+            kb.store(d, G, at(i, kb.idx(j)));
+            acc[j] = kb.add(acc[j], d);
+          }
+          return acc;
+        });
+    // Iterations T-1..0; gf (the row sums of gP * P) enters at T-1 only.
+    kb.loop(kb.idx(0), kb.idx(T), kb.idx(1), gg, [&](Value r, ValueRange it) {
+      Value t = kb.sub(last, r);
+      SmallVector<Value> ggt(it.begin(), it.end());
+      SmallVector<Value> g = restore(hist(t, n), n);
+      // g^{t-1}: g = 0 before the first iteration.
+      Value first = kb.eq(t, kb.idx(0));
+      SmallVector<Value> prev =
+          restore(hist(kb.select(first, kb.idx(0), kb.sub(t, kb.idx(1))), n), n);
+      for (Value &v : prev)
+        v = kb.select(first, zero, v);
+      return kb.loop(
+          kb.idx(0), kb.idx(n), kb.idx(1), SmallVector<Value>(n, zero),
+          [&](Value i, ValueRange acc) {
+            SmallVector<Value> ggPrev(acc.begin(), acc.end());
+            Value fi = restore(kb.add(hist(t, 0), i), 1)[0];
+            SmallVector<Value> Lrow = line(logits, i, true, true);
+            SmallVector<Value> Grow = line(G, i, true, false);
+            // g^t_j = -LSE_i(L_ij + f^t_i): A = exp2(L + f^t + g^t).
+            SmallVector<Value> A = planRow(Lrow, fi, g);
+            SmallVector<Value> gProw = line(gP, i, true, false);
+            Value rowSum = zero;
+            for (int64_t j = 0; j < n; ++j)
+              rowSum = kb.add(rowSum, kb.mul(gProw[j], A[j]));
+            Value gfi = kb.select(kb.eq(r, kb.idx(0)), rowSum, zero);
+            for (int64_t j = 0; j < n; ++j) {
+              Value d = kb.mul(ggt[j], A[j]);
+              Grow[j] = kb.sub(Grow[j], d);
+              gfi = kb.sub(gfi, d);
+            }
+            // f^t_i = -LSE_j(L_ij + g^{t-1}_j): B = exp2(L + f^t + g^{t-1}).
+            SmallVector<Value> B = planRow(Lrow, fi, prev);
+            for (int64_t j = 0; j < n; ++j) {
+              Value d = kb.mul(gfi, B[j]);
+              Grow[j] = kb.sub(Grow[j], d);
+              ggPrev[j] = kb.sub(ggPrev[j], d);
+            }
+            for (int64_t j = 0; j < n; ++j)
+              kb.store(Grow[j], G, at(i, kb.idx(j)));
+            return ggPrev;
+          });
+    });
+  }
+  /// -log2(sum_k 2^(a_k + b_k)).
+  Value lse(ArrayRef<Value> a, ArrayRef<Value> b) {
+    SmallVector<Value> v;
+    for (int64_t k = 0; k < n; ++k)
+      v.push_back(kb.add(a[k], b[k]));
+    return negLog2SumExp2(kb, v);
+  }
+};
+} // namespace
+
 static LogicalResult buildBackward(KernelContext &ctx) {
   int64_t n = ctx.n(), T = ctx.spec.iters;
   int64_t hist = historyFloats(ctx.spec);
@@ -316,34 +441,25 @@ static LogicalResult buildBackward(KernelContext &ctx) {
       L = toBase2(kb, L);
       SmallVector<Value> K = sk.kernelMatrix(L);
       // The gradient through the log mode, with the forward run in the
-      // scaling form (history u^t, v^t; plans K_ij u_i v_j; `ok` tracks the
-      // sums' range) or in the log domain (history f^t, g^t; plans
-      // exp2(L2 + f + g)). Both keep 2n floats per iteration.
-      auto logModeGrad = [&](bool scaling, Value *ok) {
-        SmallVector<Value> start(2 * n, kb.f32(scaling ? 1.0 : 0.0));
-        if (scaling)
-          start.push_back(kb.boolean(true));
+      // scaling form: history u^t, v^t (2n floats per iteration), plans
+      // K_ij u_i v_j; `ok` turns false when a sum leaves the safe range.
+      auto scalingGrad = [&](Value *ok) {
+        SmallVector<Value> start(2 * n, kb.f32(1.0));
+        start.push_back(kb.boolean(true));
         SmallVector<Value> fg = kb.loop(
             kb.idx(0), kb.idx(T), kb.idx(1), start,
             [&](Value t, ValueRange it) {
-              SmallVector<Value> g(it.begin() + n, it.begin() + 2 * n), next;
-              if (scaling) {
-                Value fine = it[2 * n];
-                SmallVector<Value> u = sk.scale(K, g, true, fine);
-                next = concat(u, sk.scale(K, u, false, fine));
-                save(kb.mul(t, kb.idx(2 * n)), next);
-                next.push_back(fine);
-                return next;
-              }
-              SmallVector<Value> f = sk.rowPotential(L, g);
-              next = concat(f, sk.colPotential(L, f));
+              SmallVector<Value> g(it.begin() + n, it.begin() + 2 * n);
+              Value fine = it[2 * n];
+              SmallVector<Value> u = sk.scale(K, g, true, fine);
+              SmallVector<Value> next = concat(u, sk.scale(K, u, false, fine));
               save(kb.mul(t, kb.idx(2 * n)), next);
+              next.push_back(fine);
               return next;
             });
-        if (scaling)
-          *ok = fg[2 * n];
+        *ok = fg[2 * n];
         auto plan = [&](ArrayRef<Value> f, ArrayRef<Value> g) {
-          return scaling ? sk.scaledPlan(K, f, g) : sk.plan(L, f, g);
+          return sk.scaledPlan(K, f, g);
         };
         SmallVector<Value> P = plan(ArrayRef<Value>(fg).take_front(n),
                                     ArrayRef<Value>(fg).slice(n, n));
@@ -372,7 +488,7 @@ static LogicalResult buildBackward(KernelContext &ctx) {
               SmallVector<Value> prev = restore(prevBase, 2 * n);
               SmallVector<Value> gPrev;
               for (int64_t j = 0; j < n; ++j)
-                gPrev.push_back(kb.select(first, kb.f32(scaling ? 1.0 : 0.0), prev[n + j]));
+                gPrev.push_back(kb.select(first, kb.f32(1.0), prev[n + j]));
               // g^t_j = -LSE_i(L_ij + f^t_i): A = exp(L + f^t + g^t).
               SmallVector<Value> A = plan(f, g);
               for (int64_t i = 0; i < n; ++i)
@@ -397,10 +513,12 @@ static LogicalResult buildBackward(KernelContext &ctx) {
         return out;
       };
       Value ok;
-      SmallVector<Value> fast = logModeGrad(true, &ok);
+      SmallVector<Value> fast = scalingGrad(&ok);
       kb.when(ok, [&] { storeMatrix(kb, fast, l.arg("glogits"), m, n); });
       kb.when(kb.select(ok, kb.boolean(false), kb.boolean(true)), [&] {
-        storeMatrix(kb, logModeGrad(false, nullptr), l.arg("glogits"), m, n);
+        LogDomainGrad{kb, n, T, l.arg("logits"), l.arg("gP"), l.arg("glogits"),
+                      m, save, restore}
+            .emit();
       });
       return;
     } else {
