@@ -157,6 +157,9 @@ Value KernelBuilder::i64ToIndex(Value a) {
   return arith::IndexCastOp::create(b, loc, b.getIndexType(), a);
 }
 
+static LLVM::InlineAsmOp ptx(KernelBuilder &kb, Type result, ValueRange operands,
+                             StringRef text, StringRef constraints);
+
 Value KernelBuilder::load(Value mem, Value offset) {
   return memref::LoadOp::create(b, loc, mem, ValueRange{offset});
 }
@@ -178,6 +181,18 @@ Value KernelBuilder::vload(Value mem, Value offset, int64_t width) {
 
 void KernelBuilder::vstore(Value vec, Value mem, Value offset) {
   int64_t width = cast<VectorType>(vec.getType()).getNumElements();
+  if (streamingStores && width * elementBytes(mem) == 16 &&
+      !cast<MemRefType>(mem.getType()).getMemorySpace()) {
+    // LLVM's NVPTX backend drops !nontemporal: the cache hint is written out.
+    Value words = vector::BitCastOp::create(
+        b, loc, VectorType::get({4}, b.getI32Type()), vec);
+    SmallVector<Value> operands = {globalPtr(mem, offset)};
+    for (int64_t k = 0; k < 4; ++k)
+      operands.push_back(extract(words, k));
+    ptx(*this, Type(), operands, "st.global.cs.v4.b32 [$0], {$1, $2, $3, $4};",
+        "l,r,r,r,r");
+    return;
+  }
   auto op = vector::StoreOp::create(b, loc, vec, mem, ValueRange{offset});
   op.setAlignment(static_cast<uint64_t>(width * elementBytes(mem)));
 }

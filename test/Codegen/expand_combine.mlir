@@ -3,6 +3,7 @@
 // per-block partials added in a fixed order. No atomics anywhere.
 // RUN: mhc-compile --spec 'expand_combine.fwd;n=4;act=bf16;layout=nc;C=7168;bias=0;arch=sm_90a' --print-ir | FileCheck %s --check-prefix=FWD
 // RUN: rm -rf %t.f && mhc-compile --spec 'expand_combine.fwd;n=4;act=bf16;layout=cn;C=7168;bias=0;arch=sm_90a' -o %t.f && FileCheck %s --check-prefix=FJSON < %t.f/mhc_expand_combine_fwd_n4_60552d2ca59a70bd.json
+// RUN: rm -rf %t.s && mhc-compile --spec 'expand_combine.fwd;n=4;act=bf16;layout=cn;C=4096;bias=0;arch=sm_90a' -o %t.s && cat %t.s/*.json %t.s/*.ptx | FileCheck %s --check-prefix=WIDE
 // RUN: mhc-compile --spec 'expand_combine.bwd;n=4;act=bf16;param=f32;layout=cn;C=2048;bias=1;arch=sm_90a' --print-ir | FileCheck %s --check-prefix=BWD
 // RUN: rm -rf %t && mhc-compile --spec 'expand_combine.bwd;n=4;act=bf16;param=f32;layout=cn;C=2048;bias=1;arch=sm_90a' -o %t && FileCheck %s --check-prefix=JSON < %t/mhc_expand_combine_bwd_n4_d19c414558f73456.json
 // RUN: rm -rf %t.e && mhc-compile --spec 'expand_combine.bwd;n=8;act=bf16;layout=cn;C=7168;bias=0;arch=sm_90a' -o %t.e && cat %t.e/*.ptx | FileCheck %s --check-prefix=BWD8
@@ -23,6 +24,14 @@
 // 16-byte piece), 3584 per token, 4 per thread, 1024 per block; no spills.
 // FJSON: "grid": {"tokens_per_block": 0, "fixed_blocks": 0, "times_split": false, "items_per_token": 3584, "items_per_block": 1024}
 // FJSON-SAME: "spill_stores": 0, "spill_loads": 0, "stack_bytes": 0
+
+// C % 2048 == 0 (whole tokens per 1024 items): 512 threads x 2 items,
+// evict-first 16-byte stores.
+// WIDE: "block": [512, 1, 1], "grid": {"tokens_per_block": 0, "fixed_blocks": 0, "times_split": false, "items_per_token": 2048, "items_per_block": 1024}
+// WIDE-SAME: "spill_stores": 0, "spill_loads": 0, "stack_bytes": 0
+// WIDE: .maxntid 512, 1, 1
+// WIDE-COUNT-2: st.global.cs.v4.b32
+// WIDE-NOT: st.global.v4
 
 // BWD: gpu.func @mhc_expand_combine_bwd_n4_d19c414558f73456_main(
 // BWD: gpu.barrier

@@ -111,6 +111,25 @@ def test_parity(op, d, cfg):
     assert after["reference_calls"] == before["reference_calls"], (before, after)
 
 
+WIDE_STREAM = [dict(act=act, C=C, M=M, bias=bias)
+               for (act, C, M, bias) in [("bf16", 4096, 4096 + 3, False), ("f16", 2048, 7, True),
+                                         ("bf16", 6144, 1, False)]]
+
+
+@pytest.mark.parametrize("cfg", WIDE_STREAM, ids=lambda c: "{act}-C{C}-M{M}-bias{bias}".format(**c))
+def test_expand_combine_forward_wide_stream_blocks(cfg):
+    """n = 4's expand_combine forward, (C, n) layout, C % 2048 == 0: blocks of
+    512 threads x 2 items that hold whole tokens, evict-first stores. A
+    ragged last block, a bias, a single token; against float64 SPEC.md and
+    run to run the same."""
+    s = spec("expand_combine", "fwd", 4, act=cfg["act"], layout="cn", C=cfg["C"], bias=cfg["bias"])
+    before = mhc._C.stats()
+    check(s, cfg["M"], SEED + hash(("wide", tuple(cfg.values()))) % 100000)
+    after = mhc._C.stats()
+    assert after["kernel_calls"] - before["kernel_calls"] == 2, (before, after)
+    assert after["reference_calls"] == before["reference_calls"], (before, after)
+
+
 TF32 = [dict(n=n, act=act, layout=lay, C=C, M=M)
         for (n, act, lay, C, M) in [(2, "bf16", "cn", 4096, 4096 + 5), (4, "bf16", "cn", 7168, 4096 + 3),
                                     (4, "f16", "nc", 1000, 7), (6, "bf16", "nc", 2048, 1),

@@ -32,6 +32,9 @@ public:
 
   OpBuilder &b;
   Location loc;
+  /// 16-byte vector stores to global memory go out as st.global.cs
+  /// (evict-first): for a stream's output, which nothing here reads back.
+  bool streamingStores = false;
 
   // Constants.
   Value idx(int64_t v);
