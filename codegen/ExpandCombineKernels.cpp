@@ -127,13 +127,14 @@ static LogicalResult buildForward(KernelContext &ctx) {
   }
 
   StreamShape shape = streamShape(ctx, w, (n + 1) * w, n + n * n);
-  // n = 4, 2-byte (C, n): when 1024 items make whole tokens (C % 2048 == 0),
-  // 512 threads x 2 items with evict-first stores. Measured on the H100 at
-  // M = 32768, C = 4096, beside TE (794.5 us): 791.5 us, against 799.2 us
-  // for 256 x 4 (798.5 us with the stores alone, 795.0 us at 256 x 2). At
-  // C = 7168, where blocks straddle tokens, 256 x 4 stays (1379.6 us; 256 x
-  // 2: 1446.8 us).
-  bool wide = n == 4 && ctx.spec.layout == ::mhc::Layout::CN &&
+  // n = 4, 2-byte (C, n) on sm_90a: when 1024 items make whole tokens
+  // (C % 2048 == 0), 512 threads x 2 items with evict-first stores. Measured
+  // on the H100 at M = 32768, C = 4096, beside TE (794.5 us): 791.5 us,
+  // against 799.2 us for 256 x 4 (798.5 us with the stores alone, 795.0 us
+  // at 256 x 2). At C = 7168, where blocks straddle tokens, 256 x 4 stays
+  // (1379.6 us; 256 x 2: 1446.8 us); so do the archs not measured.
+  bool wide = ctx.spec.arch == "sm_90a" && n == 4 &&
+              ctx.spec.layout == ::mhc::Layout::CN &&
               ::mhc::byteWidth(act) == 2 && shape.chunks % 1024 == 0;
   if (wide) {
     shape.threads = 512;
