@@ -118,7 +118,7 @@ WIDE_STREAM = [dict(act=act, C=C, M=M, bias=bias)
 
 @pytest.mark.parametrize("cfg", WIDE_STREAM, ids=lambda c: "{act}-C{C}-M{M}-bias{bias}".format(**c))
 def test_expand_combine_forward_wide_stream_blocks(cfg):
-    """n = 4's expand_combine forward, (C, n) layout, C % 2048 == 0: blocks of
+    """n = 4's expand_combine forward on sm_90a, (C, n), C % 2048 == 0: blocks of
     512 threads x 2 items that hold whole tokens, evict-first stores. A
     ragged last block, a bias, a single token; against float64 SPEC.md and
     run to run the same."""
