@@ -327,13 +327,6 @@ Value KernelBuilder::sharedPtr(Value mem, Value elem) {
 Value KernelBuilder::globalPtr(Value mem, Value elem) {
   return pointerTo(*this, mem, elem, static_cast<unsigned>(NVVM::NVVMMemorySpace::Global));
 }
-Value KernelBuilder::loadVolatile(Value mem, Value offset) {
-  auto memType = cast<MemRefType>(mem.getType());
-  return LLVM::LoadOp::create(b, loc, memType.getElementType(),
-                              globalPtr(mem, offset),
-                              static_cast<unsigned>(elementBytes(mem)),
-                              /*isVolatile=*/true);
-}
 Value KernelBuilder::bytePtr(Value ptr, Value bytes) {
   return LLVM::GEPOp::create(b, loc, ptr.getType(), b.getI8Type(), ptr,
                              ValueRange{indexToI64(bytes)});

@@ -38,11 +38,32 @@ Value negLog2SumExp2(KernelBuilder &kb, ArrayRef<Value> v) {
 }
 
 /// L * log2(e): the log mode's logits in base 2.
+Value toBase2(KernelBuilder &kb, Value v) {
+  return kb.mul(v, kb.f32(1.4426950408889634));
+}
 SmallVector<Value> toBase2(KernelBuilder &kb, ArrayRef<Value> L) {
   SmallVector<Value> out;
   for (Value v : L)
-    out.push_back(kb.mul(v, kb.f32(1.4426950408889634)));
+    out.push_back(toBase2(kb, v));
   return out;
+}
+
+/// -log2(sum_k 2^(a_k + b_k)): a potential from a row or column of L2 and
+/// the other potential.
+Value negLog2SumExp2Sum(KernelBuilder &kb, ArrayRef<Value> a, ArrayRef<Value> b) {
+  SmallVector<Value> v = {kb.add(a[0], b[0])};
+  for (size_t k = 1; k < a.size(); ++k)
+    v.push_back(kb.add(a[k], b[k]));
+  return negLog2SumExp2(kb, v);
+}
+
+/// Row i of the plan exp(L + f + g) from base-2 values: 2^((L2_ij + f_i) + g_j).
+SmallVector<Value> planRow(KernelBuilder &kb, ArrayRef<Value> Lrow, Value fi,
+                           ArrayRef<Value> g) {
+  SmallVector<Value> P;
+  for (size_t j = 0; j < Lrow.size(); ++j)
+    P.push_back(kb.exp2(kb.add(kb.add(Lrow[j], fi), g[j])));
+  return P;
 }
 
 struct Sinkhorn {
@@ -55,22 +76,18 @@ struct Sinkhorn {
   /// f_i = -LSE_j(L_ij + g_j) (base 2: L, f, g scaled by log2(e)).
   SmallVector<Value> rowPotential(ArrayRef<Value> L, ArrayRef<Value> g) {
     SmallVector<Value> f;
-    for (int64_t i = 0; i < n; ++i) {
-      SmallVector<Value> v;
-      for (int64_t j = 0; j < n; ++j)
-        v.push_back(kb.add(L[i * n + j], g[j]));
-      f.push_back(negLog2SumExp2(kb, v));
-    }
+    for (int64_t i = 0; i < n; ++i)
+      f.push_back(negLog2SumExp2Sum(kb, L.slice(i * n, n), g));
     return f;
   }
   /// g_j = -LSE_i(L_ij + f_i).
   SmallVector<Value> colPotential(ArrayRef<Value> L, ArrayRef<Value> f) {
     SmallVector<Value> g;
     for (int64_t j = 0; j < n; ++j) {
-      SmallVector<Value> v;
+      SmallVector<Value> col;
       for (int64_t i = 0; i < n; ++i)
-        v.push_back(kb.add(L[i * n + j], f[i]));
-      g.push_back(negLog2SumExp2(kb, v));
+        col.push_back(L[i * n + j]);
+      g.push_back(negLog2SumExp2Sum(kb, col, f));
     }
     return g;
   }
@@ -79,8 +96,7 @@ struct Sinkhorn {
                           ArrayRef<Value> g) {
     SmallVector<Value> P;
     for (int64_t i = 0; i < n; ++i)
-      for (int64_t j = 0; j < n; ++j)
-        P.push_back(kb.exp2(kb.add(kb.add(L[i * n + j], f[i]), g[j])));
+      P.append(planRow(kb, L.slice(i * n, n), f[i], g));
     return P;
   }
 
@@ -301,16 +317,9 @@ struct LogDomainGrad {
     SmallVector<Value> v;
     for (int64_t k = 0; k < n; ++k) {
       Value x = kb.load(buf, row ? at(i, kb.idx(k)) : at(kb.idx(k), i));
-      v.push_back(base2 ? kb.mul(x, kb.f32(1.4426950408889634)) : x);
+      v.push_back(base2 ? toBase2(kb, x) : x);
     }
     return v;
-  }
-  /// Row i of exp2(L + f + g): f_i and the n values g.
-  SmallVector<Value> planRow(ArrayRef<Value> Lrow, Value fi, ArrayRef<Value> g) {
-    SmallVector<Value> P;
-    for (int64_t j = 0; j < n; ++j)
-      P.push_back(kb.exp2(kb.add(kb.add(Lrow[j], fi), g[j])));
-    return P;
   }
   Value hist(Value t, int64_t off) {
     return kb.add(kb.mul(t, kb.idx(2 * n)), kb.idx(off));
@@ -324,11 +333,13 @@ struct LogDomainGrad {
             [&](Value t, ValueRange it) {
               SmallVector<Value> g(it.begin(), it.end());
               kb.loop(kb.idx(0), kb.idx(n), kb.idx(1), [&](Value i) {
-                save(kb.add(hist(t, 0), i), lse(line(logits, i, true, true), g));
+                save(kb.add(hist(t, 0), i),
+                     negLog2SumExp2Sum(kb, line(logits, i, true, true), g));
               });
               SmallVector<Value> f = restore(hist(t, 0), n);
               kb.loop(kb.idx(0), kb.idx(n), kb.idx(1), [&](Value j) {
-                save(kb.add(hist(t, n), j), lse(line(logits, j, false, true), f));
+                save(kb.add(hist(t, n), j),
+                     negLog2SumExp2Sum(kb, line(logits, j, false, true), f));
               });
               return restore(hist(t, n), n);
             });
@@ -340,7 +351,7 @@ struct LogDomainGrad {
         [&](Value i, ValueRange it) {
           SmallVector<Value> acc(it.begin(), it.end());
           Value fi = restore(kb.add(hist(last, 0), i), 1)[0];
-          SmallVector<Value> P = planRow(line(logits, i, true, true), fi, gT);
+          SmallVector<Value> P = planRow(kb, line(logits, i, true, true), fi, gT);
           SmallVector<Value> gProw = line(gP, i, true, false);
           for (int64_t j = 0; j < n; ++j) {
             Value d = kb.mul(gProw[j], P[j]);
@@ -368,7 +379,7 @@ struct LogDomainGrad {
             SmallVector<Value> Lrow = line(logits, i, true, true);
             SmallVector<Value> Grow = line(G, i, true, false);
             // g^t_j = -LSE_i(L_ij + f^t_i): A = exp2(L + f^t + g^t).
-            SmallVector<Value> A = planRow(Lrow, fi, g);
+            SmallVector<Value> A = planRow(kb, Lrow, fi, g);
             SmallVector<Value> gProw = line(gP, i, true, false);
             Value rowSum = zero;
             for (int64_t j = 0; j < n; ++j)
@@ -380,7 +391,7 @@ struct LogDomainGrad {
               gfi = kb.sub(gfi, d);
             }
             // f^t_i = -LSE_j(L_ij + g^{t-1}_j): B = exp2(L + f^t + g^{t-1}).
-            SmallVector<Value> B = planRow(Lrow, fi, prev);
+            SmallVector<Value> B = planRow(kb, Lrow, fi, prev);
             for (int64_t j = 0; j < n; ++j) {
               Value d = kb.mul(gfi, B[j]);
               Grow[j] = kb.sub(Grow[j], d);
@@ -391,13 +402,6 @@ struct LogDomainGrad {
             return ggPrev;
           });
     });
-  }
-  /// -log2(sum_k 2^(a_k + b_k)).
-  Value lse(ArrayRef<Value> a, ArrayRef<Value> b) {
-    SmallVector<Value> v;
-    for (int64_t k = 0; k < n; ++k)
-      v.push_back(kb.add(a[k], b[k]));
-    return negLog2SumExp2(kb, v);
   }
 };
 } // namespace

@@ -86,10 +86,6 @@ public:
   // Memory: 1-D memrefs, element offsets.
   Value load(Value mem, Value offset);
   void store(Value v, Value mem, Value offset);
-  /// A volatile load of a global memref's element: never merged with an
-  /// earlier load of it, so a value needed again late can be re-read
-  /// instead of held in a register.
-  Value loadVolatile(Value mem, Value offset);
   /// Loads `width` consecutive elements; the access is `width * bytes`
   /// aligned, which the kernel's indexing guarantees.
   Value vload(Value mem, Value offset, int64_t width);
