@@ -9,6 +9,7 @@ out="${OUT:-/tmp/mhc-out}"; mkdir -p "$out"
 source "$root/test/gpu/setup-gpu.sh" || exit 1
 cd /tmp && python3 -m pytest -q -p no:cacheprovider "$root/test/gpu/test_torch_ops.py" "${@}" 2>&1 | tee "$out/torch-suite.log" | tail -25
 status=${PIPESTATUS[0]}
+head -1 "$out/torch-suite-summary.txt" 2>/dev/null  # device, seed and check count
 python3 "$root/test/gpu/sanitize.py" > "$out/sanitizer-driver.log" 2>&1 || { cat "$out/sanitizer-driver.log"; exit 1; }
 for tool in memcheck racecheck; do
   compute-sanitizer --tool $tool --error-exitcode 9 python3 "$root/test/gpu/sanitize.py" > "$out/sanitizer-$tool.log" 2>&1
