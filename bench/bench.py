@@ -66,11 +66,19 @@ def timeit(fn, sets, reps=30, warmup=5, ahead=False):
     with `ahead`, each call is enqueued behind a GPU spin (torch.cuda._sleep)."""
     for i in range(warmup):
         fn(*sets[i % len(sets)])
+    # The events exist before the timed calls: torch creates a CUDA event at
+    # its first record, and the end event's creation would otherwise fall
+    # inside the interval (about 4 us of host time on the H100 machine, which
+    # an idle-timed call cannot hide).
+    events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(reps)]
+    for a, b in events:
+        a.record()
+        b.record()
     torch.cuda.synchronize()
     times = []
     for i in range(reps):
         args = sets[i % len(sets)]
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a, b = events[i]
         if ahead:
             torch.cuda._sleep(AHEAD_CYCLES)
         a.record()
