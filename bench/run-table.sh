@@ -8,8 +8,10 @@
 #   2: n = 4, M = 8192          3: n = 4, M = 32768
 #   4: n = 8, M = 8192 and 32768 (mhc, torch.compile), device time per kernel
 #
-# Writes $OUT/bench-PART.json and its log (part 4: k*.json too); then
-# python3 bench/report.py bench-1.json ... bench-4.json --kernels k*.json.
+# Writes $OUT/bench-PART.json and its log; part 4 also the device times per
+# kernel (k*.json and their log), packed in $OUT/kernels-4.tar because the
+# device tool brings back only a few files per call. Then:
+# tar -xf kernels-4.tar; python3 bench/report.py bench-1.json ... bench-4.json --kernels k*.json.
 set -u
 part=${1:?part 1-4}; te=${2:-}
 out=${OUT:-/tmp/mhc-out}; mkdir -p "$out"
@@ -29,6 +31,7 @@ case $part in
      done
      [ -n "$te" ] && python3 bench/kernel_times.py --shape 4,32768,7168 --te "$te" \
        --json "$out/kte_4_32768_7168.json" >> "$out/kernels.log" 2>&1
-     grep -E "sinkhorn|project" "$out/kernels.log" | cut -c1-110 | head -20 ;;
+     grep -E "sinkhorn|project" "$out/kernels.log" | cut -c1-110 | head -20
+     (cd "$out" && tar -cf kernels-4.tar k*_*.json kernels.log && rm -f k*_*.json kernels.log) ;;
   *) echo "part 1-4"; exit 2 ;;
 esac

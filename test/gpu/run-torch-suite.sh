@@ -2,7 +2,7 @@
 # On the GPU machine: unpack the carried compiler (.bundle/toolchain), build
 # the PyTorch extension against the machine's torch, run the GPU suite
 # (test_torch_ops.py) and compute-sanitizer (memcheck, racecheck) on one size
-# per op. Logs under $OUT.
+# per op. Logs under $OUT (the sanitizer's in sanitizer-logs.tar).
 set -uo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 out="${OUT:-/tmp/mhc-out}"; mkdir -p "$out"
@@ -15,4 +15,7 @@ for tool in memcheck racecheck; do
   compute-sanitizer --tool $tool --error-exitcode 9 python3 "$root/test/gpu/sanitize.py" > "$out/sanitizer-$tool.log" 2>&1
   echo "compute-sanitizer $tool: exit $?: $(grep -E 'SUMMARY' "$out/sanitizer-$tool.log" | tail -1)"
 done
+# One file for the three sanitizer logs: the device tool brings back only a
+# few files per call, and the summary and results must be among them.
+(cd "$out" && tar -cf sanitizer-logs.tar sanitizer-*.log && rm -f sanitizer-*.log)
 exit $status
