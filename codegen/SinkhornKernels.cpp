@@ -462,11 +462,8 @@ static LogicalResult buildBackward(KernelContext &ctx) {
               return next;
             });
         *ok = fg[2 * n];
-        auto plan = [&](ArrayRef<Value> f, ArrayRef<Value> g) {
-          return sk.scaledPlan(K, f, g);
-        };
-        SmallVector<Value> P = plan(ArrayRef<Value>(fg).take_front(n),
-                                    ArrayRef<Value>(fg).slice(n, n));
+        SmallVector<Value> P = sk.scaledPlan(K, ArrayRef<Value>(fg).take_front(n),
+                                             ArrayRef<Value>(fg).slice(n, n));
         // Through P = exp(f + L + g).
         SmallVector<Value> gL0, gf(n, kb.f32(0.0)), gg(n, kb.f32(0.0));
         for (int64_t i = 0; i < n; ++i)
@@ -494,7 +491,7 @@ static LogicalResult buildBackward(KernelContext &ctx) {
               for (int64_t j = 0; j < n; ++j)
                 gPrev.push_back(kb.select(first, kb.f32(1.0), prev[n + j]));
               // g^t_j = -LSE_i(L_ij + f^t_i): A = exp(L + f^t + g^t).
-              SmallVector<Value> A = plan(f, g);
+              SmallVector<Value> A = sk.scaledPlan(K, f, g);
               for (int64_t i = 0; i < n; ++i)
                 for (int64_t j = 0; j < n; ++j) {
                   Value d = kb.mul(ggt[j], A[i * n + j]);
@@ -502,7 +499,7 @@ static LogicalResult buildBackward(KernelContext &ctx) {
                   gft[i] = kb.sub(gft[i], d);
                 }
               // f^t_i = -LSE_j(L_ij + g^{t-1}_j): B = exp(L + g^{t-1} + f^t).
-              SmallVector<Value> B = plan(f, gPrev);
+              SmallVector<Value> B = sk.scaledPlan(K, f, gPrev);
               SmallVector<Value> ggPrev(n, kb.f32(0.0));
               for (int64_t i = 0; i < n; ++i)
                 for (int64_t j = 0; j < n; ++j) {
