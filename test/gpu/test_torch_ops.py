@@ -12,6 +12,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import zlib
 
 import pytest
 import torch
@@ -22,8 +23,15 @@ sys.path.insert(0, os.path.dirname(__file__))
 from kernels import DT, bound, cancellation, make_inputs, reference  # noqa: E402
 
 assert torch.cuda.is_available(), "the GPU suite needs a GPU"
-SEED = int.from_bytes(os.urandom(4), "little")
+# Fresh each run; MHC_SEED=<the summary's seed> draws a failed run's inputs again.
+SEED = int(os.environ.get("MHC_SEED") or int.from_bytes(os.urandom(4), "little"))
 RESULTS = []  # (op, rel, bound, spec) for the summary
+
+
+def case_seed(*key):
+    """SEED plus a number fixed by the test case (crc32: hash() of a string
+    is salted per process, so the seed alone would not give the inputs)."""
+    return SEED + zlib.crc32(repr(key).encode()) % 100000
 
 
 def spec(op, d, n, act="bf16", layout="nc", C=2048, mode="log", tf32=False, weight=False, bias=False,
@@ -104,7 +112,7 @@ def test_parity(op, d, cfg):
         extra = dict(bias=cfg["n"] in (2, 6))
     s = spec(op, d, cfg["n"], act=cfg["act"], layout=cfg["layout"], C=cfg["C"], mode=cfg["mode"], **extra)
     before = mhc._C.stats()
-    check(s, cfg["M"], SEED + hash((op, d, tuple(cfg.values()))) % 100000)
+    check(s, cfg["M"], case_seed(op, d, tuple(cfg.values())))
     after = mhc._C.stats()
     # Both calls ran the generated kernel; none fell back.
     assert after["kernel_calls"] - before["kernel_calls"] == 2, (before, after)
@@ -124,7 +132,7 @@ def test_expand_combine_forward_wide_stream_blocks(cfg):
     run to run the same."""
     s = spec("expand_combine", "fwd", 4, act=cfg["act"], layout="cn", C=cfg["C"], bias=cfg["bias"])
     before = mhc._C.stats()
-    check(s, cfg["M"], SEED + hash(("wide", tuple(cfg.values()))) % 100000)
+    check(s, cfg["M"], case_seed("wide", tuple(cfg.values())))
     after = mhc._C.stats()
     assert after["kernel_calls"] - before["kernel_calls"] == 2, (before, after)
     assert after["reference_calls"] == before["reference_calls"], (before, after)
@@ -172,7 +180,7 @@ def test_projection_tf32_on_the_staged_paths(d, cfg):
     s = spec("project", d, cfg["n"], act=cfg["act"], layout=cfg["layout"], C=cfg["C"], tf32=True,
              weight=cfg.get("weight", cfg["n"] in (4, 6)))
     before = mhc._C.stats()
-    check(s, cfg["M"], SEED + hash(("tf32", d, tuple(cfg.values()))) % 100000)
+    check(s, cfg["M"], case_seed("tf32", d, tuple(cfg.values())))
     after = mhc._C.stats()
     assert after["kernel_calls"] - before["kernel_calls"] == 2, (before, after)
     assert after["reference_calls"] == before["reference_calls"], (before, after)
@@ -254,7 +262,7 @@ def test_bulk_ring_kernels(cfg):
     s = spec(cfg["op"], cfg["d"], cfg["n"], act=cfg["act"], layout="cn", C=cfg["C"], bias=cfg["bias"],
              param=cfg["param"])
     before = mhc._C.stats()
-    check(s, cfg["M"], SEED + hash(("ring", tuple(cfg.values()))) % 100000)
+    check(s, cfg["M"], case_seed("ring", tuple(cfg.values())))
     after = mhc._C.stats()
     assert after["kernel_calls"] - before["kernel_calls"] == 2, (before, after)
     assert after["reference_calls"] == before["reference_calls"], (before, after)
@@ -274,7 +282,7 @@ def test_projection_forward_within_one_token_block_splits_phi_in_place(cfg):
     launches that ran as the manifest's min_tokens says."""
     s = spec("project", "fwd", cfg["n"], act=cfg["act"], layout=cfg["layout"], C=cfg["C"], tf32=cfg["tf32"],
              weight=cfg["weight"])
-    check(s, cfg["M"], SEED + hash(("one-block", tuple(cfg.values()))) % 100000)
+    check(s, cfg["M"], case_seed("one-block", tuple(cfg.values())))
     gen = torch.Generator(device="cuda").manual_seed(SEED)
     t = make_inputs(s, cfg["M"], gen)
     call(s, t)
