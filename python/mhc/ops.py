@@ -33,6 +33,8 @@ def _streams(x, layout, name="x"):
 def _flat(t, M, *rest):
     # Already [M, *rest] and contiguous (the common case): no torch calls,
     # which cost about a microsecond each from Python. The op checks shapes.
+    if not isinstance(t, torch.Tensor):  # for the op to name
+        return t
     if t.dim() == len(rest) + 1 and t.is_contiguous():
         return t
     return t.reshape(M, *rest).contiguous()
@@ -75,23 +77,37 @@ def _streams_from_logits(N):
 
 def project(x, phi, weight=None, *, layout="nc", tf32=False):
     """h = (xvec * weight) phi^T and ms = mean(xvec^2) per token (eq. 14-15)."""
+    if isinstance(x, torch.Tensor) and x.dim() == 3 and layout in _LAYOUTS:  # as in pre()
+        out = _eager(_C.project, (x, phi, weight), x, phi, weight, layout, bool(tf32))
+        if out is not _TORCH_OPS:
+            return out
+        return torch.ops.mhc.project(_dense(x), _dense(phi), _dense(weight), x.size(1 if layout == "nc" else 2),
+                                     layout, bool(tf32))
     lead, M, n, C = _streams(x, layout)
-    h, ms = torch.ops.mhc.project(_flat(x, M, *x.shape[-2:]), phi.contiguous(),
-                                  None if weight is None else weight.contiguous(), n, layout, bool(tf32))
+    h, ms = torch.ops.mhc.project(_flat(x, M, *x.shape[-2:]), _dense(phi), _dense(weight), n, layout, bool(tf32))
     return _unflat(h, lead, 2 * n + n * n), _unflat(ms, lead)
 
 
 def scale(h, ms, alpha, beta, *, norm_eps=1e-6, pre_eps=1e-6, post_mult=2.0):
     """pre, post, logits from the mixing logits (eq. 16-18)."""
+    if isinstance(h, torch.Tensor) and h.dim() == 2:  # [M, N], the common case
+        out = _eager(_C.scale, (h, ms, alpha, beta), h, ms, alpha, beta, float(norm_eps), float(pre_eps),
+                     float(post_mult))
+        if out is not _TORCH_OPS:
+            return out
     lead, N = tuple(h.shape[:-1]), h.shape[-1]
     n, M = _streams_from_logits(N), math.prod(h.shape[:-1])
-    pre, post, logits = torch.ops.mhc.scale(_flat(h, M, N), _flat(ms, M), alpha.contiguous(), beta.contiguous(),
-                                            n, float(norm_eps), float(pre_eps), float(post_mult))
+    pre, post, logits = torch.ops.mhc.scale(_flat(h, M, N), _flat(ms, M), _dense(alpha), _dense(beta), n,
+                                            float(norm_eps), float(pre_eps), float(post_mult))
     return _unflat(pre, lead, n), _unflat(post, lead, n), _unflat(logits, lead, n, n)
 
 
 def sinkhorn(logits, *, mode="softmax_eps", iters=20, eps=1e-6):
     """The doubly stochastic P from logits [..., n, n] (eq. 19)."""
+    if isinstance(logits, torch.Tensor) and logits.dim() == 3:  # [M, n, n], the common case
+        out = _eager(_C.sinkhorn, (logits,), logits, mode, int(iters), float(eps))
+        if out is not _TORCH_OPS:
+            return out
     n = logits.shape[-1]
     if logits.dim() < 3 or logits.shape[-2] != n:
         raise ValueError(f"argument 'logits' must be [..., n, n]; got {tuple(logits.shape)}")
@@ -102,6 +118,11 @@ def sinkhorn(logits, *, mode="softmax_eps", iters=20, eps=1e-6):
 
 def aggregate(x, pre, *, layout="nc"):
     """y = sum_i pre_i x_i, the block input (F_pre)."""
+    if isinstance(x, torch.Tensor) and x.dim() == 3 and layout in _LAYOUTS:  # as in pre()
+        out = _eager(_C.aggregate, (x, pre), x, pre, layout)
+        if out is not _TORCH_OPS:
+            return out
+        return torch.ops.mhc.aggregate(_dense(x), _dense(pre), x.size(1 if layout == "nc" else 2), layout)
     lead, M, n, C = _streams(x, layout)
     y = torch.ops.mhc.aggregate(_flat(x, M, *x.shape[-2:]), _flat(pre, M, n), n, layout)
     return _unflat(y, lead, C)
@@ -117,7 +138,7 @@ def expand_combine(f, post, x, P, bias=None, *, layout="nc"):
                                             x.size(1 if layout == "nc" else 2), layout)
     lead, M, n, C = _streams(x, layout)
     out = torch.ops.mhc.expand_combine(_flat(f, M, C), _flat(post, M, n), _flat(x, M, *x.shape[-2:]),
-                                       _flat(P, M, n, n), None if bias is None else bias.contiguous(), n, layout)
+                                       _flat(P, M, n, n), _dense(bias), n, layout)
     return out if x.dim() == 3 else out.reshape(x.shape)
 
 
@@ -140,10 +161,9 @@ def pre(x, phi, alpha, beta, weight=None, *, layout="nc", tf32=False, norm_eps=1
                                  x.size(1 if layout == "nc" else 2), layout, bool(tf32), float(norm_eps),
                                  float(pre_eps), float(post_mult), mode, int(iters), float(eps))
     lead, M, n, C = _streams(x, layout)
-    y, post_w, P = torch.ops.mhc.pre(_flat(x, M, *x.shape[-2:]), phi.contiguous(), alpha.contiguous(),
-                                     beta.contiguous(), None if weight is None else weight.contiguous(), n, layout,
-                                     bool(tf32), float(norm_eps), float(pre_eps), float(post_mult), mode, int(iters),
-                                     float(eps))
+    y, post_w, P = torch.ops.mhc.pre(_flat(x, M, *x.shape[-2:]), _dense(phi), _dense(alpha), _dense(beta),
+                                     _dense(weight), n, layout, bool(tf32), float(norm_eps), float(pre_eps),
+                                     float(post_mult), mode, int(iters), float(eps))
     return _unflat(y, lead, C), _unflat(post_w, lead, n), (P if len(lead) == 1 else P.reshape(*lead, n, n))
 
 

@@ -3,7 +3,7 @@
 // Importing mhc._C registers torch.ops.mhc.* (Ops.cpp). The few functions
 // here expose the runtime's state to Python: where the cache is, which
 // compiler it runs, and the canonical spec/kernel name of a spec string;
-// and eager entry points of the layer's two calls (below).
+// and eager entry points of the forward ops (below).
 //
 //===----------------------------------------------------------------------===//
 
@@ -24,6 +24,20 @@ int64_t streamsOf(const at::Tensor &x, const std::string &layout) {
   if (x.dim() != 3 || (layout != "nc" && layout != "cn"))
     return 0;
   return x.size(layout == "nc" ? 1 : 2);
+}
+
+OptTensor contiguous(const OptTensor &t) {
+  return t ? OptTensor(t->contiguous()) : std::nullopt;
+}
+
+/// n of h's N = 2n + n^2 logits per token; a ValueError (the Python API's
+/// message) for any other N.
+int64_t streamsOfLogits(int64_t N) {
+  for (int64_t n = 1; 2 * n + n * n <= N; ++n)
+    if (2 * n + n * n == N)
+      return n;
+  throw pybind11::value_error("h has " + std::to_string(N) +
+                              " logits per token, which is not 2n + n^2 for any n");
 }
 
 void warnInPython(const std::string &message) {
@@ -48,14 +62,37 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
     d["reference_calls"] = mhc::stats::referenceCalls.load();
     return d;
   }, "Op calls served by generated kernels and by the reference path (CUDA).");
-  // The same dispatcher ops as torch.ops.mhc.pre / expand_combine (autograd,
-  // CUDA or CPU kernels, dispatch modes), called through their typed
-  // handles instead of torch.ops' boxed arguments, with the inputs made
-  // contiguous here: a layer at M = 128 is bound by host time, and the
-  // boxed call of pre's 14 arguments and the Python API's conversions
-  // were several microseconds of it. python/mhc/ops.py uses them in eager
-  // mode when no argument has a __torch_function__ override; otherwise
-  // (and under torch.compile) it calls torch.ops.mhc.*.
+  // The same dispatcher ops as torch.ops.mhc.* (autograd, CUDA or CPU
+  // kernels, dispatch modes), called through their typed handles instead of
+  // torch.ops' boxed arguments, with the inputs made contiguous and n read
+  // from the shapes here: at small M a call is bound by host time, and the
+  // boxed call and the Python API's conversions were several microseconds
+  // of it. python/mhc/ops.py uses them in eager mode for the common ranks
+  // when no argument has a __torch_function__ override; otherwise (and
+  // under torch.compile) it calls torch.ops.mhc.*.
+  m.def("project", [](const at::Tensor &x, const at::Tensor &phi, const OptTensor &weight,
+                      const std::string &layout, bool tf32) {
+    pybind11::gil_scoped_release noGil;
+    return mhc::ops::projectOp().call(x.contiguous(), phi.contiguous(), contiguous(weight),
+                                      streamsOf(x, layout), layout, tf32);
+  }, "torch.ops.mhc.project for 3-D x, n from x and the layout (eager entry point).");
+  m.def("scale", [](const at::Tensor &h, const at::Tensor &ms, const at::Tensor &alpha,
+                    const at::Tensor &beta, double normEps, double preEps, double postMult) {
+    int64_t n = streamsOfLogits(h.size(-1)); // (throws ValueError first)
+    pybind11::gil_scoped_release noGil;
+    return mhc::ops::scaleOp().call(h.contiguous(), ms.contiguous(), alpha.contiguous(),
+                                    beta.contiguous(), n, normEps, preEps, postMult);
+  }, "torch.ops.mhc.scale for 2-D h, n from its 2n + n^2 columns (eager entry point).");
+  m.def("sinkhorn", [](const at::Tensor &logits, const std::string &mode, int64_t iters,
+                       double eps) {
+    pybind11::gil_scoped_release noGil;
+    return mhc::ops::sinkhornOp().call(logits.contiguous(), logits.size(-1), mode, iters, eps);
+  }, "torch.ops.mhc.sinkhorn for 3-D logits, n from the last dim (eager entry point).");
+  m.def("aggregate", [](const at::Tensor &x, const at::Tensor &pre, const std::string &layout) {
+    pybind11::gil_scoped_release noGil;
+    return mhc::ops::aggregateOp().call(x.contiguous(), pre.contiguous(), streamsOf(x, layout),
+                                        layout);
+  }, "torch.ops.mhc.aggregate for 3-D x, n from x and the layout (eager entry point).");
   m.def("pre", [](const at::Tensor &x, const at::Tensor &phi, const at::Tensor &alpha,
                   const at::Tensor &beta, const OptTensor &weight, const std::string &layout,
                   bool tf32, double normEps, double preEps, double postMult,
@@ -63,16 +100,16 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
     pybind11::gil_scoped_release noGil;
     return mhc::ops::preOp().call(
         x.contiguous(), phi.contiguous(), alpha.contiguous(), beta.contiguous(),
-        weight ? OptTensor(weight->contiguous()) : std::nullopt, streamsOf(x, layout),
-        layout, tf32, normEps, preEps, postMult, mode, iters, eps);
+        contiguous(weight), streamsOf(x, layout), layout, tf32, normEps, preEps, postMult,
+        mode, iters, eps);
   }, "torch.ops.mhc.pre for 3-D x, n from x and the layout (eager entry point).");
   m.def("expand_combine", [](const at::Tensor &f, const at::Tensor &post, const at::Tensor &x,
                              const at::Tensor &P, const OptTensor &bias,
                              const std::string &layout) {
     pybind11::gil_scoped_release noGil;
     return mhc::ops::expandCombineOp().call(
-        f.contiguous(), post.contiguous(), x.contiguous(), P.contiguous(),
-        bias ? OptTensor(bias->contiguous()) : std::nullopt, streamsOf(x, layout), layout);
+        f.contiguous(), post.contiguous(), x.contiguous(), P.contiguous(), contiguous(bias),
+        streamsOf(x, layout), layout);
   }, "torch.ops.mhc.expand_combine for 3-D x, n from x and the layout (eager entry point).");
   m.def("kernel_name", [](const std::string &spec) {
     std::string error;

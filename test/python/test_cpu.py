@@ -206,6 +206,77 @@ def test_eager_entry_points_are_the_dispatcher_ops():
         mhc.post(t["f"], got[1], t["x"], "P", layout="cn")
 
 
+def _single_op_calls(layout):
+    """(name, the Python API call, the torch.ops call, the tensors to
+    differentiate, a call with a non-tensor argument and that argument's name)
+    for the four ops that mhc.ops calls through mhc._C in eager mode."""
+    M, n, C = 5, 3, 8
+    t = {k: v.requires_grad_() for k, v in inputs(M, n, C, layout).items()}
+    h = torch.randn(M, 2 * n + n * n, requires_grad=True)
+    ms = (torch.rand(M) + 0.5).requires_grad_()
+    L = torch.randn(M, n, n, requires_grad=True)
+    pre = torch.rand(M, n, requires_grad=True)
+    kw = dict(norm_eps=1e-5, pre_eps=1e-6, post_mult=2.0)
+    return [
+        ("project", lambda: mhc.project(t["x"], t["phi"], t["weight"], layout=layout, tf32=False),
+         lambda: torch.ops.mhc.project(t["x"], t["phi"], t["weight"], n, layout, False),
+         [t["x"], t["phi"], t["weight"]], lambda: mhc.project(t["x"], "phi", layout=layout), "phi"),
+        ("scale", lambda: mhc.scale(h, ms, t["alpha"], t["beta"], **kw),
+         lambda: torch.ops.mhc.scale(h, ms, t["alpha"], t["beta"], n, 1e-5, 1e-6, 2.0),
+         [h, ms, t["alpha"], t["beta"]], lambda: mhc.scale(h, [1.0] * M, t["alpha"], t["beta"]), "ms"),
+        ("sinkhorn", lambda: mhc.sinkhorn(L, mode="log", iters=7, eps=1e-6),
+         lambda: torch.ops.mhc.sinkhorn(L, n, "log", 7, 1e-6), [L],
+         lambda: mhc.sinkhorn(L, mode=None), "mode"),
+        ("aggregate", lambda: mhc.aggregate(t["x"], pre, layout=layout),
+         lambda: torch.ops.mhc.aggregate(t["x"], pre, n, layout), [t["x"], pre],
+         lambda: mhc.aggregate(t["x"], "pre", layout=layout), "pre"),
+    ]
+
+
+@pytest.mark.parametrize("layout", ["nc", "cn"])
+def test_single_op_entry_points_are_the_dispatcher_ops(layout):
+    """mhc.project, scale, sinkhorn and aggregate take mhc._C's typed entry
+    points in eager mode, as pre and post do: torch.ops' results and
+    gradients bit for bit, seen by dispatch modes; a __torch_function__ mode
+    gets the torch.ops call; a non-tensor argument an error naming it."""
+    from torch.overrides import TorchFunctionMode
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Seen:
+        def __init__(self):
+            self.funcs = []
+
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            self.funcs.append(func)
+            return func(*args, **(kwargs or {}))
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            self.funcs.append(func)
+            return func(*args, **(kwargs or {}))
+
+    class FunctionMode(Seen, TorchFunctionMode):
+        pass
+
+    class DispatchMode(Seen, TorchDispatchMode):
+        pass
+
+    for name, api, op, leaves, bad, arg in _single_op_calls(layout):
+        got, want = api(), op()
+        got, want = (got, want) if isinstance(got, tuple) else ((got,), (want,))
+        assert all(a.shape == b.shape and torch.equal(a, b) for a, b in zip(got, want)), name
+        g = [torch.randn_like(o) for o in got]
+        for a, b in zip(torch.autograd.grad(got, leaves, g), torch.autograd.grad(want, leaves, g)):
+            assert torch.equal(a, b), name
+        with DispatchMode() as d:
+            api()
+        assert getattr(torch.ops.mhc, name).default in d.funcs, name
+        with FunctionMode() as f:
+            api()
+        assert getattr(torch.ops.mhc, name) in f.funcs, name
+        with pytest.raises((TypeError, RuntimeError, ValueError), match=arg):
+            bad()
+
+
 def test_compile_fullgraph_matches_eager():
     torch._dynamo.reset()
     hc = mhc.HyperConnection(n=4, C=16, mode="log")
