@@ -407,10 +407,12 @@ def dispatch_overhead(calls=2000):
     L = torch.randn(1, 4, 4, device=DEV)
     y = torch.randn(1, 64, device=DEV, dtype=torch.bfloat16)
     phi, alpha, beta = torch.randn(24, 256, device=DEV) / 16, torch.rand(3, device=DEV), torch.zeros(24, device=DEV)
-    for name, fn in (("torch.mul (a native op, the floor)", lambda: torch.mul(y, y)),
+    for name, fn in (("torch.empty_like (an allocation, no launch)", lambda: torch.empty_like(y)),
+                     ("torch.mul (a native op, the floor)", lambda: torch.mul(y, y)),
                      ("torch.ops.mhc.aggregate", lambda: torch.ops.mhc.aggregate(x, pre, 4, "cn")),
                      ("torch.ops.mhc.sinkhorn", lambda: torch.ops.mhc.sinkhorn(L, 4, "log", 20, 0.0)),
                      ("mhc.aggregate (Python API)", lambda: mhc.aggregate(x, pre, layout="cn")),
+                     ("mhc.sinkhorn (Python API)", lambda: mhc.sinkhorn(L, mode="log", iters=20, eps=0.0)),
                      ("torch.ops.mhc.pre (4 ops fused; 2 launches at M <= 128, else 3)", lambda: torch.ops.mhc.pre(
                          x, phi, alpha, beta, None, 4, "cn", True, FLT_EPS, 0.0, 2.0, "log", 20, 0.0)),
                      ("layer: mhc.pre + mhc.post (3 launches at M = 1)", lambda: layer(
