@@ -7,6 +7,8 @@ import math
 
 import pytest
 import torch
+from torch.overrides import TorchFunctionMode
+from torch.utils._python_dispatch import TorchDispatchMode
 
 import mhc
 from mhc import reference as ref
@@ -150,33 +152,35 @@ def test_pre_is_the_four_ops(layout):
         assert torch.equal(a, b)
 
 
+class _Seen:
+    """Records the functions a mode sees."""
+
+    def __init__(self):
+        self.funcs = []
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        self.funcs.append(func)
+        return func(*args, **(kwargs or {}))
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.funcs.append(func)
+        return func(*args, **(kwargs or {}))
+
+
+class FunctionMode(_Seen, TorchFunctionMode):
+    pass
+
+
+class DispatchMode(_Seen, TorchDispatchMode):
+    pass
+
+
 def test_eager_entry_points_are_the_dispatcher_ops():
     """mhc.pre and mhc.post call the dispatcher ops through mhc._C in eager
     mode (fewer microseconds of host time than torch.ops' boxed call): the
     same results and gradients as torch.ops.mhc.*, seen by dispatch modes;
     a __torch_function__ override (here a mode) gets the torch.ops call,
     and a non-tensor argument torch.ops' message."""
-    from torch.overrides import TorchFunctionMode
-    from torch.utils._python_dispatch import TorchDispatchMode
-
-    class Seen:
-        def __init__(self):
-            self.funcs = []
-
-        def __torch_function__(self, func, types, args=(), kwargs=None):
-            self.funcs.append(func)
-            return func(*args, **(kwargs or {}))
-
-        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-            self.funcs.append(func)
-            return func(*args, **(kwargs or {}))
-
-    class FunctionMode(Seen, TorchFunctionMode):
-        pass
-
-    class DispatchMode(Seen, TorchDispatchMode):
-        pass
-
     M, n, C = 5, 4, 8
     t = {k: v.requires_grad_() for k, v in inputs(M, n, C, "cn").items()}
     x_nc = t["x"].transpose(1, 2)  # a non-contiguous [M, n, C] view
@@ -239,27 +243,6 @@ def test_single_op_entry_points_are_the_dispatcher_ops(layout):
     points in eager mode, as pre and post do: torch.ops' results and
     gradients bit for bit, seen by dispatch modes; a __torch_function__ mode
     gets the torch.ops call; a non-tensor argument an error naming it."""
-    from torch.overrides import TorchFunctionMode
-    from torch.utils._python_dispatch import TorchDispatchMode
-
-    class Seen:
-        def __init__(self):
-            self.funcs = []
-
-        def __torch_function__(self, func, types, args=(), kwargs=None):
-            self.funcs.append(func)
-            return func(*args, **(kwargs or {}))
-
-        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-            self.funcs.append(func)
-            return func(*args, **(kwargs or {}))
-
-    class FunctionMode(Seen, TorchFunctionMode):
-        pass
-
-    class DispatchMode(Seen, TorchDispatchMode):
-        pass
-
     for name, api, op, leaves, bad, arg in _single_op_calls(layout):
         got, want = api(), op()
         got, want = (got, want) if isinstance(got, tuple) else ((got,), (want,))
