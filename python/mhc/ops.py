@@ -81,8 +81,6 @@ def project(x, phi, weight=None, *, layout="nc", tf32=False):
         out = _eager(_C.project, (x, phi, weight), x, phi, weight, layout, bool(tf32))
         if out is not _TORCH_OPS:
             return out
-        return torch.ops.mhc.project(_dense(x), _dense(phi), _dense(weight), x.size(1 if layout == "nc" else 2),
-                                     layout, bool(tf32))
     lead, M, n, C = _streams(x, layout)
     h, ms = torch.ops.mhc.project(_flat(x, M, *x.shape[-2:]), _dense(phi), _dense(weight), n, layout, bool(tf32))
     return _unflat(h, lead, 2 * n + n * n), _unflat(ms, lead)
@@ -90,13 +88,14 @@ def project(x, phi, weight=None, *, layout="nc", tf32=False):
 
 def scale(h, ms, alpha, beta, *, norm_eps=1e-6, pre_eps=1e-6, post_mult=2.0):
     """pre, post, logits from the mixing logits (eq. 16-18)."""
-    if isinstance(h, torch.Tensor) and h.dim() == 2:  # [M, N], the common case
-        out = _eager(_C.scale, (h, ms, alpha, beta), h, ms, alpha, beta, float(norm_eps), float(pre_eps),
+    lead, N = tuple(h.shape[:-1]), h.shape[-1]
+    n = _streams_from_logits(N)
+    if h.dim() == 2:  # [M, N], the common case
+        out = _eager(_C.scale, (h, ms, alpha, beta), h, ms, alpha, beta, n, float(norm_eps), float(pre_eps),
                      float(post_mult))
         if out is not _TORCH_OPS:
             return out
-    lead, N = tuple(h.shape[:-1]), h.shape[-1]
-    n, M = _streams_from_logits(N), math.prod(h.shape[:-1])
+    M = math.prod(lead)
     pre, post, logits = torch.ops.mhc.scale(_flat(h, M, N), _flat(ms, M), _dense(alpha), _dense(beta), n,
                                             float(norm_eps), float(pre_eps), float(post_mult))
     return _unflat(pre, lead, n), _unflat(post, lead, n), _unflat(logits, lead, n, n)
@@ -122,7 +121,6 @@ def aggregate(x, pre, *, layout="nc"):
         out = _eager(_C.aggregate, (x, pre), x, pre, layout)
         if out is not _TORCH_OPS:
             return out
-        return torch.ops.mhc.aggregate(_dense(x), _dense(pre), x.size(1 if layout == "nc" else 2), layout)
     lead, M, n, C = _streams(x, layout)
     y = torch.ops.mhc.aggregate(_flat(x, M, *x.shape[-2:]), _flat(pre, M, n), n, layout)
     return _unflat(y, lead, C)

@@ -30,16 +30,6 @@ OptTensor contiguous(const OptTensor &t) {
   return t ? OptTensor(t->contiguous()) : std::nullopt;
 }
 
-/// n of h's N = 2n + n^2 logits per token; a ValueError (the Python API's
-/// message) for any other N.
-int64_t streamsOfLogits(int64_t N) {
-  for (int64_t n = 1; 2 * n + n * n <= N; ++n)
-    if (2 * n + n * n == N)
-      return n;
-  throw pybind11::value_error("h has " + std::to_string(N) +
-                              " logits per token, which is not 2n + n^2 for any n");
-}
-
 void warnInPython(const std::string &message) {
   pybind11::gil_scoped_acquire gil;
   if (PyErr_WarnEx(PyExc_UserWarning, message.c_str(), 1) != 0)
@@ -65,7 +55,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   // The same dispatcher ops as torch.ops.mhc.* (autograd, CUDA or CPU
   // kernels, dispatch modes), called through their typed handles instead of
   // torch.ops' boxed arguments, with the inputs made contiguous and n read
-  // from the shapes here: at small M a call is bound by host time, and the
+  // from the shapes here (scale's comes from Python): at small M a call is bound by host time, and the
   // boxed call and the Python API's conversions were several microseconds
   // of it. python/mhc/ops.py uses them in eager mode for the common ranks
   // when no argument has a __torch_function__ override; otherwise (and
@@ -77,12 +67,12 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
                                       streamsOf(x, layout), layout, tf32);
   }, "torch.ops.mhc.project for 3-D x, n from x and the layout (eager entry point).");
   m.def("scale", [](const at::Tensor &h, const at::Tensor &ms, const at::Tensor &alpha,
-                    const at::Tensor &beta, double normEps, double preEps, double postMult) {
-    int64_t n = streamsOfLogits(h.size(-1)); // (throws ValueError first)
+                    const at::Tensor &beta, int64_t n, double normEps, double preEps,
+                    double postMult) {
     pybind11::gil_scoped_release noGil;
     return mhc::ops::scaleOp().call(h.contiguous(), ms.contiguous(), alpha.contiguous(),
                                     beta.contiguous(), n, normEps, preEps, postMult);
-  }, "torch.ops.mhc.scale for 2-D h, n from its 2n + n^2 columns (eager entry point).");
+  }, "torch.ops.mhc.scale for 2-D h (eager entry point).");
   m.def("sinkhorn", [](const at::Tensor &logits, const std::string &mode, int64_t iters,
                        double eps) {
     pybind11::gil_scoped_release noGil;
