@@ -1,111 +1,174 @@
-"""Writes the tables of docs/PERF.md from bench/bench.py perf.json files
-(several runs of one session are merged: rows, dispatch and cold-JIT numbers)
-and, optionally, bench/kernel_times.py JSON files (--kernels FILE ...).
+"""docs/PERFORMANCE.md, generated from one results file.
 
-    python3 bench/report.py docs/perf.json [more.json ...] [--kernels k.json ...]
+    python3 bench/report.py [docs/perf/results.json] > docs/PERFORMANCE.md
+    python3 bench/report.py merge OUT.json bench-1.json ... bench-4.json --kernels k_*.json \\
+        [--setup key=value ...]
+
+`merge` gathers one complete run of bench/run-table.sh (its four bench/bench.py
+perf.json files and the bench/kernel_times.py files of part 4) into one results
+file; --setup records what the JSON files do not know (driver, torch, code
+commit). test/python/test_docs.py checks that docs/PERFORMANCE.md is what this
+script prints for the committed results file.
 """
 
 import json
+import os
 import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+RESULTS = os.path.join(ROOT, "docs", "perf", "results.json")
+OPS = ("project", "scale", "sinkhorn", "aggregate", "expand_combine", "layer", "layer_graph")
+
+
+def merge(argv):
+    """report.py merge OUT perf.json ... [--kernels k.json ...] [--setup key=value ...]"""
+    out, runs, kernels, setup, into = argv[0], [], [], {}, "runs"
+    for arg in argv[1:]:
+        if arg in ("--kernels", "--setup"):
+            into = arg[2:]
+        elif into == "setup":
+            key, value = arg.split("=", 1)
+            setup[key] = value
+        else:
+            (kernels if into == "kernels" else runs).append(json.load(open(arg)))
+    with open(out, "w") as f:
+        json.dump({"setup": setup, "runs": runs, "kernel_times": kernels}, f, indent=1)
+        f.write("\n")
 
 
 def command(line):
-    """A run's command line with this machine's paths replaced."""
+    """A run's command line without this machine's paths."""
     out, prev = ["python3 bench/bench.py"], None
     toks = line.split()
     for tok in toks[1:] if toks[0].endswith(".py") else toks:
-        out.append("<TE checkout>" if prev == "--te" else "<out>" if prev == "--out" else tok)
+        if prev != "--out" and tok != "--out":
+            out.append("<TE checkout>" if prev == "--te" else tok)
         prev = tok
     return " ".join(out)
 
 
-def load(argv):
-    """Merges perf.json files (and kernel_times JSONs after --kernels)."""
-    runs, kernels, into = [], [], None
-    for arg in argv:
-        if arg == "--kernels":
-            into = kernels
+def table(idx, n, M, C):
+    """One shape's table: mhc's times, % of the bandwidth floor, and peer time / mhc time."""
+    yield f"\n## n = {n}, M = {M}, C = {C}\n"
+    yield "| op | fwd us | fwd % floor | bwd us | bwd % floor | x TE fwd | x TE bwd | x compile fwd | x compile bwd |"
+    yield "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+    for op in OPS:
+        m = idx.get(("mhc", op, n, M, C))
+        if not m:
             continue
-        (kernels if into is kernels else runs).append(json.load(open(arg)))
-    d = dict(runs[0])
-    d["commands"] = [run["command"] for run in runs]
-    d["runs"] = runs
-    d["rows"] = [r for run in runs for r in run["rows"]]
-    for key in ("dispatch_us", "cold_compile_s"):
-        d[key] = {k: v for run in runs for k, v in run.get(key, {}).items()}
-    d["kernel_times"] = kernels
-    return d
+        te, tc = idx.get(("TE", op, n, M, C)), idx.get(("torch.compile", op, n, M, C))
+        graph = op == "layer_graph"
+        us = lambda k: "-" if graph and k == "bwd_us" else f"{m[k]:.1f}"
+        pct = lambda k: f"{m[k]:.0%}" if m.get(k) else "-"
+        ratio = lambda r, k: "-" if not r or (graph and k == "bwd_us") else f"{r[k] / m[k]:.2f}"
+        label = "layer fwd (CUDA graph)" if graph else "layer (pre, identity block, post)" if op == "layer" else op
+        yield (f"| {label} | {us('fwd_us')} | {pct('fwd_sol')} | {us('bwd_us')} | {pct('bwd_sol')}"
+               f" | {ratio(te, 'fwd_us')} | {ratio(te, 'bwd_us')} | {ratio(tc, 'fwd_us')} | {ratio(tc, 'bwd_us')} |")
 
 
-def main():
-    d = load(sys.argv[1:])
-    rows = d["rows"]
+def device_times(kernel_times):
+    """Each op's kernels alone (torch.profiler), forward / backward, per measured shape."""
+    cols = [(kt["shape"], kt.get("impl", "mhc")) for kt in kernel_times]
+    yield "| op | " + " | ".join(f"{impl} n,M,C = {shape}" for shape, impl in cols) + " |"
+    yield "| --- |" + " ---: |" * len(cols)
+    for op in OPS[:5]:
+        cells = []
+        for kt in kernel_times:
+            ks = [k for k in kt["kernels"] if k["op"] == op]
+            fwd = sum(k["us"] for k in ks if "_bwd_" not in k["kernel"])
+            bwd = sum(k["us"] for k in ks if "_bwd_" in k["kernel"])
+            cells.append("-" if not ks else f"{fwd:.1f} / {bwd:.1f}" if bwd else f"{fwd:.1f} / -")
+        yield f"| {op} | " + " | ".join(cells) + " |"
+
+
+def slower(rows, idx):
+    """Rows where a peer took less time than mhc."""
+    for r in rows:
+        if r["impl"] == "mhc":
+            continue
+        m = idx.get(("mhc", r["op"], r["n"], r["M"], r["C"]))
+        for k in ("fwd_us", "bwd_us"):
+            if m and r[k] > 0 and m[k] > 0 and r[k] < m[k]:
+                yield (f"- {r['op']} {k[:3]}, n = {r['n']}, M = {r['M']}, C = {r['C']}: {r['impl']}"
+                       f" {r[k]:.1f} us, mhc {m[k]:.1f} us ({r[k] / m[k]:.3f}x)")
+
+
+def report(d):
+    runs, setup = d["runs"], d.get("setup", {})
+    rows = [r for run in runs for r in run["rows"]]
     idx = {(r["impl"], r["op"], r["n"], r["M"], r["C"]): r for r in rows}
-    bw = d["copy_bandwidth"]
-    print("# Performance\n")
-    bws = ", ".join(f"{r['copy_bandwidth'] / 1e12:.2f}" for r in d["runs"])
-    print(f"Device: {d['device']}. Date: {d['date']}. Measured copy bandwidth {bws} TB/s"
-          " (device-to-device, read + write; one per run), the SOL reference.\n")
-    print("Command (on the GPU machine, after test/gpu/setup-gpu.sh): `python3 bench/bench.py --te <TE checkout>"
-          " [--shape n,M,C ...]`; this table merges the runs "
-          + "; ".join(f"`{command(r)}`" for r in d["commands"])
-          + ". The Transformer Engine column loads `transformer_engine/{common,pytorch}/triton/mhc.py` from an"
-          f" outside checkout (TE main at d0067d0, PR #2978 merged) with a stand-in for general_gemm. TE: {d['te']}.\n")
-    print("Method: CUDA events, median of 30 (forward) / 20 (forward+backward) runs after 5 warm-up runs,"
-          " inputs rotated when smaller than 4x L2. backward = (forward + backward) - forward, through"
-          " torch.autograd.grad (no accumulation into .grad) for every column. All columns use TE's conventions"
-          " (layout (C, n), norm_eps = FLT_EPSILON, pre_eps = 0, log Sinkhorn with 20 iterations, TF32"
-          " projection); torch.compile compiles plain PyTorch SPEC.md per static shape with TF32 matmuls."
-          " % SOL = fewest IO bytes (bench/bench.py io_bytes) / measured time / the copy bandwidth measured"
-          " in the same run. Rows with M >= 4096 (runs with \"timing\": \"queued\" rows) enqueue each call"
-          " behind a ~1.7 ms GPU spin (torch.cuda._sleep) so that the events bracket the GPU's work for the"
-          " call (kernels and the gaps between them), as in a training step where the host runs ahead; rows"
-          " at M = 128 start each call from an idle GPU and include the host's latency to the first launch"
-          " (25-65 us per op from Python on this machine; the target there is a call from PyTorch). Small ops"
-          " (scale, sinkhorn; everything at M = 128) are host-bound under the idle method: see the device"
-          " times per kernel at the end. Raw numbers: docs/perf/.\n")
-    shapes = sorted({(r["n"], r["M"], r["C"]) for r in rows})
-    for n, M, C in shapes:
-        print(f"\n## n = {n}, M = {M}, C = {C} (bf16 activations, fp32 mixing)\n")
-        print("| op | mhc fwd us | SOL | mhc bwd us | SOL | TE fwd | TE bwd | torch.compile fwd | torch.compile bwd |"
-              " fwd vs TE | bwd vs TE | fwd vs compile | bwd vs compile |")
-        print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
-        for op in ("project", "scale", "sinkhorn", "aggregate", "expand_combine", "layer", "layer_graph"):
-            m = idx.get(("mhc", op, n, M, C))
-            if not m:
-                continue
-            te = idx.get(("TE", op, n, M, C))
-            tc = idx.get(("torch.compile", op, n, M, C))
-            sol = lambda v: f"{v:.0%}" if v else "-"
-            fwd_only = op == "layer_graph"
-            num = lambda r, k: ("-" if fwd_only and k == "bwd_us" else f"{r[k]:.1f}") if r else "absent"
-            ratio = lambda r, k: f"{r[k] / m[k]:.2f}x" if r and m[k] > 0 else "-"
-            label = "layer fwd, CUDA graph replay" if op == "layer_graph" else op
-            print(f"| {label} | {m['fwd_us']:.1f} | {sol(m.get('fwd_sol'))} | {num(m, 'bwd_us')} | {sol(m.get('bwd_sol'))}"
-                  f" | {num(te, 'fwd_us')} | {num(te, 'bwd_us')} | {num(tc, 'fwd_us')} | {num(tc, 'bwd_us')}"
-                  f" | {ratio(te, 'fwd_us')} | {ratio(te, 'bwd_us')} | {ratio(tc, 'fwd_us')} | {ratio(tc, 'bwd_us')} |")
-    print("\nRatios are peer time / mhc time (above 1 means mhc is faster).\n")
-    print("## Host dispatch and JIT\n")
-    print("Host microseconds per warm call (M = 1, 2000 calls without synchronisation):\n")
-    for k, v in d["dispatch_us"].items():
-        print(f"- {k}: {v} us")
-    print("\nCold compile (mhc-compile wall time per kernel: PTX and cubin, bf16, C = 7168, on the GPU machine;"
-          " median and slowest of the repeats):\n")
-    cold = lambda v: (f"{v['median']} s (max {v['max']} s)" if isinstance(v, dict) else
-                      v if isinstance(v, str) else f"{v} s")
-    print("\n".join(f"- {k}: {cold(v)}" for k, v in d["cold_compile_s"].items()))
-    print()
-    for kt in d["kernel_times"]:
-        n, M, C = kt["shape"].split(",")
-        impl = kt.get("impl", "mhc")
-        which = "" if impl == "mhc" else f", {impl} (forward kernels, --te)"
-        print(f"\n## Device time per kernel (bench/kernel_times.py, torch.profiler), n = {n}, M = {M}, C = {C}{which}\n")
-        print("GPU time of each launch, without host overhead (median of 10 calls).\n")
-        print("| op | kernel | us |")
-        print("| --- | --- | ---: |")
-        for k in kt["kernels"]:
-            print(f"| {k['op']} | {k['kernel']} | {k['us']} |")
+    extras = next(run for run in runs if run.get("dispatch_us"))
+    bws = sorted({f"{run['copy_bandwidth'] / 1e12:.2f}" for run in runs})
+    yield "# Performance\n"
+    yield "<!-- Generated by bench/report.py from docs/perf/results.json; edit those, not this file. -->\n"
+    yield (f"**Hardware.** {runs[0]['device']} ({setup.get('driver', 'driver not recorded')}), one GPU;"
+           f" measured device-to-device copy bandwidth {' / '.join(bws)} TB/s (read + write). Date: {runs[0]['date']}.\n")
+    yield (f"**Software.** mhc {setup.get('mhc', '')} (ptxas {setup.get('ptxas', '?')}); torch {setup.get('torch', '?')}"
+           f" for torch.compile; Transformer Engine's Triton mHC kernels from {setup.get('te', 'an outside checkout')},"
+           " loaded by path with a stand-in for its general_gemm (never vendored).\n")
+    yield ("**Method.** CUDA events, median of 30 forward / 20 forward+backward calls after 5 warm-up calls,"
+           " inputs rotated when smaller than 4x L2; backward = (forward + backward) - forward through"
+           " torch.autograd.grad. Every column computes the same thing with TE's conventions: layout (C, n),"
+           " bf16 activations, fp32 mixing, norm_eps = FLT_EPSILON, pre_eps = 0, log Sinkhorn with 20 iterations,"
+           " TF32 projection. From M = 4096 each call is queued behind a GPU spin, so the time is the GPU's work;"
+           " at M = 128 each call starts from an idle GPU and includes the host's time to the first launch."
+           " % floor = the op's fewest IO bytes / copy bandwidth / measured time (100% = moving the bytes at"
+           " the copy rate; a read-mostly stream can pass it by a few %). x TE and x compile = peer time / mhc"
+           " time: above 1 means mhc is faster. Scale and sinkhorn move few bytes: no floor. TE's kernels take n = 4 only.\n")
+    for n, M, C in sorted({(r["n"], r["M"], r["C"]) for r in rows}):
+        yield from table(idx, n, M, C)
+    yield "\n## Device time per op\n"
+    yield ("The kernels alone, without host time (bench/kernel_times.py, torch.profiler, median of 10 calls),"
+           " forward / backward in us; TE's backward was not profiled.\n")
+    yield from device_times(d["kernel_times"])
+    yield "\n## Host dispatch and JIT\n"
+    yield "Host time per warm call from Python (M = 1, 2000 calls, no synchronisation):\n"
+    for k, v in extras["dispatch_us"].items():
+        yield f"- {k}: {v} us"
+    cold = extras["cold_compile_s"]
+    worst = max(cold, key=lambda k: cold[k]["max"])
+    yield (f"\nFirst call of a new kernel spec (mhc-compile: PTX and cubin): median {min(v['median'] for v in cold.values())}"
+           f" to {max(v['median'] for v in cold.values())} s per kernel over {len(cold)} kernels; slowest {worst},"
+           f" {cold[worst]['max']} s. Later calls and processes load the cached cubin.\n")
+    yield "\n## When mhc is slower, or host-bound\n"
+    yield "Rows of the tables where a peer is faster:\n"
+    yield from (list(slower(rows, idx)) or ["- none"])
+    yield ("\n- The streaming ops (aggregate, expand_combine) run at the copy rate, as TE's do: at large M the two"
+           " tie within a few tenths of a percent, and which is ahead moves with the machine.")
+    yield ("- Small calls (M = 128, and scale and sinkhorn at any M) are bound by host time: the GPU waits for"
+           " the next launch (compare the tables with the device times above). Capture the step in a CUDA graph"
+           " (mhc's ops never synchronise the host) or compile it with torch.compile (the ops have fake kernels),"
+           " and call `mhc.pre` / `HyperConnection`, which run the pre step as one call.")
+    yield ("- The first call with a new (op, n, dtype, layout, C, arch) compiles its kernel (time above);"
+           " ship or pre-warm `MHC_CACHE_DIR` to keep that out of a job's first step.")
+    yield ("- A call the kernels do not cover (a non-contiguous or misaligned input, float64, n > 8, a failed"
+           " compile) runs the ATen reference on the GPU, with a one-time warning naming the reason: keep"
+           " inputs contiguous; `MHC_LOG=1` and `mhc._C.stats()` show which path ran.")
+    yield "\n## Knobs\n"
+    yield "| knob | effect |"
+    yield "| --- | --- |"
+    yield "| `tf32=True` (ops, `HyperConnection`; TE's names default to it) | the projection multiplies with 2 bf16 parts of phi (TF32-class accuracy) instead of 3 (fp32-exact); faster where the projection is compute-bound (n >= 6) |"
+    yield "| fusion | `mhc.pre` runs project, scale, sinkhorn and aggregate as one fused kernel spec for n <= 4 at any M and for larger n up to M = 512 tokens (beyond that as the four kernels, which are faster there); same bits either way |"
+    yield "| `MHC_CACHE_DIR` | kernel cache (default `~/.cache/mhc`) |"
+    yield "| `MHC_COMPILER` | the `mhc-compile` to run (default: the one packaged with the wheel) |"
+    yield "| `MHC_COMPILE_TIMEOUT` | seconds one compile may take (default 300) |"
+    yield "| `MHC_FORCE_REFERENCE=1` | the ATen reference everywhere (to compare) |"
+    yield "| `MHC_LOG=1` | log each new specialisation, compile (with its time) and cache hit |"
+    yield "\n## Reproduce\n"
+    yield ("On one GPU machine, with an outside TE checkout: `for p in 1 2 3 4; do bash bench/run-table.sh $p <TE checkout>;"
+           " done`, then `python3 bench/report.py merge docs/perf/results.json bench-[1-4].json --kernels k*_*.json"
+           " --setup driver=... torch=... mhc=... ptxas=... te=...` and"
+           " `python3 bench/report.py > docs/PERFORMANCE.md`. The runs behind these tables:\n")
+    for run in runs:
+        yield f"- `{command(run['command'])}`"
+
+
+def main(argv):
+    if argv and argv[0] == "merge":
+        return merge(argv[1:])
+    with open(argv[0] if argv else RESULTS) as f:
+        print("\n".join(report(json.load(f))))
 
 
 if __name__ == "__main__":
-    main()
+    main(sys.argv[1:])
