@@ -1,5 +1,5 @@
 """Same-run benchmark of mHC on one GPU: mhc, torch.compile of a plain PyTorch
-version of SPEC.md, and Transformer Engine's Triton kernels.
+version of MATH.md, and Transformer Engine's Triton kernels.
 
     python3 bench/bench.py [--te PATH] [--out DIR] [--quick]
 
@@ -16,7 +16,7 @@ launch (--timing; see QUEUED_TOKENS). Backward = (forward+backward) - forward, t
 column. % SOL = IO bytes / the measured device-to-device copy bandwidth (read +
 write). Conventions are TE's (layout (C, n), norm_eps = FLT_EPSILON, pre_eps = 0,
 log Sinkhorn, 20 iterations, TF32 projection) so all columns compute the same.
-Writes DIR/perf.json and prints the table; docs/PERF.md is built from it.
+Writes DIR/perf.json and prints the table; bench/report.py turns it into docs/PERFORMANCE.md.
 """
 
 import argparse
@@ -100,7 +100,7 @@ def copy_bandwidth():
 # --- the three implementations -----------------------------------------------
 
 def plain_ops():
-    """SPEC.md written plainly in PyTorch (fp32 math), for torch.compile."""
+    """MATH.md written plainly in PyTorch (fp32 math), for torch.compile."""
     def project(x, phi):
         xv = x.reshape(x.shape[0], -1).float()
         return xv @ phi.t(), (xv * xv).mean(-1)

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# docs/PERF.md's whole table on one GPU machine, in parts that each fit a
+# docs/PERFORMANCE.md's tables on one GPU machine, in parts that each fit a
 # 10-minute device call; run them back to back on the same (warm) machine:
 #
 #   bash bench/run-table.sh PART [TE checkout]
@@ -11,7 +11,9 @@
 # Writes $OUT/bench-PART.json and its log; part 4 also the device times per
 # kernel (k*.json and their log), packed in $OUT/kernels-4.tar because the
 # device tool brings back only a few files per call. Then:
-# tar -xf kernels-4.tar; python3 bench/report.py bench-1.json ... bench-4.json --kernels k*.json.
+# tar -xf kernels-4.tar; python3 bench/report.py merge docs/perf/results.json bench-[1-4].json \
+#   --kernels k*_*.json --setup driver=... torch=... mhc=... ptxas=... te=...
+# python3 bench/report.py > docs/PERFORMANCE.md
 set -u
 part=${1:?part 1-4}; te=${2:-}
 out=${OUT:-/tmp/mhc-out}; mkdir -p "$out"

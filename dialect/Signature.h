@@ -98,7 +98,7 @@ Type withTokens(Value v, int64_t tokens);
 /// Rejects n so large that N = 2n + n^2 would not be a sane tensor size.
 LogicalResult checkStreamCount(Operation *op, int64_t n);
 
-/// Shared by scale and scale_grad: the attribute ranges of SPEC.md step 2.
+/// Shared by scale and scale_grad: the attribute ranges of MATH.md step 2.
 template <typename OpT>
 LogicalResult verifyScaleAttrs(OpT op) {
   if (failed(checkNonNegative(op, "norm_eps", op.getNormEps())) ||

@@ -6,7 +6,7 @@
 // block's own backward, here the opaque @block_backward.
 //
 // x receives three gradient contributions (project, aggregate,
-// expand_combine); they are summed into one gx (SPEC.md, Backward).
+// expand_combine); they are summed into one gx (MATH.md, Backward).
 
 func.func private @block_backward(%gf: tensor<?x2048xbf16>) -> tensor<?x2048xbf16>
 

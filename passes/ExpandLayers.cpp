@@ -1,4 +1,4 @@
-//===- ExpandLayers.cpp - mhc.layer -> the five SPEC.md ops ----------------===//
+//===- ExpandLayers.cpp - mhc.layer -> the five MATH.md ops ----------------===//
 
 #include "mhc/Passes/Passes.h"
 

@@ -6,13 +6,14 @@
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 build="$root/build"
-"$root/scripts/setup.sh" "$build" >/dev/null
+"$root/scripts/setup.sh" "$build"   # one line per stage: installing, configuring, building N/M
 opt="$build/bin/mhc-opt"
 model="${1:-$root/examples/transformer_n4.mlir}"
 bundle="${2:-$build/example-bundle}"
 arch="${MHC_ARCH:-sm_90a}"
 front=(--mhc-expand-layers --canonicalize --cse --mhc-fuse-pre --mhc-specialize=arch="$arch")
 
+echo
 echo "== $model: $("$opt" "$model" | grep -c "mhc.layer") mhc.layer ops"
 echo
 echo "== after --mhc-expand-layers --canonicalize --cse --mhc-fuse-pre (first layer)"
@@ -26,7 +27,7 @@ echo "== after --mhc-lower-to-nvvm: NVVM entry points"
 "$opt" "$model" "${front[@]}" --mhc-generate-kernels --mhc-lower-to-nvvm |
   grep -E "llvm.func @mhc_.*nvvm.kernel" | sed 's/(.*//'
 echo
-echo "== --mhc-write-bundle=dir=$bundle: PTX, cubin (ptxas) and manifests"
+echo "== --mhc-write-bundle=dir=$bundle: compiling kernels to PTX, cubin (ptxas) and manifests"
 rm -rf "$bundle"
 "$opt" "$model" "${front[@]}" --mhc-generate-kernels --mhc-write-bundle=dir="$bundle" \
   --mhc-report-kernels -o /dev/null

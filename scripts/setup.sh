@@ -28,5 +28,15 @@ if [ ! -f "$build/build.ninja" ]; then
     -DCMAKE_BUILD_TYPE=Release \
     -DLLVM_EXTERNAL_LIT=/usr/lib/llvm-22/bin/lit >/dev/null
 fi
-echo "== building"
-cmake --build "$build" -- -j"$(nproc)"
+# One line per tenth of the build (and any compiler message), not per file.
+echo "== building $build with $(nproc) jobs"
+NINJA_STATUS="[%f/%t] " cmake --build "$build" -- -j"$(nproc)" | awk '
+  match($0, /^\[[0-9]+\/[0-9]+\] /) {
+    split(substr($0, 2, RLENGTH - 3), n, "/")
+    if (int(10 * n[1] / n[2]) > shown || n[1] == n[2]) {
+      shown = int(10 * n[1] / n[2]); printf "== building %d/%d\n", n[1], n[2]; fflush()
+    }
+    next
+  }
+  /^ninja: no work to do/ { print "== build up to date"; next }
+  { print; fflush() }'

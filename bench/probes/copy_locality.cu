@@ -1,13 +1,13 @@
 // How fast a kernel can copy 1 GiB on this GPU depending on how long its
-// blocks live and in what order they touch memory (the eighteenth session's
-// evidence in docs/PERF.md, projection backward): short blocks in memory
+// blocks live and in what order they touch memory (docs/design/streams.md,
+// pacing): short blocks in memory
 // order, the same scattered, the projection backward's tiles (rows of
 // 512 bytes of a [32768, 16384] bf16 matrix) as short blocks in two orders,
 // a contiguous chunk per long-lived block, and persistent grid-stride copies
 // free or held together by a global progress counter (a bounded wait).
 // On the GPU machine:
 //   nvcc -gencode arch=compute_90a,code=sm_90a -O3 -o /tmp/copy_locality \
-//     bench/copy_locality.cu && /tmp/copy_locality
+//     bench/probes/copy_locality.cu && /tmp/copy_locality
 #include <cuda_runtime.h>
 #include <cstdio>
 #include <vector>

@@ -3,9 +3,9 @@
 # the mhc kernels whose names match REGEX, from bench/kernel_times.py's run
 # of OPS at SHAPE: NCU_SKIP (default 2) matching launches are skipped (the
 # warm-up calls), then NCU_COUNT (default 2) are profiled.
-#   bash bench/ncu.sh REGEX [OPS] [n,M,C] > report.txt
+#   bash bench/probes/ncu.sh REGEX [OPS] [n,M,C] > report.txt
 set -uo pipefail
-root="$(cd "$(dirname "$0")/.." && pwd)"
+root="$(cd "$(dirname "$0")/../.." && pwd)"
 regex="$1"; ops="${2:-project}"; shape="${3:-4,32768,7168}"
 cd /tmp && ncu --kernel-name "regex:$regex" --launch-skip ${NCU_SKIP:-2} --launch-count ${NCU_COUNT:-2} \
   --section SpeedOfLight --section MemoryWorkloadAnalysis --section MemoryWorkloadAnalysis_Tables \

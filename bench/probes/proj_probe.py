@@ -12,7 +12,7 @@ probe measures, outside the compiler, the design that would replace it for
     phi split into bf16 hi + lo parts (2^-17 relative: finer than tf32);
   - fixed-order split-K partials [S, M, N + 1], as the kept kernel writes.
 Each variant is checked against a float64 product before it is timed.
-For the GPU machine (cupy):  python3 bench/proj_probe.py [--n 4 --M 32768 --C 7168]
+For the GPU machine (cupy):  python3 bench/probes/proj_probe.py [--n 4 --M 32768 --C 7168]
 """
 
 import argparse
@@ -20,7 +20,7 @@ import argparse
 import cupy as cp
 import numpy as np
 
-from read_patterns import time_us  # bench/ (the script's directory)
+from read_patterns import time_us  # bench/probes/ (the script's directory)
 
 SRC = r"""
 typedef unsigned short u16;

@@ -8,7 +8,7 @@ probe reads such a matrix (summing to defeat dead-code elimination) with:
     row per step; lay "coal" puts consecutive lanes on consecutive 16 bytes
     of a row, lay "mma" gives lane (g, t) 2W/128 contiguous 16-byte pieces
     of rows g + 8j (the mma A-fragment layout the forward uses today).
-For the GPU machine (cupy):  python3 bench/read_patterns.py [--M 32768 --K 28672]
+For the GPU machine (cupy):  python3 bench/probes/read_patterns.py [--M 32768 --K 28672]
 """
 
 import argparse

@@ -10,7 +10,7 @@ used), so that the block shape can be chosen from measurements:
   - small blocks over a (BM, BC) tile, blocks ordered along C first.
 Each variant is checked against torch before it is timed.
 For the GPU machine (after test/gpu/setup-gpu.sh):
-    python3 bench/stream_probe.py [--te PATH] [--M 32768 --C 7168]
+    python3 bench/probes/stream_probe.py [--te PATH] [--M 32768 --C 7168]
 """
 
 import argparse

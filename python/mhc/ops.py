@@ -1,6 +1,6 @@
 """The mhc ops as Python functions: any leading dims, defaults, checks.
 
-Shapes follow SPEC.md: x is [..., n, C] (layout "nc") or [..., C, n] ("cn");
+Shapes follow MATH.md: x is [..., n, C] (layout "nc") or [..., C, n] ("cn");
 the leading dims (sequence, batch, ...) are the tokens M. n is read from x.
 Defaults are DeepSeek's (norm_eps = pre_eps = 1e-6, post_mult = 2,
 softmax_eps Sinkhorn with 20 iterations); mhc.te has Transformer Engine's.

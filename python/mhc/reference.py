@@ -1,8 +1,8 @@
-"""SPEC.md in PyTorch: the reference every kernel is compared with.
+"""MATH.md in PyTorch: the reference every kernel is compared with.
 
 Every function takes tensors of any dtype and device, computes in the dtype of
 its inputs (call with float64 tensors for the float64 reference), and follows
-SPEC.md literally. Gradients of the reference are autograd's gradients of the
+MATH.md literally. Gradients of the reference are autograd's gradients of the
 exact discrete forward, which is what the backward kernels must compute.
 
 Layouts: x is [M, n, C] ("nc") or [M, C, n] ("cn"); xvec is x's K = n*C values

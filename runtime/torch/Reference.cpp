@@ -1,4 +1,4 @@
-//===- Reference.cpp - SPEC.md in ATen, the fallback path -----------------===//
+//===- Reference.cpp - MATH.md in ATen, the fallback path -----------------===//
 
 #include "Reference.h"
 

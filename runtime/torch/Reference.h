@@ -1,4 +1,4 @@
-//===- Reference.h - SPEC.md in ATen, the fallback path ---------*- C++ -*-===//
+//===- Reference.h - MATH.md in ATen, the fallback path ---------*- C++ -*-===//
 //
 // Every mhc op and its gradient written with ATen ops, for any device. It is
 // the CPU implementation and the fallback of the CUDA one. Computes in f32

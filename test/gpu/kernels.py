@@ -1,6 +1,6 @@
 """Runs compiled mhc kernel bundles on the GPU and checks them against a
-float64 evaluation of SPEC.md (python/mhc/reference.py) on fresh random
-inputs, with SPEC.md's bounds.
+float64 evaluation of MATH.md (python/mhc/reference.py) on fresh random
+inputs, with MATH.md's bounds.
 
   python3 test/gpu/kernels.py BUNDLE_DIR [--tokens 1,7,4096] [--out results.json]
 
@@ -227,7 +227,7 @@ def reference(spec, t):
 
 
 def bound(spec, out_dtype, kappa=1.0):
-    """SPEC.md's bounds: TF32 products 2e-3, bf16/f16 outputs 1e-2, else 1e-5,
+    """MATH.md's bounds: TF32 products 2e-3, bf16/f16 outputs 1e-2, else 1e-5,
     times max(1, kappa) for Sinkhorn's backward (see cancellation())."""
     if out_dtype in (torch.bfloat16, torch.float16):
         return 1e-2
@@ -250,7 +250,7 @@ def cancellation(spec, t, want):
     reference (torch.ops.mhc.* on CPU) misses 1e-5 for 2.3% of inputs in log
     mode (worst 2.6e-3, kappa up to 5e4), while err / max(1, kappa) stays
     <= 4.5e-7; the CUDA kernel's spread matches the reference's
-    (test/gpu/sinkhorn_error_spread.py). This is SPEC.md's written reason
+    (test/gpu/sinkhorn_error_spread.py). This is MATH.md's written reason
     for scaling the 1e-5 bound by kappa.
     """
     if spec["op"] != "sinkhorn" or spec["dir"] != "bwd":

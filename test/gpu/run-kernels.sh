@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # On the GPU machine: check every kernel bundle under $1 against float64
-# SPEC.md (test/gpu/kernels.py). Logs and JSON results go to $OUT when set.
+# MATH.md (test/gpu/kernels.py). Logs and JSON results go to $OUT when set.
 set -uo pipefail
 bundle="${1:-.bundle/smoke}"
 tokens="${2:-1,7,4096}"

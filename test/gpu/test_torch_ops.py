@@ -1,5 +1,5 @@
 """The GPU suite of the PyTorch package: torch.ops.mhc.* on CUDA against
-float64 SPEC.md, determinism, the JIT's disk cache across processes, the
+float64 MATH.md, determinism, the JIT's disk cache across processes, the
 reference fallback, torch.compile(fullgraph=True) and CUDA graphs.
 
 Run on the GPU machine by test/gpu/run-torch-suite.sh (after building the
@@ -128,7 +128,7 @@ WIDE_STREAM = [dict(act=act, C=C, M=M, bias=bias)
 def test_expand_combine_forward_wide_stream_blocks(cfg):
     """n = 4's expand_combine forward on sm_90a, (C, n), C % 2048 == 0: blocks of
     512 threads x 2 items that hold whole tokens, evict-first stores. A
-    ragged last block, a bias, a single token; against float64 SPEC.md and
+    ragged last block, a bias, a single token; against float64 MATH.md and
     run to run the same."""
     s = spec("expand_combine", "fwd", 4, act=cfg["act"], layout="cn", C=cfg["C"], bias=cfg["bias"])
     before = mhc._C.stats()
@@ -196,7 +196,7 @@ def test_projection_backward_in_one_wave_scales_gh_per_token_and_phi_per_block(c
     gms follows phi's overall scale (so that D is not hidden under gms x),
     one is zero and one holds a NaN; phi is scaled far from 1 and by
     2^-8 .. 2^8 per 64 columns. Every token row of gx must match float64
-    SPEC.md relative to its own norm (the NaN row all NaN, the zero row
+    MATH.md relative to its own norm (the NaN row all NaN, the zero row
     zero), gphi (NaN in the NaN's row of gphi) relative to its norm."""
     s = spec("project", "bwd", cfg["n"], act="bf16", layout=cfg["layout"], C=cfg["C"], tf32=True)
     M, K = cfg["M"], cfg["n"] * cfg["C"]
@@ -257,7 +257,7 @@ def test_bulk_ring_kernels(cfg):
     n = 8 expand_combine forward, in the (C, n) layout on sm_90+: a block of
     eight warps per token, each fed by its own ring of bulk copies
     (TokenRing.cpp). Piece widths from 256 to 32 channels, warps with
-    unequal or no pieces, a bias, against float64 SPEC.md and run to run
+    unequal or no pieces, a bias, against float64 MATH.md and run to run
     the same."""
     s = spec(cfg["op"], cfg["d"], cfg["n"], act=cfg["act"], layout="cn", C=cfg["C"], bias=cfg["bias"],
              param=cfg["param"])
@@ -278,7 +278,7 @@ ONE_BLOCK = [dict(n=4, act="bf16", layout="cn", C=4096, M=M, tf32=True, weight=F
 def test_projection_forward_within_one_token_block_splits_phi_in_place(cfg):
     """Up to one token block (M <= 128) the mma.sync forward's partial
     launch splits phi w into its bf16 parts itself and the pack launch is
-    skipped; past it the pack runs. Both against float64 SPEC.md, and the
+    skipped; past it the pack runs. Both against float64 MATH.md, and the
     launches that ran as the manifest's min_tokens says."""
     s = spec("project", "fwd", cfg["n"], act=cfg["act"], layout=cfg["layout"], C=cfg["C"], tf32=cfg["tf32"],
              weight=cfg["weight"])
@@ -302,7 +302,7 @@ def test_sinkhorn_log_mode_wide_logits_take_the_log_domain(n, d):
     redoes a token in the log domain when a sum leaves [2^-100, 2^100]. Here
     every other token has a first column of logits near -75 (its K entries
     are ~2^-108, its sum below 2^-100): those tokens take the log domain,
-    the others the scaling form, and all must match float64 SPEC.md."""
+    the others the scaling form, and all must match float64 MATH.md."""
     s = spec("sinkhorn", d, n, mode="log")
 
     def widen(t, gen):
@@ -344,7 +344,7 @@ def pre_inputs(cfg, gen):
 @pytest.mark.parametrize("cfg", PRE_CASES, ids=lambda c: "n{n}-{act}-{layout}-C{C}-M{M}-{mode}".format(**c))
 def test_pre_fused_matches_float64_and_the_four_ops(cfg):
     """torch.ops.mhc.pre runs one fused kernel (pack/partial + a tail per
-    token): each stage against float64 SPEC.md on the kernel's own inputs to
+    token): each stage against float64 MATH.md on the kernel's own inputs to
     that stage (the bounds of that op), and bit for bit what the four
     separate ops give, run to run the same, with and without the saved
     intermediates; its gradient (the four backward kernels) bit for bit the
@@ -425,7 +425,7 @@ def test_pre_with_mixed_parameter_dtypes_runs_the_four_kernels():
 
 
 def test_whole_layer_matches_float64_and_is_deterministic():
-    """pre + block + post, forward and backward, against autograd of float64 SPEC.md."""
+    """pre + block + post, forward and backward, against autograd of float64 MATH.md."""
     from mhc import reference as ref
     torch.manual_seed(SEED)
     M, n, C = 512, 4, 2048

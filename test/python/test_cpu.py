@@ -1,5 +1,5 @@
 """CPU-side tests of the PyTorch package (no GPU): the ATen reference path
-against float64 SPEC.md, gradients (gradcheck in float64 and against the
+against float64 MATH.md, gradients (gradcheck in float64 and against the
 float64 oracle), opcheck of every op, torch.compile(fullgraph=True), the
 Transformer Engine aliases, and errors for bad inputs."""
 

@@ -1,7 +1,7 @@
 //===- MhcDialect.td - the mhc dialect ---------------------*- tablegen -*-===//
 //
 // Manifold-Constrained Hyper-Connections (mHC): the residual-stream mixer of
-// DeepSeek's mHC paper. The math is ../shared/SPEC.md; every op here computes
+// DeepSeek's mHC paper. The math is docs/MATH.md; every op here computes
 // exactly one step of it, forward or backward.
 //
 //===----------------------------------------------------------------------===//
@@ -22,7 +22,7 @@ def Mhc_Dialect : Dialect {
     gradient of each, and `mhc.layer`, one layer's whole residual path around
     an opaque block.
 
-    Conventions shared by every op (see SPEC.md):
+    Conventions shared by every op (see MATH.md):
 
     * The leading dimension of every per-token tensor is the token count `M`
       (all leading dims of the model flattened). It is usually dynamic (`?`);

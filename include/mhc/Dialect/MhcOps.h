@@ -28,7 +28,7 @@ public:
 };
 } // namespace OpTrait
 
-/// The eps a Sinkhorn op uses: its `eps` attribute, or 1e-6 (SPEC.md's
+/// The eps a Sinkhorn op uses: its `eps` attribute, or 1e-6 (MATH.md's
 /// default) in softmax_eps mode. Log mode has no eps.
 float sinkhornEps(SinkhornMode mode, std::optional<llvm::APFloat> eps);
 

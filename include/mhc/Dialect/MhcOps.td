@@ -1,6 +1,6 @@
 //===- MhcOps.td - mhc operations ---------------------------*- tablegen -*-===//
 //
-// Forward ops (SPEC.md "Forward"), their gradients (SPEC.md "Backward") and the
+// Forward ops (MATH.md "Forward"), their gradients (MATH.md "Backward") and the
 // layer-level ops used to write model graphs. Shapes, dtypes and attribute
 // ranges are checked in dialect/*.cpp so each diagnostic can name the operand
 // and the shape it expected.
@@ -34,13 +34,13 @@ defvar SinkhornAttrs = (ins
   OptionalAttr<F32Attr>:$eps);
 
 defvar ScaleAttrDoc = [{
-    Attributes (SPEC.md step 2): `n`; `norm_eps` (default 1e-6; TE uses
+    Attributes (MATH.md step 2): `n`; `norm_eps` (default 1e-6; TE uses
     FLT_EPSILON = 1.1920929e-07), `pre_eps` (default 1e-6; TE uses 0),
     `post_mult` (default 2). `norm_eps` and `pre_eps` must be finite and
     >= 0, `post_mult` finite and > 0.
 }];
 defvar SinkhornAttrDoc = [{
-    Attributes (SPEC.md step 3): `n`; the mode (`log` or `softmax_eps`,
+    Attributes (MATH.md step 3): `n`; the mode (`log` or `softmax_eps`,
     written after the op name); `iters` = T >= 1 (default 20); `eps`, only in
     `softmax_eps` mode (default 1e-6, finite and >= 0). Both modes end on a
     column normalisation, so every column of P sums to 1.
@@ -262,7 +262,7 @@ def Mhc_PreOp : Mhc_KernelOp<"pre"> {
 }
 
 //===----------------------------------------------------------------------===//
-// Backward ops: gradients of the exact discrete forward (SPEC.md "Backward").
+// Backward ops: gradients of the exact discrete forward (MATH.md "Backward").
 //===----------------------------------------------------------------------===//
 
 def Mhc_ProjectGradOp : Mhc_KernelOp<"project_grad"> {

@@ -11,7 +11,7 @@ def ExpandLayers : Pass<"mhc-expand-layers"> {
   let description = [{
     `mhc.layer` keeps one layer's residual path together so model graphs stay
     short; kernels are built per op. This pass replaces every `mhc.layer`
-    with the five SPEC.md ops and inlines its body (the opaque block) between
+    with the five MATH.md ops and inlines its body (the opaque block) between
     `mhc.aggregate` and `mhc.expand_combine`. Attributes carry over
     unchanged: `tf32` to project, `norm_eps`/`pre_eps`/`post_mult` to scale,
     `mode`/`iters`/`eps` to sinkhorn.

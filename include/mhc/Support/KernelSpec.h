@@ -1,7 +1,7 @@
 //===- KernelSpec.h - the identity of one generated kernel ------*- C++ -*-===//
 //
 // A KernelSpec says everything that changes a kernel's code: op, direction,
-// n, dtypes, layout, C, arch and the variant parameters of SPEC.md. Its
+// n, dtypes, layout, C, arch and the variant parameters of MATH.md. Its
 // canonical string is what mhc-specialize stamps on ops, what codegen builds
 // from, and (hashed) the runtime's cache key. No MLIR dependency: the runtime
 // links this too.
