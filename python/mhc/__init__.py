@@ -1,8 +1,8 @@
 """mhc: Manifold-Constrained Hyper-Connections with generated GPU kernels.
 
     import mhc
-    y, post, P = mhc.pre(x, phi, alpha, beta, n=4)        # project+scale+sinkhorn+aggregate
-    x_next = mhc.post(block(y), post, x, P, n=4)          # expand_combine
+    y, post, P = mhc.pre(x, phi, alpha, beta)             # project+scale+sinkhorn+aggregate
+    x_next = mhc.post(block(y), post, x, P)               # expand_combine
     layer = mhc.HyperConnection(n=4, C=2048)              # an nn.Module around a block
 
 The ops are torch.ops.mhc.*: CUDA tensors run kernels specialised for their
