@@ -93,6 +93,40 @@ def slower(rows, idx):
                        f" {r[k]:.1f} us, mhc {m[k]:.1f} us ({r[k] / m[k]:.3f}x)")
 
 
+def targets(idx, extras):
+    """The performance targets (n = 4, bf16, M = 32768, C = 4096 and 7168), each with its figures."""
+    m = lambda op, C, M=32768: idx.get(("mhc", op, 4, M, C))
+    te = lambda op, C, M=32768: idx.get(("TE", op, 4, M, C))
+    tc = lambda op, C: idx.get(("torch.compile", op, 4, 32768, C))
+    Cs = (4096, 7168)
+    yes = lambda ok: "met" if ok else "**not met**"
+    for op in ("project", "aggregate", "expand_combine"):
+        for k in ("fwd", "bwd"):
+            r = [(te(op, C)[k + "_us"] / m(op, C)[k + "_us"], m(op, C)[k + "_sol"]) for C in Cs]
+            yield (f"| {op} {k} >= 1.0x TE and >= 93% floor | "
+                   + "; ".join(f"{x:.3f}x, {s:.0%}" for x, s in r) + f" | {yes(all(x >= 1 and s >= .93 for x, s in r))} |")
+    for op in ("scale", "sinkhorn"):  # few bytes: no floor
+        r = [te(op, C)[k] / m(op, C)[k] for k in ("fwd_us", "bwd_us") for C in Cs]
+        yield f"| {op} fwd; bwd >= 1.0x TE | " + "; ".join(f"{x:.3f}x" for x in r) + f" | {yes(min(r) >= 1)} |"
+    r = [te("project", C)["bwd_us"] / m("project", C)["bwd_us"] for C in Cs]
+    yield f"| project bwd >= 3x TE | " + "; ".join(f"{x:.2f}x" for x in r) + f" | {yes(min(r) >= 3)} |"
+    r = [m("sinkhorn", C)["fwd_us"] + m("sinkhorn", C)["bwd_us"] for C in Cs]
+    yield f"| sinkhorn fwd + bwd <= 30 us | " + "; ".join(f"{x:.1f} us" for x in r) + f" | {yes(max(r) <= 30)} |"
+    for name, peer in (("TE", te), ("torch.compile", tc)):
+        r = [(peer("layer", C)["fwd_us"] + peer("layer", C)["bwd_us"]) / (m("layer", C)["fwd_us"] + m("layer", C)["bwd_us"])
+             for C in Cs]
+        yield f"| layer fwd + bwd >= 1.5x {name} | " + "; ".join(f"{x:.2f}x" for x in r) + f" | {yes(min(r) >= 1.5)} |"
+    x = m("layer", 4096, 128)["fwd_us"]
+    yield f"| layer fwd at M = 128, C = 4096 <= 60 us (from PyTorch) | {x:.1f} us | {yes(x <= 60)} |"
+    cold = max(v["max"] for v in extras["cold_compile_s"].values())
+    yield f"| cold JIT <= 1 s per kernel | slowest {cold} s | {yes(cold <= 1)} |"
+    d = extras["dispatch_us"]
+    op = min(v for k, v in d.items() if k.startswith("mhc."))
+    floor = next((v for k, v in d.items() if k.startswith("torch.mul")), None)
+    yield (f"| warm dispatch <= 5 us host time per op | {op} us (PyTorch's own floor, torch.mul: {floor} us) |"
+           f" {yes(op <= 5)} |")
+
+
 def report(d):
     runs, setup = d["runs"], d.get("setup", {})
     rows = [r for run in runs for r in run["rows"]]
@@ -115,6 +149,10 @@ def report(d):
            " % floor = the op's fewest IO bytes / copy bandwidth / measured time (100% = moving the bytes at"
            " the copy rate; a read-mostly stream can pass it by a few %). x TE and x compile = peer time / mhc"
            " time: above 1 means mhc is faster. Scale and sinkhorn move few bytes: no floor. TE's kernels take n = 4 only.\n")
+    yield "## Against the targets (n = 4, M = 32768, C = 4096; 7168)\n"
+    yield "| target | measured | |"
+    yield "| --- | --- | --- |"
+    yield from targets(idx, extras)
     for n, M, C in sorted({(r["n"], r["M"], r["C"]) for r in rows}):
         yield from table(idx, n, M, C)
     yield "\n## Device time per op\n"
