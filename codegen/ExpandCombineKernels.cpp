@@ -87,8 +87,8 @@ static void backwardElement(KernelBuilder &kb, int64_t n, ArrayRef<Value> post,
 }
 
 /// n = 8's forward fed by bulk copies (TokenRing): f and x per piece, P and
-/// post in registers. The item stream below reached 98% of the copy rate at
-/// n = 8 (101-102% at n = 4, which keeps it).
+/// post in registers; at n = 4 the item stream below is as fast and stays
+/// (docs/design/streams.md).
 static void buildForwardRing(KernelContext &ctx) {
   int64_t n = ctx.n();
   bool hasBias = ctx.spec.hasBias;
@@ -128,11 +128,9 @@ static LogicalResult buildForward(KernelContext &ctx) {
 
   StreamShape shape = streamShape(ctx, w, (n + 1) * w, n + n * n);
   // n = 4, 2-byte (C, n) on sm_90a: when 1024 items make whole tokens
-  // (C % 2048 == 0), 512 threads x 2 items with evict-first stores. Measured
-  // on the H100 at M = 32768, C = 4096, beside TE (794.5 us): 791.5 us,
-  // against 799.2 us for 256 x 4 (798.5 us with the stores alone, 795.0 us
-  // at 256 x 2). At C = 7168, where blocks straddle tokens, 256 x 4 stays
-  // (1379.6 us; 256 x 2: 1446.8 us); so do the archs not measured.
+  // (C % 2048 == 0), 512 threads x 2 items with evict-first stores, the
+  // fastest shape measured there. Where blocks straddle tokens (C = 7168),
+  // and on the archs not measured, 256 x 4 stays (docs/design/streams.md).
   bool wide = ctx.spec.arch == "sm_90a" && n == 4 &&
               ctx.spec.layout == ::mhc::Layout::CN &&
               ::mhc::byteWidth(act) == 2 && shape.chunks % 1024 == 0;
@@ -274,12 +272,8 @@ static LogicalResult buildBackward(KernelContext &ctx) {
   // 72 partial sums and 64 P values per thread): P waits in shared memory, read back per chunk as broadcast
   // 16-byte loads (volatile, so that LLVM does not hoist them back into
   // registers), which frees the registers for four chunks in flight per
-  // thread, in blocks of 128 threads, three per SM (<= 170 registers).
-  // H100, n = 8, bf16, (C, n): M = 32768, C = 7168 4840 -> 4492 us; M = 8192,
-  // C = 4096 720 -> 658 us. (P in registers with two chunks, two blocks of
-  // 256 threads per SM, was the old shape; four chunks there spilled 192
-  // bytes; with P in shared memory: two blocks of 256 threads 4965 us,
-  // 64-thread blocks 4481 us, eight chunks in four 64-thread blocks 4912.)
+  // thread, in blocks of 128 threads, three per SM (<= 170 registers); the
+  // shapes measured against it are in docs/design/streams.md.
   bool large = 2 * n * n + n > 128 && ::mhc::byteWidth(act) == 2;
   const int threads = large ? 128 : 256;
   int unroll = large ? 4 : 2;

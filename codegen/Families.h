@@ -82,13 +82,13 @@ SmallVector<Value> loadRow(KernelBuilder &kb, Value mem, Value row,
 /// items t + u * threads (u < perThread), so every warp access covers
 /// consecutive chunks. perThread is a power of two <= 4 with at most 256
 /// bytes of x and 128 loaded values per thread: more loads in flight per
-/// thread, in blocks of consecutive items, took the streaming forwards from
-/// ~98% of the copy bandwidth to TE's ~101-103% (bench/stream_probe.py).
+/// thread, in blocks of consecutive items, bring the streaming forwards to
+/// the copy rate (docs/design/streams.md).
 /// When chunks divide by the block's items, a block lies in one token and a
 /// thread loads the per-token values (pre; post and P) once; otherwise
 /// every item loads them. Launches whose loaded values fit in 96 registers
-/// ask for 2 blocks per SM (<= 128 registers): without a bound ptxas picked
-/// 64 registers and spilled for expand_combine n = 4, C = 4096.
+/// ask for 2 blocks per SM (<= 128 registers): without a bound ptxas can
+/// pick 64 registers and spill.
 struct StreamShape {
   int64_t chunks = 0;
   int threads = 256;
@@ -115,10 +115,8 @@ void forEachItem(KernelBuilder &kb, LaunchBuilder &l, const StreamShape &shape,
 /// with up to `unroll` bodies per iteration: `unroll` is halved until every
 /// thread's chunk count divides by it, so no body needs a guard (noalias
 /// buffers let the next chunk's loads start before this chunk's stores).
-/// Returns the final iteration values. Measured on H100 (bf16, (C, n), M =
-/// 32768, C = 7168): the backward loops take 2 (expand_combine n = 4: 86% ->
-/// 99% of copy bandwidth), the forward ones 4 (expand_combine n = 8: 3451 ->
-/// 2971 (x2) -> 2700 us (x4), ~99%; n = 4 and aggregate unchanged within 1%).
+/// Returns the final iteration values. The backward loops take 2, the
+/// forward ones 4 (docs/design/streams.md).
 SmallVector<Value>
 chunkLoop(KernelBuilder &kb, int64_t chunks, int threads, int unroll,
           ValueRange init,
@@ -145,7 +143,7 @@ void emitColumnSumFinal(KernelContext &ctx, const std::string &partials,
                         ArrayRef<std::pair<std::string, int64_t>> dsts,
                         int64_t rows = 0);
 
-/// Scale's per-logit math (SPEC.md eq. 16-18), shared by the scale kernel
+/// Scale's per-logit math (docs/MATH.md, scale), shared by the scale kernel
 /// and the fused pre step so both give the same bits: r = 1/sqrt(ms +
 /// norm_eps); the segment (0 pre, 1 post, 2 res) of logit index k; z =
 /// alpha h r + beta; the squash of z for pre (sigmoid + pre_eps) or post
@@ -155,7 +153,7 @@ Value scaleSegment(KernelBuilder &kb, int64_t n, Value k);
 Value scaleLogit(KernelBuilder &kb, Value alpha, Value h, Value r, Value beta);
 Value scaleSquash(KernelBuilder &kb, const ::mhc::KernelSpec &spec, Value z,
                   bool pre);
-/// One token's forward Sinkhorn (SPEC.md eq. 19) from its n*n logits
+/// One token's forward Sinkhorn (docs/MATH.md, sinkhorn) from its n*n logits
 /// (row-major, f32) in one thread; calls store(P) on the path the token
 /// takes (the log mode falls back to the log domain when its scaling form
 /// leaves the safe range). Shared by the sinkhorn kernel and the pre step.
@@ -274,7 +272,7 @@ private:
 /// The producers of a wave of blocks (consecutive block ids, resident
 /// together) issuing their ring's steps in loose lockstep: long-lived
 /// blocks that drift apart spread their reads over DRAM
-/// (bench/copy_locality.cu). One producer thread per block calls before(i)
+/// (bench/probes/copy_locality.cu). One producer thread per block calls before(i)
 /// and after(i) around step i and finish() at the end. The first step of
 /// epoch e (`epoch` steps) waits until every block of the wave has issued
 /// epoch e - lag - 1, on an i32 counter of issued steps per wave in global

@@ -32,16 +32,8 @@
 // producers of a wave of blocks keep within a step of each other through
 // a progress counter (a scheduling hint; see "Pacing" below).
 //
-// H100, n = 8, M = 32768, C = 7168, main launch: 2775-2785 us paced,
-// 2878 us with 2 token shares (streamShares) unpaced, 2937 us with 5 (its CUDA C
-// probe 3052 us) against 3654 us for the previous design (tf32 D with A from
-// ldmatrix, gphi in two 64-row m-tiles, two consumers splitting columns,
-// a 44 KB image per step); the same probe without products 2896 us and a
-// plain TMA copy of this tile pattern (64 tokens x 256 bytes) 2750 us.
-// Measured and not kept (docs/PERF-NOTES.md, 2026-11-23): block pairs
-// sharing the image by cluster multicast (30% slower), a persistent form
-// with phi copied per unit, the consumers' gphi summed in global memory,
-// the stage released before gx is written (within the machines' spread).
+// It runs close to a plain TMA copy of its tile pattern; the designs it
+// replaced and those tried and not kept are in docs/design/project.md.
 //
 //===----------------------------------------------------------------------===//
 
@@ -72,11 +64,8 @@ constexpr int64_t kAlign = 1024;  // the swizzle's period in shared memory
 /// SMs idle costs less than a wave (the others' blocks get the bandwidth),
 /// while each block's head and tail and each share's partials (N x K per
 /// consumer) cost their time. The choice is the fewest shares whose last
-/// wave leaves at most 5% of the block slots idle. H100, n = 8, C = 7168
-/// (448 slices): 2 shares rather than the 5 of tokenShares' model. Main
-/// kernel plus the partial sum, same run: M = 8192 913 -> 785 us, M = 32768
-/// 3009 -> 2926 us, M = 65536 5883 -> 5827 us. At C = 4096 (256 slices)
-/// both rules give 1 share, and 2 measured slower.
+/// wave leaves at most 5% of the block slots idle (measured against
+/// tokenShares' model in docs/design/project.md).
 static int64_t streamShares(double slots, int64_t slices) {
   for (int64_t s = 1; s < 64; ++s) {
     double waves = slices * s / slots;
@@ -139,12 +128,8 @@ LogicalResult mlir::mhc::buildProjectBackwardWgmma(KernelContext &ctx) {
   // Pacing (WavePacer): the blocks of one wave (smCount() consecutive block
   // ids) issue their steps in loose lockstep: a producer issues step i once
   // every block of its wave has issued step i - kPaceLag - 1, the counters
-  // zeroed by the pad launch. H100, same run, main launch:
-  // n = 8, M = 32768, C = 7168 2882-2885 -> 2775-2785 us (a TMA copy of
-  // the same tiles 2740-2752 -> 2662-2665 us); C = 4096 1563 -> 1531-1537
-  // us; n = 6, C = 7168 2120-2126 -> 2024 us; M = 8192, C = 4096 400 ->
-  // 395-396 us. Epochs of two steps or two steps of slack measured
-  // slower.
+  // zeroed by the pad launch. Faster at every shape measured; epochs of
+  // two steps or two steps of slack were slower (docs/design/project.md).
   constexpr int64_t kPaceLag = 1;
   const int64_t blocks = slices * shares, sms = ctx.smCount();
   const int64_t waves = (blocks + sms - 1) / sms;

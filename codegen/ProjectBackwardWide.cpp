@@ -5,11 +5,8 @@
 // of at most 8 boxes of 64 columns (n = 8: C <= 8448).
 //
 // Why: a wave of long-lived blocks copies x and gx faster the more of each
-// token row it covers at once. A TMA copy of this pattern (H100, n = 8,
-// M = 32768, C = 7168; 128 blocks of 448 columns x 16 tokens, six stages,
-// paced) takes 2571-2577 us, against 2661-2675 us for the wgmma kernel's
-// 128 columns x 64 tokens in 7 waves (.te probes, docs/PERF-NOTES.md).
-// One block per column slice walks every token, so gphi needs no partial
+// token row it covers at once (a TMA copy of this pattern beats the wgmma
+// kernel's 128 columns x 64 tokens: docs/design/project.md). One block per column slice walks every token, so gphi needs no partial
 // sums either.
 //
 // Shared memory decides the rest. phi for 448 columns must stay resident,
@@ -46,9 +43,7 @@
 //     once every consumer thread is done with it and those stores have read
 //     it (during the next pair).
 //
-// H100, n = 8, M = 32768, C = 7168: main 2630-2656 us + pad 12.4-12.6 us
-// against 2777-2784 + 13 + 34 us (ordered sum) for the wgmma kernel, same
-// runs; the op 94% of SOL (run AD) against 89%.
+// It is faster than the wgmma kernel where both apply (docs/design/project.md).
 //
 //===----------------------------------------------------------------------===//
 
@@ -72,7 +67,7 @@ constexpr int64_t kMaxBoxes = 8;   // gphi^T accumulators: 4 boxes per consumer
 constexpr int64_t kMinStages = 4;  // even: the consumers take steps in pairs
 constexpr int64_t kMaxStages = 8;
 constexpr int64_t kAlign = 1024;   // the swizzle's period in shared memory
-constexpr int64_t kEpoch = 2;      // pacing: steps per epoch (probe: best)
+constexpr int64_t kEpoch = 2;      // pacing: steps per epoch (fastest measured)
 // Registers per thread after setmaxnreg: 128 x (24 + 2 x 240) = 64512.
 constexpr int64_t kProducerRegs = 24, kConsumerRegs = 240;
 
@@ -175,11 +170,9 @@ LogicalResult mlir::mhc::buildProjectBackwardWide(KernelContext &ctx) {
   const int64_t phiBytes = W * N * 2, phiRow = W / 8 * 128; // 8 rows of phi
   const int64_t split = (boxes + 1) / 2;           // consumer 1's first box
 
-  // LLVM -O1 (ptxas stays -O3): the cold JIT of this, the largest kernel,
-  // is 0.65-0.92 s on the GPU machine against 0.76-1.20 s at -O3 (the 1 s
-  // target), for a main launch 0.7% slower (n = 8, C = 7168: 2643-2654
-  // against 2623-2635 us, same run). -O3's extra time went mostly to
-  // dead-store elimination over the 280 gphi stores.
+  // LLVM -O1 (ptxas stays -O3): -O3 spends its extra compile time on
+  // dead-store elimination over the 280 gphi stores and would push this,
+  // the largest kernel, past a second of cold JIT, for under 1% of speed.
   ctx.llvmOptLevel = 1;
   declareProjectBackwardTmaIO(ctx);
   // Images for whole pairs of steps (a last odd step's partner is zeros).

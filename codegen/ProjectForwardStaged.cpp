@@ -23,13 +23,11 @@
 // waits until every warp released the buffer (an mbarrier per buffer), then
 // issues the next chunk's copy, which completes on the buffer's "full"
 // mbarrier. A warp releases a buffer after a proxy fence: without it the
-// next copy overwrote B that slow lanes were still reading (seen on H100 as
-// 2e-2 errors with 24 KB buffers). Split-K over S ranges of chunks writes
+// next copy can overwrite B that slow lanes are still reading. Split-K over S ranges of chunks writes
 // the same fixed-order partials [S, M, N + 1] as the tf32 kernel, summed by
 // its reduce launch.
 //
-// H100, n = 4, M = 32768, C = 7168 (bench/proj_probe.py, the same kernel in
-// CUDA C): 639 us against 724 us for the register-fed tf32 kernel.
+// Faster than the register-fed tf32 kernel at n = 4 (docs/design/project.md).
 //
 // Specs with one block per SM (n >= 6 in the tf32 mode) on sm_90a multiply
 // with wgmma instead: warpgroup G (warps 4G..4G+3) owns two 64-token
@@ -79,9 +77,7 @@ std::optional<Staged> stagedShape(const KernelContext &ctx) {
   // A pair of k-steps holds the accumulators (twice in precise mode) and
   // B's words (parts x n-tiles x 4) in registers: two blocks per SM (128
   // registers) while they stay near 64, else one block (255 registers)
-  // with all the shared memory for its ring. n = 8 (tf32): two blocks with
-  // 32-column chunks spilled 120 bytes and took 4235 us at C = 7168, M =
-  // 32768 on H100; one block with 64-column chunks 2453 us, no spill.
+  // with all the shared memory for its ring (two blocks spill at n = 8).
   int64_t live = 4 * s.nTiles * (ctx.spec.tf32 ? 1 : 2) + 4 * s.parts * s.nTiles;
   s.blocksPerSM = live <= 64 ? 2 : 1;
   if (s.blocksPerSM == 1) // (the x of 4 pairs would spill at n = 8)
@@ -90,22 +86,15 @@ std::optional<Staged> stagedShape(const KernelContext &ctx) {
   // warp takes two m-tiles (32 tokens): each B word read from shared memory
   // feeds two mma's, and the next chunk's x is loaded while this chunk's
   // mma's run (carried in the loop's values; 250 registers at n = 8, no
-  // spill). H100, n = 8, M = 32768, C = 7168, partial launch: 2456 us ->
-  // 1985 us (two m-tiles) -> 1535 us (and x a chunk ahead); n = 6: 1131 ->
-  // 1075 us. Measured slower: x ahead with one m-tile (n = 6: 1285 us),
-  // 32-column chunks (n = 8: 2267 us), the parts' mma's outermost (2117
-  // us). The precise mode's fp32 totals would pass the register file.
+  // spill); the alternatives measured slower (docs/design/project.md). The
+  // precise mode's fp32 totals would pass the register file.
   if (s.blocksPerSM == 1 && ctx.spec.tf32)
     s.mTiles = 2;
-  // On sm_90a these specs multiply with wgmma instead (mma.sync issued 2.4
-  // clocks per m16n8k16 per SM at n = 8): B goes from the ring to the
-  // tensor cores without passing through registers, and a product covers
-  // 64 tokens x N. That frees the registers for 128-column chunks, each
-  // token row read 256 bytes at a time. H100, n = 8, M = 32768, C = 7168,
-  // partial launch: 1516 us -> 1435 us (wgmma, 64-column chunks; the same
-  // without the products 1420 us, without the x loads 726 us) -> 1296 us
-  // (128-column chunks; without the products 1291 us: the memory path).
-  // x two chunks ahead instead measured 1430 us.
+  // On sm_90a these specs multiply with wgmma instead (mma.sync's issue
+  // rate bounds n = 8): B goes from the ring to the tensor cores without
+  // passing through registers, and a product covers 64 tokens x N. That
+  // frees the registers for 128-column chunks, each token row read 256
+  // bytes at a time, which leaves the launch bound by its memory path.
   s.wgmma = s.mTiles > 1 && ctx.spec.arch == "sm_90a" && s.nTiles * 8 <= 256;
   if (s.wgmma)
     s.sq = 8;
@@ -190,13 +179,8 @@ LogicalResult mlir::mhc::buildProjectForwardStaged(KernelContext &ctx) {
   ctx.manifest.split = {tokensPerBlock, ctx.persistentBlocks(),
                         std::min<int64_t>(64, chunks)};
   // S fills the waves of the flagship's SMs: a partial last wave runs its
-  // blocks on few SMs at a fraction of the bandwidth. H100, n = 8, C =
-  // 4096: M = 8192 (32 token blocks) S = 9 -> 4, three waves (the last a
-  // fifth full) -> one, partial + reduce 318 -> 240 us; M = 2048 95 -> 79
-  // us; M = 32768, C = 7168 S = 3 -> 1, 1555 -> 1530 us; n = 6, M = 8192
-  // 212 -> 170 us. n = 4 (two blocks per SM, 264 slots), partial launch:
-  // M = 8192 S = 5 -> 4, C = 4096 128.2 -> 102.8 us, C = 7168 213.4 ->
-  // 166.6 us; M = 32768 S = 2 -> 1, 375.4 -> 368.1 and 630.7 -> 634.3 us.
+  // blocks on few SMs at a fraction of the bandwidth
+  // (docs/design/project.md).
   ctx.manifest.split.waveSlots = ctx.smCount() * sh.blocksPerSM;
   declareProjectForwardIO(ctx);
   ctx.buffer("packed", DType::BF16, BufferRole::Workspace, {0, P * NT * 8 * K});
@@ -205,8 +189,8 @@ LogicalResult mlir::mhc::buildProjectForwardStaged(KernelContext &ctx) {
   // A call with one token block (M <= tokensPerBlock: a decode step, a
   // small batch) reads each chunk of phi w in one block only, so the
   // mma.sync path's partial launch splits it there itself and the pack
-  // launch is skipped: one launch fewer, which is what a call that small
-  // costs (cuLaunchKernel alone ~3.2 us of host time on the H100 machine).
+  // launch is skipped: one launch fewer, and launches are most of what a
+  // call that small costs.
   bool inlineSplit = !sh.wgmma;
   // The pack launch: one thread per item, i its index.
   auto packLaunch = [&](int64_t items,

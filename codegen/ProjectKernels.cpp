@@ -31,16 +31,12 @@
 // a ring of stages in shared memory, several steps ahead: for 2-byte x on
 // sm_90 a block ring filled by bulk copies (one thread, mbarriers; on sm_90a
 // without a weight a producer warp's, which holds the blocks of a wave
-// together), else a ring per warp filled by cp.async. (H100, n = 4,
-// C = 7168, M = 32768: 1337 us with the block ring, 1805-1879 us with
-// per-warp rings over depths and occupancies, 1657 us with x and gh loaded
-// into registers a step ahead; ncu put the per-warp rings' time in the L2,
-// which every warp asked for the same gh rows, and the registers' in L1.)
+// together), else a ring per warp filled by cp.async; the block ring spares
+// the L2 every warp asking for the same gh rows (docs/design/project.md).
 // Without the tf32 flag, gh and phi are split into tf32 hi + lo parts
 // (3xTF32) and gphi's mma accumulators are flushed into fp32 totals every
-// 64 tokens. Per-share
-// partials [shares, N*K + K] are summed in order by a second launch:
-// deterministic, no atomics.
+// 64 tokens. Per-share partials [shares, N*K + K] are summed in order by a
+// second launch: deterministic, no atomics.
 //
 //===----------------------------------------------------------------------===//
 
@@ -421,21 +417,17 @@ static LogicalResult buildBackward(KernelContext &ctx) {
   bool staged = actBytes == 2 && spec.arch != "sm_80" && N % 4 == 0;
   // Where that leaves one k-tile per warp with tf32 (n = 8: ten row steps)
   // the warp's step is bound by shared-memory loads, one gh fragment per
-  // mma: two k-tiles per warp share each (80 accumulators). H100, n = 8,
-  // M = 8192, C = 4096: 1317 -> 1065 us in blocks of two warps, six per SM
-  // (two k-tiles in two blocks of two warps: 1313 us; one k-tile in five
-  // blocks of four warps: 1264 us). Four warps per block, three per SM,
-  // then read each stage's gh for 128 columns instead of 64 (every block
-  // reads all of gh: 9.4 GB from L2 at C = 7168 with 64): 1055 -> 921 us,
-  // M = 32768, C = 7168 7363 -> 6403-6445 us (three warps x four blocks
-  // 6351 us, six x two 6598, eight x one 8857).
+  // mma: two k-tiles per warp share each (80 accumulators). Four warps per
+  // block, three per SM, each stage's gh then serving 128 columns instead
+  // of 64 (every block reads all of gh from the L2); the shapes measured
+  // are in docs/design/project.md.
   if (staged && T == 1 && !precise) {
     T = 2;
     warps = 4;
     blocksPerSM = 3;
   }
-  // `paced` staged specs add a producer warp (see "Producer" below): those
-  // measured (sm_90a) whose consumers fit the 136 registers of 160-thread
+  // `paced` staged specs add a producer warp (see "Producer" below): on
+  // sm_90a, those whose consumers fit the 136 registers of 160-thread
   // blocks at three per SM without spilling (no weight).
   bool paced = staged && !hasW && spec.arch == "sm_90a";
   const int threads = 32 * (warps + (paced ? 1 : 0));
@@ -479,11 +471,10 @@ static LogicalResult buildBackward(KernelContext &ctx) {
   int64_t rowBytes = blockCols * actBytes + 16;
   // gh's row stride in the stage. With 2N % 32 == 0 (n = 6, 8) the lanes'
   // reads of D's B (row g, column t) and of gphi's B (row 2t + u, column g)
-  // are 4-way bank conflicts, the bound of n = 8 (ncu: L1 93%): the block
-  // ring then copies gh row by row into rows of S = 4 (mod 8) floats, 32
-  // banks apart (n = 8, M = 8192, C = 4096: 2123 -> 1288 us). Otherwise one
-  // copy (n = 4 has 2-way conflicts; its per-row copies took 1481 us
-  // against 1340).
+  // are 4-way bank conflicts, which bound n = 8: the block ring then copies
+  // gh row by row into rows of S = 4 (mod 8) floats, 32 banks apart.
+  // Otherwise one copy (n = 4's 2-way conflicts cost less than per-row
+  // copies).
   int64_t ghStride = N;
   if (staged) {
     if (2 * N % 32 == 0)
@@ -491,9 +482,7 @@ static LogicalResult buildBackward(KernelContext &ctx) {
     xFloats = 8 * rowBytes / 4;
     ghFloats = 8 * ghStride;
     stageFloats = xFloats + ghFloats;
-    // Four stages: measured on H100 (n = 4, C = 7168, M = 32768) 1337 us
-    // against 1371 us with eight and 1361 us with eight at two blocks per
-    // SM.
+    // Four stages: deeper rings measured no faster.
     depth = 4;
   }
 
@@ -963,12 +952,8 @@ static LogicalResult buildBackward(KernelContext &ctx) {
       // Producer: lane 0 of warp `warps` fills the ring, so that no
       // consumer waits while it paces (WavePacer): the blocks of a wave
       // (smCount() * blocksPerSM consecutive block ids) in epochs of
-      // kEpoch steps, on counters that launch "zero" clears. H100, n = 4,
-      // M = 32768, main launch, same run: C = 4096 767-774 -> 750-751 us,
-      // C = 7168 1335-1340 -> 1314 us. Epochs of 1 step: 920 / 1603 us
-      // (the counter's atomics); of 2, 4, 6, 8: 754-762 / 1317-1323 us;
-      // no slack (epochs of 4): 822 / 1438 us; the producer warp without
-      // pacing: 818-823 / 1396-1404 us.
+      // kEpoch steps, on counters that launch "zero" clears; pacing keeps
+      // a wave's blocks reading nearby x (docs/design/project.md).
       bulk->init();
       kb.when(kb.eq(tid, kb.idx(32 * warps)), [&] {
         Value wave = kb.div(bid, kb.idx(waveBlocks));

@@ -62,9 +62,8 @@ static LogicalResult buildForward(KernelContext &ctx) {
   // read and pre/post/logits are written by consecutive threads at
   // consecutive addresses, 16 bytes per access when n % 4 == 0 (then the
   // segments start at multiples of 4 and a group never straddles two).
-  // H100, M = 32768, n = 4: a thread per token (N strided scalar loads)
-  // took 10.7 us, a thread per logit 5.0 us, per 4 logits 3.3 us (2.6 us
-  // with the approximate math below).
+  // A thread per token (N strided scalar loads) was four times slower
+  // (docs/design/scale.md).
   int64_t N = ctx.N(), W = n % 4 == 0 ? 4 : 1, G = N / W;
   int64_t T = std::max<int64_t>(1, 256 / G);
   LaunchBuilder &l = ctx.launch("main");
@@ -122,9 +121,9 @@ static LogicalResult buildBackward(KernelContext &ctx) {
 
   // A token per L = 8 lanes: lane l takes logits k = l + 8e, so each warp
   // access covers 4 tokens x 32 consecutive bytes; the token's sums are
-  // butterflies over its 8 lanes in a fixed order (deterministic). H100,
-  // M = 32768: a thread per token (N strided scalar loads and 2N + 3
-  // strided stores each) took 30 us at n = 4 and 116 us at n = 8.
+  // butterflies over its 8 lanes in a fixed order (deterministic). A
+  // thread per token (strided scalar loads and stores) was several times
+  // slower (docs/design/scale.md).
   constexpr int64_t L = 8;
   const int threads = 128;
   const int64_t T = threads / L, E = (N + L - 1) / L;

@@ -23,7 +23,7 @@ using ::mhc::SinkhornMode;
 namespace {
 
 /// -log2(sum_k 2^v_k), max-shifted. The log mode runs in base 2 (logits
-/// scaled by log2(e) once): potentials are log2(e) times SPEC.md's, the
+/// scaled by log2(e) once): potentials are log2(e) times docs/MATH.md's, the
 /// plans exp(L + f + g) = 2^(L2 + f2 + g2) are the same numbers, and each
 /// exp/log is one ex2/lg2 instruction instead of a range-reduced libdevice
 /// call (the kernel is issue-bound: 20 iterations x 2n^2 exponentials).
@@ -441,7 +441,7 @@ static LogicalResult buildBackward(KernelContext &ctx) {
     SmallVector<Value> gP = loadMatrix(kb, l.arg("gP"), m, n);
     SmallVector<Value> gL;
     if (ctx.spec.mode == SinkhornMode::Log) {
-      // Base 2 (see negLog2SumExp2): the plans below are SPEC.md's.
+      // Base 2 (see negLog2SumExp2): the plans below are docs/MATH.md's.
       L = toBase2(kb, L);
       SmallVector<Value> K = sk.kernelMatrix(L);
       // The gradient through the log mode, with the forward run in the

@@ -10,16 +10,9 @@
 // registers; the lanes read a channel's values back as one shared load
 // each and keep the per-token values and partial sums in registers.
 //
-// Why: expand_combine's register-fed backward had room for about two
-// channels' loads in flight per thread beside n = 8's 72 sums and reached
-// 91% of the copy bandwidth (ncu: DRAM 80%, 3 warps per scheduler, 0.59
-// eligible). A CUDA C probe of this design (.te/probe/ec_ring.cu, the
-// fifteenth session) measured 4046 us against 4492 us at n = 8, M = 32768,
-// C = 7168 on H100 (3.02 TB/s, the copy rate): eight warps in one block per
-// SM, 128-channel pieces, three stages (two to four within 1%; four warps
-// in two blocks per SM 4098-4105 us). In the product: expand_combine n = 8
-// 4492 -> 4042 us, n = 4 2228 -> 2177 us (98% -> 101%); aggregate's backward
-// n = 4 1452 -> 1417 us; expand_combine's n = 8 forward 2737 -> 2694 us.
+// Why: a register-fed backward has room for about two channels' loads in
+// flight per thread beside n = 8's 72 sums, too few to reach the copy rate;
+// the rings' bytes in flight hold no registers (docs/design/streams.md).
 //
 //===----------------------------------------------------------------------===//
 
