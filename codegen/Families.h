@@ -116,7 +116,9 @@ void forEachItem(KernelBuilder &kb, LaunchBuilder &l, const StreamShape &shape,
 /// thread's chunk count divides by it, so no body needs a guard (noalias
 /// buffers let the next chunk's loads start before this chunk's stores).
 /// Returns the final iteration values. The backward loops take 2, the
-/// forward ones 4 (docs/design/streams.md).
+/// forward ones 4: the unroll factors that brought each to the copy rate
+/// without spilling (docs/design/streams.md has the shapes and times
+/// measured).
 SmallVector<Value>
 chunkLoop(KernelBuilder &kb, int64_t chunks, int threads, int unroll,
           ValueRange init,
@@ -271,12 +273,12 @@ private:
 
 /// The producers of a wave of blocks (consecutive block ids, resident
 /// together) issuing their ring's steps in loose lockstep: long-lived
-/// blocks that drift apart spread their reads over DRAM
-/// (bench/probes/copy_locality.cu). One producer thread per block calls before(i)
-/// and after(i) around step i and finish() at the end. The first step of
-/// epoch e (`epoch` steps) waits until every block of the wave has issued
-/// epoch e - lag - 1, on an i32 counter of issued steps per wave in global
-/// memory that an earlier launch zeroed. The counter is a hint that no
+/// blocks that drift apart spread their reads over DRAM (see
+/// bench/probes/copy_locality.cu). One producer thread per block calls
+/// before(i) and after(i) around step i and finish() at the end. The first
+/// step of epoch e (`epoch` steps) waits until every block of the wave has
+/// issued epoch e - lag - 1, on an i32 counter of issued steps per wave in
+/// global memory that an earlier launch zeroed. The counter is a hint that no
 /// result depends on: a wait gives up after 20 us (another part's SM count,
 /// other work on the GPU) and that block stops pacing, through a flag (an
 /// i32 in shared memory).
