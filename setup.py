@@ -22,6 +22,7 @@ sources = [
     "runtime/torch/Reference.cpp",
     "runtime/CudaDriver.cpp",
     "runtime/KernelCache.cpp",
+    "runtime/Posix.cpp",
     "runtime/Runtime.cpp",
     "lib/KernelSpec.cpp",
     "lib/Manifest.cpp",

@@ -7,7 +7,6 @@
 namespace mhc::rt {
 
 namespace {
-constexpr size_t kMaxBuffers = 24;
 // CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES of cuda.h.
 constexpr int kMaxDynamicSharedSizeBytes = 8;
 struct Descriptor {
@@ -18,8 +17,6 @@ struct Descriptor {
 // kTensorMapBase - (b + kTensorMapRows * R).
 constexpr int kTensorMapBase = -1000;
 constexpr int kTensorMapRows = 1 << 16;
-// A launch encodes at most this many tensor maps (checked at load).
-constexpr int kMaxTensorMaps = 4;
 struct alignas(64) TensorMap {
   unsigned char bytes[128];
 };
@@ -109,10 +106,6 @@ const LoadedKernel &Runtime::kernel(const KernelSpec &spec, int deviceOrdinal) {
   CUmodule module = nullptr;
   d.check(d.cuModuleLoadData(&module, compiled.cubin.data()),
           "loading kernel " + spec.kernelName() + " [" + canonical + "]");
-  if (kernel->manifest.buffers.size() > kMaxBuffers)
-    throw Error("mhc: " + spec.kernelName() + " has " +
-                std::to_string(kernel->manifest.buffers.size()) +
-                " buffers; the launcher takes at most " + std::to_string(kMaxBuffers));
   for (const LaunchDesc &l : kernel->manifest.launches) {
     CUfunction fn = nullptr;
     d.check(d.cuModuleGetFunction(&fn, module, l.entry.c_str()),
@@ -125,20 +118,14 @@ const LoadedKernel &Runtime::kernel(const KernelSpec &spec, int deviceOrdinal) {
                   " bytes of shared memory for " + l.entry);
     kernel->functions.push_back(fn);
     std::vector<int> indices;
-    int maps = 0;
     for (const std::string &p : l.params) {
       if (const char *tmap = tensorMapBuffer(p)) {
         indices.push_back(kTensorMapBase - (kernel->bufferIndex(tmap) +
                                             kTensorMapRows * tensorMapBoxRows(p)));
-        ++maps;
       } else {
         indices.push_back(p == "M" ? -1 : p == "S" ? -2 : kernel->bufferIndex(p));
       }
     }
-    if (maps > kMaxTensorMaps)
-      throw Error("mhc: " + l.entry + " takes " + std::to_string(maps) +
-                  " tensor maps; the launcher encodes at most " +
-                  std::to_string(kMaxTensorMaps));
     kernel->paramBuffers.push_back(std::move(indices));
   }
   std::lock_guard<std::mutex> lock(mutex);
@@ -158,21 +145,26 @@ void Runtime::launch(const LoadedKernel &kernel, int64_t M, int64_t S,
                 std::to_string(count));
   if (M <= 0)
     return;
+  // Within these the manifest's formulas cannot overflow (Manifest.h).
+  if (M > limits::kMaxTokens || S < 1 || S > m.split.maxSplit)
+    throw Error("mhc: " + kernel.spec.kernelName() + " cannot launch for M = " +
+                std::to_string(M) + ", S = " + std::to_string(S) +
+                " (M <= " + std::to_string(limits::kMaxTokens) + ", S = split(M))");
   Driver &d = Driver::get();
-  // Each buffer is a 1-D memref descriptor: (ptr, ptr, 0, size, 1).
-  // No heap allocation per call: kernels have at most kMaxBuffers buffers
-  // (checked when the kernel is loaded).
-  Descriptor descriptors[kMaxBuffers];
+  // Each buffer is a 1-D memref descriptor: (ptr, ptr, 0, size, 1). No heap
+  // allocation per call: the arrays' bounds are the manifest's limits, which
+  // Manifest::fromJson checked.
+  Descriptor descriptors[limits::kMaxBuffers];
   for (size_t i = 0; i < count; ++i)
     descriptors[i] = {buffers[i], buffers[i], 0, m.buffers[i].elems.at(M, S), 1};
-  void *params[5 * kMaxBuffers + 2];
-  TensorMap maps[kMaxTensorMaps];
+  void *params[limits::kMaxPtxParams];
+  TensorMap maps[limits::kMaxTensorMaps];
   for (size_t li = 0; li < m.launches.size(); ++li) {
     const LaunchDesc &l = m.launches[li];
     size_t np = 0;
     int nMaps = 0;
     for (int index : kernel.paramBuffers[li]) {
-      if (index <= kTensorMapBase) { // at most kMaxTensorMaps (checked at load)
+      if (index <= kTensorMapBase) {
         int b = (kTensorMapBase - index) % kTensorMapRows;
         unsigned rows = static_cast<unsigned>((kTensorMapBase - index) / kTensorMapRows);
         encodeTensorMap(maps[nMaps], m.buffers[b], buffers[b], M, rows, l.entry);

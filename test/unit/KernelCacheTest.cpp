@@ -10,59 +10,14 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "mhc/Runtime/CudaDriver.h"
-#include "mhc/Runtime/KernelCache.h"
+#include "CacheTestUtil.h"
 
-#include "Expect.h"
-
-#include <cstdio>
-#include <fstream>
-#include <sstream>
-#include <sys/stat.h>
+#include <cerrno>
 #include <sys/wait.h>
 #include <unistd.h>
 
 using namespace mhc;
 using namespace mhc::rt;
-
-
-static std::string readAll(const std::string &path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-static void writeAll(const std::string &path, const std::string &data) {
-  std::ofstream(path, std::ios::binary | std::ios::trunc) << data;
-}
-
-static KernelSpec specFor(int64_t channels) {
-  KernelSpec s;
-  s.op = OpKind::Aggregate;
-  s.channels = channels;
-  return s;
-}
-
-static std::string fakeCompiler(const std::string &dir, const std::string &body) {
-  std::string path = dir + "/fake-compiler-" + std::to_string(checks) + ".sh";
-  writeAll(path, "#!/bin/sh\nif [ \"$1\" = --version-info ]; then echo fake 1; exit 0; fi\n" + body + "\n");
-  chmod(path.c_str(), 0755);
-  return path;
-}
-
-static bool expectError(KernelCache &cache, const KernelSpec &spec,
-                        const std::string &needle) {
-  try {
-    cache.get(spec);
-  } catch (const Error &e) {
-    if (std::string(e.what()).find(needle) != std::string::npos)
-      return true;
-    std::fprintf(stderr, "unexpected error text: %s\n", e.what());
-    return false;
-  }
-  return false;
-}
 
 int main(int argc, char **argv) {
   if (argc != 3) {

@@ -25,6 +25,42 @@
 
 namespace mhc {
 
+/// Hard bounds on every manifest field. Manifest::fromJson rejects a manifest
+/// outside them (a cache entry on disk may have been edited), and the runtime
+/// relies on them: its launch arrays are sized by them, and within them no
+/// formula below overflows for M <= kMaxTokens. Generous for what codegen
+/// emits.
+namespace limits {
+/// Inclusive bounds of an integer field.
+struct Range {
+  int64_t min, max;
+};
+inline constexpr int64_t kMaxBuffers = 24;
+inline constexpr int64_t kMaxLaunches = 16;
+inline constexpr int64_t kMaxTensorMaps = 4; // per launch
+/// PTX parameters of one launch (ptxParamCount): every buffer's descriptor,
+/// M, S and the tensor maps.
+inline constexpr int64_t kMaxPtxParams = 5 * kMaxBuffers + 2 + kMaxTensorMaps;
+/// The largest M a kernel is launched for (2^36 tokens exceed any GPU's memory).
+inline constexpr int64_t kMaxTokens = int64_t(1) << 36;
+inline constexpr int64_t kMaxGridBlocks = 0x7fffffff; // a grid's x dimension
+inline constexpr Range kBlockThreads{1, 1024};
+inline constexpr Range kDynamicSharedBytes{0, 227 * 1024};
+inline constexpr Range kTokensPerBlock{1, 1 << 20};
+inline constexpr Range kGridTokensPerBlock{0, 1 << 20}; // 0: not per token
+inline constexpr Range kBlocks{0, kMaxGridBlocks};      // fixed, target
+inline constexpr Range kSplit{1, 1024};
+inline constexpr Range kWaveSlots{0, 1 << 16};
+inline constexpr Range kPerToken{0, 1 << 24};           // elements or items
+inline constexpr Range kPerTokenSplit{0, 1 << 16};
+inline constexpr Range kFixedElems{0, int64_t(1) << 40};
+inline constexpr Range kItemsPerBlock{0, 1 << 24};
+inline constexpr Range kMinTokens{0, kMaxTokens};
+inline constexpr Range kBoxRows{1, 256};                // TMA boxes
+inline constexpr size_t kMaxNameLength = 64;            // buffer names
+inline constexpr size_t kMaxTextLength = 1024;          // other strings
+} // namespace limits
+
 /// elems = perToken * M + fixed + perTokenSplit * M * S.
 struct Extent {
   int64_t perToken = 0;
@@ -98,7 +134,8 @@ struct GridRule {
                     ? (m * itemsPerToken + itemsPerBlock - 1) / itemsPerBlock
                 : tokensPerBlock > 0 ? (m + tokensPerBlock - 1) / tokensPerBlock
                                      : fixedBlocks;
-    return timesSplit ? b * s : b;
+    // (b past a grid's limit is returned as is: the launch is refused.)
+    return timesSplit && b <= limits::kMaxGridBlocks ? b * s : b;
   }
 };
 
@@ -151,7 +188,10 @@ struct Manifest {
   static int ptxParamCount(const LaunchDesc &launch);
 
   std::string toJson() const;
-  /// Reads what toJson wrote; on failure returns false and sets `error`.
+  /// Reads what toJson wrote and checks every field against `limits` and the
+  /// manifest's own consistency (parameters name its buffers, the spec
+  /// parses); on failure returns false and sets `error`, which names the
+  /// first bad field.
   static bool fromJson(const std::string &text, Manifest &out,
                        std::string &error);
 };

@@ -1,0 +1,68 @@
+//===- CacheTestUtil.h - helpers of the kernel cache tests ------*- C++ -*-===//
+//
+// Files, specs, fake compilers (shell scripts) and error checks shared by
+// the unit tests of the runtime's disk cache and JIT.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MHC_TEST_UNIT_CACHETESTUTIL_H
+#define MHC_TEST_UNIT_CACHETESTUTIL_H
+
+#include "mhc/Runtime/CudaDriver.h"
+#include "mhc/Runtime/KernelCache.h"
+
+#include "Expect.h"
+
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <sys/stat.h>
+
+inline std::string readAll(const std::string &path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+inline void writeAll(const std::string &path, const std::string &data) {
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << data;
+}
+
+inline bool exists(const std::string &path) {
+  struct stat st;
+  return lstat(path.c_str(), &st) == 0;
+}
+
+inline mhc::KernelSpec specFor(int64_t channels) {
+  mhc::KernelSpec s;
+  s.op = mhc::OpKind::Aggregate;
+  s.channels = channels;
+  return s;
+}
+
+/// A compiler script (a new file per call) that reports version "fake 1"
+/// and otherwise runs `body` (its arguments: --spec S -o DIR --name kernel).
+inline std::string fakeCompiler(const std::string &dir, const std::string &body) {
+  std::string path = dir + "/fake-compiler-" + std::to_string(checks) + ".sh";
+  writeAll(path, "#!/bin/sh\nif [ \"$1\" = --version-info ]; then echo fake 1; exit 0; fi\n" + body + "\n");
+  chmod(path.c_str(), 0755);
+  return path;
+}
+
+/// Whether cache.get(spec) throws Error with `needle` in its message.
+inline bool expectError(mhc::rt::KernelCache &cache, const mhc::KernelSpec &spec,
+                        const std::string &needle) {
+  try {
+    cache.get(spec);
+  } catch (const mhc::rt::Error &e) {
+    if (std::string(e.what()).find(needle) != std::string::npos)
+      return true;
+    std::fprintf(stderr, "unexpected error text: %s\n", e.what());
+    return false;
+  }
+  return false;
+}
+
+#endif // MHC_TEST_UNIT_CACHETESTUTIL_H
