@@ -14,8 +14,6 @@ import sys
 import pytest
 import torch
 
-import mhc
-
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "python"))
 from test_ddp import SEED, VARIANTS, check_every_parameter_gets_a_gradient, check_matches, spawn  # noqa: E402
 
