@@ -57,8 +57,9 @@ struct SpecializePass : mlir::mhc::impl::SpecializeBase<SpecializePass> {
     });
     if (result.wasInterrupted())
       return signalPassFailure();
+    // At the location only (not the op), so the module is not printed.
     if (specialised && !arch.hasValue())
-      getOperation()->emitRemark()
+      emitRemark(getOperation()->getLoc())
           << "mhc-specialize: no arch given, specialised for " << arch
           << " (choose one with --mhc-specialize=arch=...)";
   }
