@@ -22,6 +22,19 @@ using namespace mlir::mhc;
 
 namespace {
 
+/// Fails, at the op, unless `stamped` is the spec the op describes now.
+LogicalResult checkSpecDescribes(KernelOpInterface op,
+                                 const ::mhc::KernelSpec &stamped) {
+  ::mhc::KernelSpec current;
+  op.describeKernel(current);
+  current.arch = stamped.arch;
+  if (current.canonical() == stamped.canonical())
+    return success();
+  return op->emitError() << "stale mhc.spec \"" << stamped.canonical()
+                         << "\": the op now needs \"" << current.canonical()
+                         << "\" (run mhc-specialize after rewriting the IR)";
+}
+
 struct GenerateKernelsPass
     : mlir::mhc::impl::GenerateKernelsBase<GenerateKernelsPass> {
   void runOnOperation() override {
@@ -37,8 +50,19 @@ struct GenerateKernelsPass
         op->emitError() << "invalid mhc.spec: " << error;
         return WalkResult::interrupt();
       }
+      // Any rewrite after mhc-specialize, ours or upstream, can change the op
+      // under its spec, so codegen rebuilds the spec here rather than trust it.
+      if (failed(checkSpecDescribes(op, *spec)))
+        return WalkResult::interrupt();
       std::string name = spec->kernelName();
-      if (!symbols.lookup(name)) {
+      Operation *existing = symbols.lookup(name);
+      if (existing && !isa<gpu::GPUModuleOp>(existing)) {
+        existing->emitError() << "symbol @" << name << " is not a kernel "
+                              << "module but names the kernel of "
+                              << spec->canonical();
+        return WalkResult::interrupt();
+      }
+      if (!existing) {
         ::mhc::Manifest manifest;
         FailureOr<gpu::GPUModuleOp> module =
             buildKernelModule(top, *spec, manifest);

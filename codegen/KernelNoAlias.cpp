@@ -47,6 +47,8 @@ struct KernelNoAliasPass
           launch = &l;
       if (!launch)
         continue;
+      if (failed(checkParams(func, *launch)))
+        return signalPassFailure();
       // The parameters in the manifest's order: M and S one i64, a tensor
       // map one pointer, a memref five (allocated, aligned, offset, size,
       // stride).
@@ -67,6 +69,32 @@ struct KernelNoAliasPass
         at += ::mhc::ptxParamWidth(p);
       }
     }
+  }
+
+  /// The manifest's parameters must be the kernel's arguments, one for one,
+  /// with a pointer wherever this pass marks one: else it is not this kernel's.
+  static LogicalResult checkParams(LLVM::LLVMFuncOp func,
+                                   const ::mhc::LaunchDesc &launch) {
+    ArrayRef<Type> args = func.getArgumentTypes();
+    uint64_t slots = 0;
+    for (const std::string &p : launch.params)
+      slots += ::mhc::ptxParamWidth(p);
+    if (slots != args.size())
+      return func.emitError()
+             << "kernel has " << args.size() << " arguments, but its manifest's "
+             << launch.params.size() << " parameters take " << slots;
+    uint64_t at = 0;
+    for (const std::string &p : launch.params) {
+      int width = ::mhc::ptxParamWidth(p);
+      uint64_t pointer = width == 5 ? at + 1 : at;
+      if ((::mhc::tensorMapBuffer(p) || width == 5) &&
+          !isa<LLVM::LLVMPointerType>(args[pointer]))
+        return func.emitError() << "argument " << pointer << " (manifest "
+                                << "parameter '" << p << "') is "
+                                << args[pointer] << ", not a pointer";
+      at += width;
+    }
+    return success();
   }
 };
 

@@ -5,6 +5,8 @@
 
 #include "mlir/IR/IRMapping.h"
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/Path.h"
 #include "llvm/Support/raw_ostream.h"
 
 namespace mlir::mhc {
@@ -17,72 +19,126 @@ using namespace mlir::mhc;
 
 namespace {
 
+/// A name that is one file in the bundle directory: letters, digits, '_',
+/// '-' and '.', not starting with '.' (so never "..", a path or hidden).
+bool isPlainFileName(StringRef name) {
+  return !name.empty() && name.front() != '.' &&
+         llvm::all_of(name, [](char c) {
+           return llvm::isAlnum(c) || c == '_' || c == '-' || c == '.';
+         });
+}
+
+/// One index entry, on one line: {"kernel": "...", "spec": "..."}.
+void writeIndexEntry(llvm::raw_ostream &os, StringRef kernel, StringRef spec) {
+  os << "{\"kernel\": " << llvm::json::Value(kernel)
+     << ", \"spec\": " << llvm::json::Value(spec) << "}";
+}
+
 struct WriteBundlePass : mlir::mhc::impl::WriteBundleBase<WriteBundlePass> {
   using WriteBundleBase::WriteBundleBase;
 
   void runOnOperation() override {
     ModuleOp top = getOperation();
     std::string toolkit = defaultToolkitPath();
-    llvm::sys::fs::create_directories(dir);
-    std::string index = "{\n  \"kernels\": [\n";
-    bool first = true;
+    if (std::error_code ec = llvm::sys::fs::create_directories(dir)) {
+      top.emitError() << "cannot create " << dir << ": " << ec.message();
+      return signalPassFailure();
+    }
+    std::vector<std::pair<std::string, std::string>> written;
     for (auto module : top.getOps<gpu::GPUModuleOp>()) {
       auto manifestAttr = module->getAttrOfType<StringAttr>("mhc.manifest");
       if (!manifestAttr)
         continue;
-      std::string error;
-      ::mhc::Manifest manifest;
-      if (!::mhc::Manifest::fromJson(manifestAttr.getValue().str(), manifest,
-                                     error)) {
-        module.emitError() << "invalid mhc.manifest: " << error;
+      if (!isPlainFileName(module.getName())) {
+        module.emitError() << "gpu.module name " << module.getNameAttr()
+                           << " is not a plain file name (letters, digits, "
+                              "'_', '-', '.'; not starting with '.')";
         return signalPassFailure();
       }
-      auto spec = ::mhc::KernelSpec::parse(manifest.spec, &error);
-      // Lower a copy, so the IR stays at the gpu.func level.
-      OwningOpRef<ModuleOp> copy = ModuleOp::create(module.getLoc());
-      (*copy)->setAttrs(top->getAttrDictionary());
-      OpBuilder b(copy->getBody(), copy->getBody()->end());
-      b.clone(*module);
-      FailureOr<std::map<std::string, std::string>> ptx = lowerToPTX(*copy, toolkit);
-      if (failed(ptx) || ptx->size() != 1) {
-        module.emitError() << "lowering to PTX failed";
+      std::string spec;
+      if (failed(writeKernel(module, manifestAttr.getValue(), toolkit, spec)))
         return signalPassFailure();
-      }
-      std::string base = dir + "/" + module.getName().str();
-      std::string ptxText = ptx->begin()->second;
-      if (!writeFile(base + ".ptx", ptxText))
-        return signalPassFailure();
-      if (cubin) {
-        std::string log;
-        if (!assembleCubin(toolkit, ptxText, spec->arch, base + ".cubin",
-                           manifest, log)) {
-          module.emitError() << "ptxas failed:\n" << log;
-          return signalPassFailure();
-        }
-      }
-      if (!writeFile(base + ".json", manifest.toJson()))
-        return signalPassFailure();
-      index += std::string(first ? "" : ",\n") + "    {\"kernel\": \"" +
-               module.getName().str() + "\", \"spec\": \"" + manifest.spec +
-               "\"}";
-      first = false;
+      written.emplace_back(module.getName().str(), spec);
     }
-    index += "\n  ]\n}\n";
-    if (!writeFile(dir + "/index.json", index))
+    if (written.empty())
+      top.emitWarning() << "mhc-write-bundle: no kernel modules to write "
+                           "(run mhc-generate-kernels first); index.json "
+                           "lists none";
+    if (failed(writeIndex(written)))
       return signalPassFailure();
     markAllAnalysesPreserved();
   }
 
-  bool writeFile(const std::string &path, const std::string &text) {
+  /// Lowers a copy of `module` (so the IR stays at the gpu.func level) and
+  /// writes its .ptx, .cubin and .json; `spec` gets the manifest's spec.
+  LogicalResult writeKernel(gpu::GPUModuleOp module, StringRef manifestText,
+                            const std::string &toolkit, std::string &spec) {
+    std::string error;
+    ::mhc::Manifest manifest;
+    if (!::mhc::Manifest::fromJson(manifestText.str(), manifest, error))
+      return module.emitError() << "invalid mhc.manifest: " << error;
+    auto parsed = ::mhc::KernelSpec::parse(manifest.spec, &error);
+    if (!parsed)
+      return module.emitError() << "invalid spec in mhc.manifest: " << error;
+    ModuleOp top = getOperation();
+    OwningOpRef<ModuleOp> copy = ModuleOp::create(module.getLoc());
+    (*copy)->setAttrs(top->getAttrDictionary());
+    OpBuilder b(copy->getBody(), copy->getBody()->end());
+    b.clone(*module);
+    FailureOr<std::map<std::string, std::string>> ptx = lowerToPTX(*copy, toolkit);
+    if (failed(ptx) || ptx->size() != 1)
+      return module.emitError() << "lowering to PTX failed";
+    SmallString<256> base(dir);
+    llvm::sys::path::append(base, module.getName());
+    std::string ptxText = ptx->begin()->second;
+    if (failed(writeFile((base + ".ptx").str(), ptxText)))
+      return failure();
+    if (cubin) {
+      std::string log;
+      if (!assembleCubin(toolkit, ptxText, parsed->arch, (base + ".cubin").str(),
+                         manifest, log))
+        return module.emitError() << "ptxas failed:\n" << log;
+    }
+    if (failed(writeFile((base + ".json").str(), manifest.toJson())))
+      return failure();
+    spec = manifest.spec;
+    return success();
+  }
+
+  /// index.json: {"kernels": [{"kernel": ..., "spec": ...}, ...]}.
+  LogicalResult
+  writeIndex(ArrayRef<std::pair<std::string, std::string>> kernels) {
+    std::string text;
+    llvm::raw_string_ostream os(text);
+    llvm::json::OStream json(os, /*IndentSize=*/2);
+    json.object([&] {
+      json.attributeArray("kernels", [&] {
+        for (const auto &[kernel, spec] : kernels)
+          json.rawValue([&](llvm::raw_ostream &out) {
+            writeIndexEntry(out, kernel, spec);
+          });
+      });
+    });
+    os << "\n";
+    SmallString<256> path(dir);
+    llvm::sys::path::append(path, "index.json");
+    return writeFile(path.str().str(), text);
+  }
+
+  LogicalResult writeFile(const std::string &path, const std::string &text) {
     std::error_code ec;
     llvm::raw_fd_ostream os(path, ec);
-    if (ec) {
-      getOperation().emitError() << "cannot write " << path << ": "
-                                 << ec.message();
-      return false;
-    }
+    if (ec)
+      return getOperation().emitError() << "cannot write " << path << ": "
+                                        << ec.message();
     os << text;
-    return true;
+    os.close();
+    if (!os.has_error())
+      return success();
+    ec = os.error();
+    os.clear_error(); // else the stream's destructor aborts
+    return getOperation().emitError() << "cannot write " << path << ": "
+                                      << ec.message();
   }
 };
 

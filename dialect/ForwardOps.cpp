@@ -111,7 +111,7 @@ void ScaleOp::describeKernel(::mhc::KernelSpec &spec) {
 LogicalResult SinkhornOp::verifySignature() {
   int64_t n = getN();
   if (failed(checkStreamCount(*this, n)) ||
-      failed(checkSinkhornEps(*this, getMode(), getEps())))
+      failed(checkSinkhornAttrs(*this, getMode(), getIters(), getEps())))
     return failure();
   Signature sig(*this, n);
   Dim S = Dim::fixed(n, "n");

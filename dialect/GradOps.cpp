@@ -139,7 +139,7 @@ void ScaleGradOp::describeKernel(::mhc::KernelSpec &spec) {
 LogicalResult SinkhornGradOp::verifySignature() {
   int64_t n = getN();
   if (failed(checkStreamCount(*this, n)) ||
-      failed(checkSinkhornEps(*this, getMode(), getEps())))
+      failed(checkSinkhornAttrs(*this, getMode(), getIters(), getEps())))
     return failure();
   Signature sig(*this, n);
   Dim M = Dim::tokens(), S = Dim::fixed(n, "n");

@@ -3,6 +3,7 @@
 #include "Signature.h"
 
 #include "mlir/IR/TypeUtilities.h"
+#include "llvm/Support/CheckedArithmetic.h"
 #include "llvm/Support/raw_ostream.h"
 
 using namespace mlir;
@@ -38,6 +39,12 @@ static const char *describe(ElemKind kind) {
   return "";
 }
 
+std::optional<int64_t> Signature::knownK() const {
+  if (!c)
+    return std::nullopt;
+  return llvm::checkedMul(n, *c);
+}
+
 InFlightDiagnostic Signature::error(StringRef role, StringRef name) {
   return op->emitOpError() << role << " '" << name << "' ";
 }
@@ -61,8 +68,8 @@ std::string Signature::render(ArrayRef<Dim> dims, bool symbolic) const {
         os << "C";
       break;
     case Dim::StreamsTimesChannels:
-      if (!symbolic && c)
-        os << n * *c;
+      if (std::optional<int64_t> k = knownK(); !symbolic && k)
+        os << *k;
       else
         os << "K";
       break;
@@ -113,6 +120,10 @@ LogicalResult Signature::check(StringRef role, StringRef name, Value value,
                             << " differs from M = " << *m << " of " << mFrom;
       break;
     case Dim::Channels:
+      if (isStatic && size > ::mhc::kMaxChannels)
+        return shapeError() << ": its channel count " << size
+                            << " exceeds the largest supported C = "
+                            << ::mhc::kMaxChannels;
       if (isStatic && c && *c != size)
         return shapeError() << ": its channel count " << size
                             << " differs from C = " << *c << " of " << cFrom;
@@ -121,9 +132,13 @@ LogicalResult Signature::check(StringRef role, StringRef name, Value value,
       if (isStatic && size % n != 0)
         return shapeError() << ": dimension " << i << " must be K = n*C, a "
                             << "multiple of n = " << n;
-      if (isStatic && c && size != n * *c)
+      if (isStatic && size / n > ::mhc::kMaxChannels)
+        return shapeError() << ": dimension " << i << " is K = n*C with C = "
+                            << size / n << ", above the largest supported C = "
+                            << ::mhc::kMaxChannels;
+      if (isStatic && c && std::optional<int64_t>(size) != knownK())
         return shapeError() << ": dimension " << i << " must be K = n*C = "
-                            << n * *c << " (C = " << *c << " from " << cFrom
+                            << *knownK() << " (C = " << *c << " from " << cFrom
                             << ")";
       break;
     }
@@ -180,8 +195,12 @@ LogicalResult mlir::mhc::checkPositive(Operation *op, StringRef name,
                            << value.convertToDouble();
 }
 
-LogicalResult mlir::mhc::checkSinkhornEps(Operation *op, SinkhornMode mode,
-                                          std::optional<APFloat> eps) {
+LogicalResult mlir::mhc::checkSinkhornAttrs(Operation *op, SinkhornMode mode,
+                                            int64_t iters,
+                                            std::optional<APFloat> eps) {
+  if (iters > ::mhc::kMaxSinkhornIters)
+    return op->emitOpError() << "attribute 'iters' must be at most "
+                             << ::mhc::kMaxSinkhornIters << ", got " << iters;
   if (!eps)
     return success();
   if (mode == SinkhornMode::log)
@@ -278,9 +297,8 @@ Type mlir::mhc::withTokens(Value v, int64_t tokens) {
 }
 
 LogicalResult mlir::mhc::checkStreamCount(Operation *op, int64_t n) {
-  constexpr int64_t kMaxStreams = 1024;
-  if (n <= kMaxStreams)
+  if (n <= ::mhc::kMaxStreams)
     return success();
-  return op->emitOpError() << "attribute 'n' must be at most " << kMaxStreams
-                           << ", got " << n;
+  return op->emitOpError() << "attribute 'n' must be at most "
+                           << ::mhc::kMaxStreams << ", got " << n;
 }

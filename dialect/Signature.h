@@ -11,6 +11,7 @@
 #define MHC_DIALECT_SIGNATURE_H
 
 #include "mhc/Dialect/MhcOps.h"
+#include "mhc/Support/KernelLimits.h"
 
 #include <optional>
 #include <string>
@@ -38,7 +39,7 @@ enum class ElemKind {
 
 /// The expected dims of x (and its gradient) in `layout`.
 SmallVector<Dim, 3> streamDims(int64_t n, Layout layout);
-/// N = 2n + n^2.
+/// N = 2n + n^2, for n <= kMaxStreams (checkStreamCount).
 inline int64_t numLogits(int64_t n) { return 2 * n + n * n; }
 
 class Signature {
@@ -56,6 +57,8 @@ public:
   std::optional<int64_t> channels() const { return c; }
 
 private:
+  /// K = n*C once C is known (nullopt before, or if it overflows).
+  std::optional<int64_t> knownK() const;
   InFlightDiagnostic error(StringRef role, StringRef name);
   std::string render(ArrayRef<Dim> dims, bool symbolic) const;
 
@@ -68,8 +71,10 @@ private:
 /// Float attribute range checks shared by ops with the same attributes.
 LogicalResult checkNonNegative(Operation *op, StringRef name, APFloat value);
 LogicalResult checkPositive(Operation *op, StringRef name, APFloat value);
-LogicalResult checkSinkhornEps(Operation *op, SinkhornMode mode,
-                               std::optional<APFloat> eps);
+/// Sinkhorn's attributes: iters at most kMaxSinkhornIters (ODS checks >= 1),
+/// eps only in softmax_eps mode, finite and >= 0.
+LogicalResult checkSinkhornAttrs(Operation *op, SinkhornMode mode,
+                                 int64_t iters, std::optional<APFloat> eps);
 
 /// InferType helpers: the static token count of the first value that has
 /// one, else dynamic; C of x in `layout`.
@@ -113,7 +118,8 @@ LogicalResult verifyScaleAttrs(OpT op) {
 template <typename OpT>
 LogicalResult verifyPreStepAttrs(OpT op) {
   if (failed(checkStreamCount(op, op.getN())) || failed(verifyScaleAttrs(op)) ||
-      failed(checkSinkhornEps(op, op.getMode(), op.getEps())))
+      failed(checkSinkhornAttrs(op, op.getMode(), op.getIters(),
+                                op.getEps())))
     return failure();
   return success();
 }

@@ -1,7 +1,9 @@
 //===- KernelSpec.cpp - canonical kernel identity -------------------------===//
 
 #include "mhc/Support/KernelSpec.h"
+#include "mhc/Support/KernelLimits.h"
 
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -162,8 +164,9 @@ bool parseInt(const std::string &v, int64_t &out) {
   if (v.empty())
     return false;
   char *end = nullptr;
+  errno = 0;
   long long x = std::strtoll(v.c_str(), &end, 10);
-  if (*end != '\0')
+  if (*end != '\0' || errno == ERANGE)
     return false;
   out = x;
   return true;
@@ -256,10 +259,54 @@ std::optional<KernelSpec> KernelSpec::parse(std::string_view text,
   // two spellings of one spec never become two cache entries.
   if (spec.canonical() != text)
     return fail("not in canonical form; expected '" + spec.canonical() + "'");
+  std::string invalid = invalidReason(spec);
+  if (!invalid.empty())
+    return fail(invalid);
   return spec;
 }
 
+namespace {
+std::string outOfRange(const char *field, int64_t value, int64_t lo,
+                       int64_t hi) {
+  if (value >= lo && value <= hi)
+    return "";
+  return std::string(field) + " = " + std::to_string(value) +
+         " is outside the valid range " + std::to_string(lo) + ".." +
+         std::to_string(hi);
+}
+
+std::string badFloat(const char *field, float value, bool zeroAllowed) {
+  if (std::isfinite(value) && (value > 0 || (zeroAllowed && value == 0)))
+    return "";
+  return std::string(field) + " = " + formatFloat(value) + " must be finite and " +
+         (zeroAllowed ? ">= 0" : "> 0");
+}
+} // namespace
+
+std::string invalidReason(const KernelSpec &s) {
+  std::string r = outOfRange("n", s.n, 1, kMaxStreams);
+  if (r.empty() && s.usesLayout())
+    r = outOfRange("C", s.channels, 0, kMaxChannels);
+  bool scale = s.op == OpKind::Scale || s.op == OpKind::Pre;
+  bool sinkhorn = s.op == OpKind::Sinkhorn || s.op == OpKind::Pre;
+  if (r.empty() && sinkhorn)
+    r = outOfRange("iters", s.iters, 1, kMaxSinkhornIters);
+  if (r.empty() && sinkhorn && s.mode == SinkhornMode::SoftmaxEps)
+    r = badFloat("eps", s.eps, /*zeroAllowed=*/true);
+  if (r.empty() && scale)
+    r = badFloat("norm_eps", s.normEps, true);
+  if (r.empty() && scale)
+    r = badFloat("pre_eps", s.preEps, true);
+  if (r.empty() && scale)
+    r = badFloat("post_mult", s.postMult, false);
+  return r;
+}
+
 std::string unsupportedReason(const KernelSpec &s) {
+  // Within the hard bounds every product below fits int64 with room to spare.
+  std::string invalid = invalidReason(s);
+  if (!invalid.empty())
+    return invalid;
   if (s.n < 1 || s.n > 8)
     return "n = " + std::to_string(s.n) + " is outside the specialised range 1..8";
   if (!isSupportedArch(s.arch))
@@ -271,8 +318,6 @@ std::string unsupportedReason(const KernelSpec &s) {
   if (s.op == OpKind::Pre && s.dir == Direction::Backward)
     return "the fused pre step has no backward kernel (its gradient is the "
            "four ops' backward kernels)";
-  if ((s.op == OpKind::Sinkhorn || s.op == OpKind::Pre) && s.iters < 1)
-    return "sinkhorn needs iters >= 1";
   if ((s.op == OpKind::Project || s.op == OpKind::Pre) &&
       (s.n * s.channels) % 8 != 0)
     return "the projection kernel needs K = n*C to be a multiple of 8";

@@ -32,6 +32,7 @@ struct SpecializePass : mlir::mhc::impl::SpecializeBase<SpecializePass> {
 
   void runOnOperation() override {
     Builder builder(&getContext());
+    bool specialised = false;
     WalkResult result = getOperation()->walk([&](Operation *op) {
       if (isa<LayerOp>(op)) {
         op->emitError() << "mhc-specialize needs mhc.layer expanded first "
@@ -51,10 +52,16 @@ struct SpecializePass : mlir::mhc::impl::SpecializeBase<SpecializePass> {
         op->removeAttr(kFallbackAttrName);
       else
         op->setAttr(kFallbackAttrName, builder.getStringAttr(reason));
+      specialised = true;
       return WalkResult::advance();
     });
     if (result.wasInterrupted())
-      signalPassFailure();
+      return signalPassFailure();
+    // At the location only (not the op), so the module is not printed.
+    if (specialised && !arch.hasValue())
+      emitRemark(getOperation()->getLoc())
+          << "mhc-specialize: no arch given, specialised for " << arch
+          << " (choose one with --mhc-specialize=arch=...)";
   }
 };
 

@@ -124,6 +124,24 @@ func.func @n_huge(%x: tensor<?x4x64xbf16>, %phi: tensor<24x256xf32>) {
 
 // -----
 
+// C above the hard limit: n*C would wrap to 0 and match this phi.
+func.func @channels_huge(%x: tensor<?x4x4611686018427387904xbf16>, %phi: tensor<24x0xf32>) {
+  // expected-error @+1 {{operand 'x' must have shape [M, n, C] = [M, 4, C] (n = 4), got 'tensor<?x4x4611686018427387904xbf16>': its channel count 4611686018427387904 exceeds the largest supported C = 1048576}}
+  %h, %ms = mhc.project nc %x, %phi {n = 4 : i64} : (tensor<?x4x4611686018427387904xbf16>, tensor<24x0xf32>) -> (tensor<?x24xf32>, tensor<?xf32>)
+  return
+}
+
+// -----
+
+// The same limit where only K = n*C is static.
+func.func @k_huge(%x: tensor<?x4x?xbf16>, %phi: tensor<24x9223372036854775804xf32>) {
+  // expected-error @+1 {{operand 'phi' must have shape [N, K] = [24, K] (n = 4), got 'tensor<24x9223372036854775804xf32>': dimension 1 is K = n*C with C = 2305843009213693951, above the largest supported C = 1048576}}
+  %h, %ms = mhc.project nc %x, %phi {n = 4 : i64} : (tensor<?x4x?xbf16>, tensor<24x9223372036854775804xf32>) -> (tensor<?x24xf32>, tensor<?xf32>)
+  return
+}
+
+// -----
+
 func.func @missing_n(%x: tensor<?x4x64xbf16>, %phi: tensor<24x256xf32>) {
   // expected-error @+1 {{requires attribute 'n'}}
   %h, %ms = mhc.project nc %x, %phi : (tensor<?x4x64xbf16>, tensor<24x256xf32>) -> (tensor<?x24xf32>, tensor<?xf32>)
@@ -219,6 +237,14 @@ func.func @scale_logits_result(%h: tensor<?x24xf32>, %ms: tensor<?xf32>, %a: ten
 func.func @sinkhorn_iters(%l: tensor<?x4x4xf32>) {
   // expected-error @+1 {{attribute 'iters' failed to satisfy constraint: 64-bit signless integer attribute whose value is positive}}
   %p = mhc.sinkhorn log %l {n = 4 : i64, iters = 0 : i64} : (tensor<?x4x4xf32>) -> tensor<?x4x4xf32>
+  return
+}
+
+// -----
+
+func.func @sinkhorn_iters_huge(%l: tensor<?x4x4xf32>) {
+  // expected-error @+1 {{attribute 'iters' must be at most 65536, got 576460752303423488}}
+  %p = mhc.sinkhorn log %l {n = 4 : i64, iters = 576460752303423488 : i64} : (tensor<?x4x4xf32>) -> tensor<?x4x4xf32>
   return
 }
 
@@ -473,6 +499,14 @@ func.func @sinkhorn_grad_eps(%gp: tensor<?x4x4xf32>, %l: tensor<?x4x4xf32>) {
 
 // -----
 
+func.func @sinkhorn_grad_iters_huge(%gp: tensor<?x8x8xf32>, %l: tensor<?x8x8xf32>) {
+  // expected-error @+1 {{attribute 'iters' must be at most 65536, got 576460752303423488}}
+  %gl = mhc.sinkhorn_grad log %gp, %l {n = 8 : i64, iters = 576460752303423488 : i64} : (tensor<?x8x8xf32>, tensor<?x8x8xf32>) -> tensor<?x8x8xf32>
+  return
+}
+
+// -----
+
 func.func @sinkhorn_grad_gP(%gp: tensor<?x3x3xf32>, %l: tensor<?x4x4xf32>) {
   // expected-error @+1 {{operand 'gP' must have shape [M, n, n] = [M, 4, 4] (n = 4), got 'tensor<?x3x3xf32>': dimension 1 must be n = 4}}
   %gl = mhc.sinkhorn_grad log %gp, %l {n = 4 : i64} : (tensor<?x3x3xf32>, tensor<?x4x4xf32>) -> tensor<?x4x4xf32>
@@ -594,5 +628,21 @@ func.func @spec_unknown_op(%l: tensor<?x4x4xf32>) {
 func.func @spec_not_canonical(%l: tensor<?x4x4xf32>) {
   // expected-error @+1 {{invalid kernel spec "sinkhorn.fwd;iters=20;n=4;mode=log;arch=sm_90a": not in canonical form; expected 'sinkhorn.fwd;n=4;mode=log;iters=20;arch=sm_90a'}}
   %p = mhc.sinkhorn log %l {n = 4 : i64, mhc.spec = #mhc.spec<"sinkhorn.fwd;iters=20;n=4;mode=log;arch=sm_90a">} : (tensor<?x4x4xf32>) -> tensor<?x4x4xf32>
+  return
+}
+
+// -----
+
+func.func @spec_iters_huge(%gp: tensor<?x8x8xf32>, %l: tensor<?x8x8xf32>) {
+  // expected-error @+1 {{invalid kernel spec "sinkhorn.bwd;n=8;mode=log;iters=576460752303423488;arch=sm_90a": iters = 576460752303423488 is outside the valid range 1..65536}}
+  %gl = mhc.sinkhorn_grad log %gp, %l {n = 8 : i64, mhc.spec = #mhc.spec<"sinkhorn.bwd;n=8;mode=log;iters=576460752303423488;arch=sm_90a">} : (tensor<?x8x8xf32>, tensor<?x8x8xf32>) -> tensor<?x8x8xf32>
+  return
+}
+
+// -----
+
+func.func @spec_channels_huge(%x: tensor<?x4x64xbf16>, %pre: tensor<?x4xf32>) {
+  // expected-error @+1 {{invalid kernel spec "aggregate.fwd;n=4;act=bf16;layout=nc;C=2305843009213693953;arch=sm_90a": C = 2305843009213693953 is outside the valid range 0..1048576}}
+  %y = mhc.aggregate nc %x, %pre {n = 4 : i64, mhc.spec = #mhc.spec<"aggregate.fwd;n=4;act=bf16;layout=nc;C=2305843009213693953;arch=sm_90a">} : (tensor<?x4x64xbf16>, tensor<?x4xf32>) -> tensor<?x64xbf16>
   return
 }

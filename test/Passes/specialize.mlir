@@ -2,7 +2,14 @@
 // RUN: mhc-opt %s -split-input-file -mhc-specialize=arch=sm_100a | FileCheck %s --check-prefixes=CHECK,SM100
 // RUN: not mhc-opt %s -mhc-specialize=arch=sm_75 -o /dev/null 2>&1 | FileCheck %s --check-prefix=BADARCH
 
+// RUN: mhc-opt %s -mhc-specialize -o /dev/null 2>&1 | FileCheck %s --check-prefix=CHOSEN
+// RUN: mhc-opt %s -mhc-specialize=arch=sm_90a -o /dev/null 2>&1 | FileCheck %s --check-prefix=GIVEN --allow-empty
+
 // BADARCH: error: mhc-specialize: unknown arch 'sm_75'; expected sm_80, sm_90a or sm_100a
+
+// Without an arch the pass says which one it chose; given one, it is quiet.
+// CHOSEN: remark: mhc-specialize: no arch given, specialised for sm_90a (choose one with --mhc-specialize=arch=...)
+// GIVEN-NOT: remark
 
 // Forward ops: every field the kernel depends on, nothing it does not.
 // CHECK-LABEL: func @forward

@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "mhc/Support/KernelSpec.h"
+#include "mhc/Support/KernelLimits.h"
 
 #include "Expect.h"
 
@@ -136,6 +137,48 @@ static void supportRules() {
   EXPECT(unsupportedReason(k).empty());
 }
 
+// Fields past their hard limits are refused by the parser and by
+// unsupportedReason before any size is computed from them (once, 2*n*iters
+// overflowed and codegen divided by zero).
+static void hardLimits() {
+  std::string error;
+  EXPECT(!KernelSpec::parse("sinkhorn.bwd;n=8;mode=log;iters=576460752303423488;arch=sm_90a", &error));
+  EXPECT(error == "iters = 576460752303423488 is outside the valid range 1..65536");
+  EXPECT(!KernelSpec::parse("sinkhorn.fwd;n=4;mode=log;iters=0;arch=sm_90a", &error));
+  EXPECT(!KernelSpec::parse("aggregate.fwd;n=4;act=bf16;layout=nc;C=2305843009213693953;arch=sm_90a", &error));
+  EXPECT(error.find("C = 2305843009213693953") != std::string::npos);
+  EXPECT(!KernelSpec::parse("aggregate.fwd;n=4;act=bf16;layout=nc;C=-64;arch=sm_90a", &error));
+  EXPECT(!KernelSpec::parse("aggregate.fwd;n=1025;act=bf16;layout=nc;C=64;arch=sm_90a", &error));
+  EXPECT(!KernelSpec::parse("aggregate.fwd;n=0;act=bf16;layout=nc;C=64;arch=sm_90a", &error));
+  EXPECT(!KernelSpec::parse("sinkhorn.fwd;n=4;mode=log;iters=9223372036854775808;arch=sm_90a", &error));
+  EXPECT(!KernelSpec::parse("sinkhorn.fwd;n=4;mode=softmax_eps;iters=20;eps=nan;arch=sm_90a", &error));
+  EXPECT(!KernelSpec::parse("scale.fwd;n=4;param=f32;norm_eps=0;pre_eps=0;post_mult=0;arch=sm_90a", &error));
+  EXPECT(error == "post_mult = 0 must be finite and > 0");
+  // The limits themselves are valid.
+  EXPECT(KernelSpec::parse("sinkhorn.fwd;n=1024;mode=log;iters=65536;arch=sm_90a").has_value());
+  EXPECT(KernelSpec::parse("aggregate.fwd;n=1024;act=bf16;layout=nc;C=1048576;arch=sm_90a").has_value());
+
+  KernelSpec k; // built in code, as the runtime does: no parser in between
+  k.op = OpKind::Sinkhorn;
+  k.dir = Direction::Backward;
+  k.n = 8;
+  for (SinkhornMode mode : {SinkhornMode::Log, SinkhornMode::SoftmaxEps}) {
+    k.mode = mode;
+    k.iters = int64_t(1) << 59;
+    EXPECT(unsupportedReason(k).find("iters") != std::string::npos);
+    k.iters = kMaxSinkhornIters;
+    EXPECT(unsupportedReason(k).find("history") != std::string::npos);
+  }
+  KernelSpec p;
+  p.op = OpKind::Project;
+  p.n = 8;
+  p.channels = (int64_t(1) << 61) + 1; // n*C would wrap to 8
+  EXPECT(unsupportedReason(p).find("C = ") != std::string::npos);
+  p.channels = kMaxChannels;
+  EXPECT(unsupportedReason(p).empty());
+  EXPECT(invalidReason(p).empty());
+}
+
 int main() {
   roundTripsEveryOp();
   leavesOutUnusedFields();
@@ -143,5 +186,6 @@ int main() {
   hashIsStable();
   rejectsNonCanonical();
   supportRules();
+  hardLimits();
   return summary();
 }

@@ -25,25 +25,38 @@
 using namespace mlir;
 namespace cl = llvm::cl;
 
+// Named to sort before LLVM's "Generic Options" in --help.
+static cl::OptionCategory compileOptions("Compiler options");
+
 static cl::opt<std::string> specText("spec", cl::desc("canonical kernel spec"),
-                                     cl::value_desc("spec"));
+                                     cl::value_desc("spec"),
+                                     cl::cat(compileOptions));
 static cl::opt<std::string> fileName("name",
                                      cl::desc("file name of the bundle's files "
                                               "(default: the kernel name)"),
-                                     cl::value_desc("name"), cl::init(""));
+                                     cl::value_desc("name"), cl::init(""),
+                                     cl::cat(compileOptions));
 static cl::opt<bool> versionInfo(
     "version-info",
-    cl::desc("print the compiler, MLIR and ptxas versions and exit"));
+    cl::desc("print the compiler, MLIR and ptxas versions and exit"),
+    cl::cat(compileOptions));
 static cl::opt<std::string> outDir("o", cl::desc("bundle directory"),
-                                   cl::value_desc("dir"), cl::init("."));
-static cl::opt<bool> ptxOnly("ptx-only", cl::desc("skip ptxas (no cubin)"));
+                                   cl::value_desc("dir"), cl::init("."),
+                                   cl::cat(compileOptions));
+static cl::opt<bool> ptxOnly("ptx-only", cl::desc("skip ptxas (no cubin)"),
+                             cl::cat(compileOptions));
 static cl::opt<bool> printIR("print-ir",
-                             cl::desc("print the gpu.func kernels and exit"));
+                             cl::desc("print the gpu.func kernels and exit"),
+                             cl::cat(compileOptions));
 static cl::opt<bool> printNVVM("print-nvvm",
-                               cl::desc("print the NVVM-level IR and exit"));
+                               cl::desc("print the NVVM-level IR and exit"),
+                               cl::cat(compileOptions));
 
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
+  // --help lists mhc-compile's own options; LLVM's backend flags, linked in
+  // for the NVPTX target, are no part of its interface.
+  cl::HideUnrelatedOptions(compileOptions);
   cl::ParseCommandLineOptions(argc, argv, "mhc kernel compiler\n");
   if (versionInfo) {
     llvm::outs() << mlir::mhc::compilerVersionInfo(

@@ -36,6 +36,9 @@ def Mhc_Dialect : Dialect {
       gradients) are f32. Parameters (`phi`, `alpha`, `beta`, `weight`,
       `bias`) are f32 or bf16; their gradients have the parameter's type.
     * All arithmetic accumulates in f32.
+    * Sizes have hard limits (`mhc/Support/KernelLimits.h`): `n` at most 1024,
+      `C` at most 2^20, `iters` at most 65536. The verifiers reject larger
+      values, so no size derived from them (`K`, `N`, buffers) overflows.
   }];
   let useDefaultAttributePrinterParser = 1;
   let hasCanonicalizer = 0;

@@ -41,7 +41,8 @@ defvar ScaleAttrDoc = [{
 }];
 defvar SinkhornAttrDoc = [{
     Attributes (MATH.md step 3): `n`; the mode (`log` or `softmax_eps`,
-    written after the op name); `iters` = T >= 1 (default 20); `eps`, only in
+    written after the op name); `iters` = T, 1 to 65536 (default 20;
+    `mhc::kMaxSinkhornIters`); `eps`, only in
     `softmax_eps` mode (default 1e-6, finite and >= 0). Both modes end on a
     column normalisation, so every column of P sums to 1.
 }];

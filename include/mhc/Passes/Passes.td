@@ -94,7 +94,8 @@ def Specialize : Pass<"mhc-specialize"> {
     cannot build that spec (n outside 1..8, a dynamic C, an unknown arch,
     ...), the op also gets `mhc.fallback = "<reason>"`: later lowering skips
     it and the runtime runs the reference path instead. Both decisions come
-    from one function, `mhc::unsupportedReason`.
+    from one function, `mhc::unsupportedReason`. Without `arch` the pass
+    targets sm_90a and says so in a remark.
 
     Run after `mhc-expand-layers` (and `mhc-fuse-pre`, whose `mhc.pre` it
     specialises like any kernel op): an `mhc.layer` left in the input is an
@@ -130,7 +131,8 @@ def GenerateKernels : Pass<"mhc-generate-kernels", "::mlir::ModuleOp"> {
     for n, dtypes, layout, C and the variant. The op gets
     `mhc.kernel = @<module>`; the gpu.module carries its launch manifest as
     `mhc.manifest` (JSON). The module becomes a `gpu.container_module`.
-    Run after `mhc-specialize`.
+    Run after `mhc-specialize`; an op whose stamped spec is no longer the one
+    it describes (a rewrite changed it since) is an error: specialise again.
   }];
   let dependentDialects = [
     "::mlir::gpu::GPUDialect", "::mlir::NVVM::NVVMDialect",
@@ -155,7 +157,8 @@ def KernelNoAlias : Pass<"mhc-kernel-noalias", "::mlir::gpu::GPUModuleOp"> {
     reads it in parameter space. Only kernels (`nvvm.kernel`) in modules
     made by `mhc-generate-kernels` (an `mhc.manifest` attribute) are touched;
     the manifest's parameter lists say where each buffer's five parameters
-    start.
+    start, and must match the kernel's arguments (count, and a pointer
+    wherever an attribute goes): a mismatch is an error.
   }];
   let dependentDialects = ["::mlir::LLVM::LLVMDialect", "::mlir::NVVM::NVVMDialect"];
 }
@@ -188,7 +191,10 @@ def WriteBundle : Pass<"mhc-write-bundle", "::mlir::ModuleOp"> {
     register/spill report) and `<dir>/index.json` listing the kernels. The IR
     is left unchanged, so later passes (or `--mhc-lower-to-nvvm`) can still
     print each stage. The toolkit is `$MHC_CUDA_HOME`, `$CUDA_HOME` or
-    `/usr/local/cuda`.
+    `/usr/local/cuda`. A module name that is not a plain file name (letters,
+    digits, `_`, `-`, `.`, not starting with `.`) is an error, so nothing is
+    written outside `dir`; with no kernel module to write the pass warns and
+    writes an empty index.
   }];
   let options = [
     Option<"dir", "dir", "std::string", /*default=*/"\"mhc-bundle\"",
