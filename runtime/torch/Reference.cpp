@@ -5,10 +5,7 @@
 namespace mhc::ref {
 
 namespace {
-/// The compute dtype: f64 stays f64, everything else runs in f32.
-at::ScalarType computeType(const Tensor &t) {
-  return t.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
-}
+at::ScalarType computeType(const Tensor &t) { return mixingType(t.scalar_type()); }
 Tensor up(const Tensor &t, at::ScalarType type) { return t.to(type); }
 /// x as [M, n, C] whatever its layout.
 Tensor streams(const Tensor &x, const std::string &layout) {
@@ -26,8 +23,8 @@ Tensor segments(const Tensor &alpha, int64_t n, at::ScalarType type) {
 std::tuple<Tensor, Tensor> project(const Tensor &x, const Tensor &phi,
                                    const OptTensor &weight) {
   auto type = computeType(x);
-  int64_t M = x.size(0);
-  Tensor xv = up(x, type).reshape({M, -1});
+  int64_t M = x.size(0), K = x.size(1) * x.size(2); // (M may be 0)
+  Tensor xv = up(x, type).reshape({M, K});
   Tensor xw = weight ? xv * up(*weight, type) : xv;
   Tensor h = at::matmul(xw, up(phi, type).t());
   Tensor ms = (xv * xv).mean(-1);
@@ -38,9 +35,7 @@ std::tuple<Tensor, Tensor, Tensor> project_backward(
     const Tensor &gh, const Tensor &gms, const Tensor &x, const Tensor &phi,
     const OptTensor &weight) {
   auto type = computeType(x);
-  int64_t M = x.size(0), K = x.numel() / std::max<int64_t>(M, 1);
-  if (M == 0)
-    K = x.size(1) * x.size(2);
+  int64_t M = x.size(0), K = x.size(1) * x.size(2);
   Tensor xv = up(x, type).reshape({M, K});
   Tensor g = up(gh, type);
   Tensor d = at::matmul(g, up(phi, type)); // [M, K]
@@ -49,7 +44,7 @@ std::tuple<Tensor, Tensor, Tensor> project_backward(
   Tensor xw = weight ? xv * w : xv;
   Tensor gphi = at::matmul(g.t(), xw);
   Tensor gw = weight ? (d * xv).sum(0).to(weight->scalar_type())
-                     : at::empty({0}, x.options());
+                     : at::empty({0}, phi.options());
   return {gx.reshape(x.sizes()).to(x.scalar_type()), gphi.to(phi.scalar_type()),
           gw};
 }
