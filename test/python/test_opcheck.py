@@ -79,14 +79,26 @@ def _name(d):
     return "-".join(f"{k}={str(v).replace('torch.', '')}" for k, v in d.items())
 
 
+# AOT dispatch (the slow part of opcheck, about a second a call) for the two
+# cases where the dtypes of the outputs differ most: float64 everywhere, and
+# bfloat16 activations and parameters with float32 mixing tensors.
+_AOT = (F64, torch.bfloat16)
+
+
 @pytest.mark.parametrize("op,d", [(op, d) for op in OPS for d in _dtypes(op)],
                          ids=[f"{op}-{_name(d)}" for op in OPS for d in _dtypes(op)])
 def test_opcheck_every_dtype(op, d):
-    """Schema, autograd registration, fake kernel (dtypes, shapes, strides,
-    device) and AOT dispatch against the real op; floating inputs require
-    grad (the backward ops record a node that refuses double backward)."""
-    args = tuple(a.requires_grad_() if isinstance(a, torch.Tensor) else a for a in _args(op, d))
-    torch.library.opcheck(getattr(torch.ops.mhc, op), args)
+    """Schema, autograd registration and the fake kernel (dtypes, shapes,
+    strides, device) against the real op for every accepted dtype
+    combination, and AOT dispatch for the _AOT ones. The forward ops' inputs
+    require grad (their backward runs too); the backward ops' do not (they
+    refuse double backward: test_hardening.py)."""
+    grad = not op.endswith("_backward")
+    args = tuple(a.requires_grad_(grad) if isinstance(a, torch.Tensor) else a for a in _args(op, d))
+    utils = ["test_schema", "test_autograd_registration", "test_faketensor"]
+    if d["act"] in _AOT and d["proj"] in _AOT and d["scale"] in _AOT and d["bias"] in _AOT + (None,):
+        utils.append("test_aot_dispatch_dynamic")
+    torch.library.opcheck(getattr(torch.ops.mhc, op), args, test_utils=utils)
 
 
 @pytest.mark.parametrize("op", OPS)
@@ -105,38 +117,41 @@ def test_fake_kernel_is_the_real_op_on_meta_tensors(op):
 
 # --- torch.compile with Inductor, one test per op ----------------------------
 
-def _weighted_sum(outs, ws):
-    """A scalar from every output, each through its own random weights, so
-    that Inductor generates kernels that read every output of the op."""
-    return sum((o.double() * w).sum() for o, w in zip(outs, ws))
+def _tuple(out):
+    return out if isinstance(out, tuple) else (out,)
 
 
 def _compare_inductor(fn, inputs, want64=None):
-    """fn compiled by Inductor (fullgraph) against eager: the outputs and the
-    gradients of every input; `want64` (float64 SPEC.md) checks eager too."""
+    """fn compiled by Inductor (fullgraph) against eager: its outputs, a
+    scalar the compiled graph reduces from every output (through random
+    weights, so Inductor generates kernels reading each output: the case
+    that was off by 4e37 while a fake kernel said float32 for a float64
+    output) and that scalar's gradient for every input. `want64` (float64
+    SPEC.md) checks the eager outputs too."""
     torch._dynamo.reset()
     eager_in = [t.detach().clone().requires_grad_() for t in inputs]
     comp_in = [t.detach().clone().requires_grad_() for t in inputs]
-    eager = fn(*eager_in)
-    eager = eager if isinstance(eager, tuple) else (eager,)
-    ws = [torch.randn(o.shape, dtype=torch.float64) for o in eager]
-    compiled = torch.compile(fn, backend="inductor", fullgraph=True)(*comp_in)
-    compiled = compiled if isinstance(compiled, tuple) else (compiled,)
-    for e, c in zip(eager, compiled):
-        assert (c.shape, c.dtype) == (e.shape, e.dtype)
-        torch.testing.assert_close(c, e, rtol=1e-12, atol=1e-12)
+    ws = [torch.randn(o.shape, dtype=torch.float64) for o in _tuple(fn(*inputs))]
+
+    def run(*a):
+        outs = _tuple(fn(*a))
+        return (*outs, sum((o.double() * w).sum() for o, w in zip(outs, ws)))
+
+    eager = run(*eager_in)
+    compiled_run = torch.compile(run, backend="inductor", fullgraph=True)
+    compiled = compiled_run(*comp_in)
+    # Without grad too: a graph with no autograd (the 4e37 case).
+    for c_out in (compiled, compiled_run(*[t.detach() for t in inputs])):
+        for e, c in zip(eager, c_out):
+            assert (c.shape, c.dtype) == (e.shape, e.dtype)
+            torch.testing.assert_close(c, e, rtol=1e-12, atol=1e-12)
     if want64 is not None:
         for e, w in zip(eager, want64(*[t.detach() for t in inputs])):
             assert ((e - w).norm() / w.norm()).item() <= 1e-12
-    _weighted_sum(eager, ws).backward()
-    _weighted_sum(compiled, ws).backward()
+    eager[-1].backward()
+    compiled[-1].backward()
     for e, c in zip(eager_in, comp_in):
         torch.testing.assert_close(c.grad, e.grad, rtol=1e-12, atol=1e-12)
-    # The compiled function's own reduction (the case that was off by 4e37
-    # when a fake kernel said float32 for a float64 output).
-    red = torch.compile(lambda *a: _weighted_sum(fn(*a), ws), backend="inductor", fullgraph=True)
-    torch.testing.assert_close(red(*[t.detach() for t in inputs]), _weighted_sum(eager, ws).detach(), rtol=1e-12,
-                               atol=1e-12)
 
 
 def _f64(*shape, scale=1.0, shift=0.0):
