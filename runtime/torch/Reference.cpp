@@ -98,7 +98,7 @@ Tensor sinkhorn(const Tensor &logits, const std::string &mode, int64_t iters,
       f = -at::logsumexp(L + g.unsqueeze(-2), -1);
       g = -at::logsumexp(L + f.unsqueeze(-1), -2);
     }
-    return at::exp(f.unsqueeze(-1) + L + g.unsqueeze(-2));
+    return at::exp(f.unsqueeze(-1) + L + g.unsqueeze(-2)).contiguous();
   }
   Tensor P = at::softmax(L, -1) + eps;
   P = P / (P.sum(-2, true) + eps);
@@ -106,7 +106,7 @@ Tensor sinkhorn(const Tensor &logits, const std::string &mode, int64_t iters,
     P = P / (P.sum(-1, true) + eps);
     P = P / (P.sum(-2, true) + eps);
   }
-  return P;
+  return P.contiguous();
 }
 
 Tensor sinkhorn_backward(const Tensor &gP, const Tensor &logits,
@@ -137,7 +137,7 @@ Tensor sinkhorn_backward(const Tensor &gP, const Tensor &logits,
       gg = -d2.sum(-2);
       gf = at::zeros_like(gf);
     }
-    return gL;
+    return gL.contiguous();
   }
   // softmax_eps: keep every normalisation's input and sums, then walk back
   // with gx = (gy - sum(gy * y)) / (s + eps) along the normalised axis.
@@ -160,7 +160,7 @@ Tensor sinkhorn_backward(const Tensor &gP, const Tensor &logits,
   }
   for (auto it = steps.rbegin(); it != steps.rend(); ++it)
     G = (G - (G * it->y).sum(it->dim, true)) / (it->s + eps);
-  return (G - (G * S).sum(-1, true)) * S;
+  return ((G - (G * S).sum(-1, true)) * S).contiguous();
 }
 
 Tensor aggregate(const Tensor &x, const Tensor &pre, const std::string &layout) {

@@ -2,7 +2,8 @@
 //
 // Every mhc op and its gradient written with ATen ops, for any device. It is
 // the CPU implementation and the fallback of the CUDA one. Computes in f32
-// (f64 when given f64) and returns the dtypes the kernels return.
+// (f64 when given f64) and returns contiguous outputs in the dtypes the
+// kernels return.
 //
 //===----------------------------------------------------------------------===//
 

@@ -101,18 +101,27 @@ def test_opcheck_every_dtype(op, d):
     torch.library.opcheck(getattr(torch.ops.mhc, op), args, test_utils=utils)
 
 
+def _strided(t):
+    """t with its first two dims' strides swapped (non-contiguous, same values)."""
+    if not isinstance(t, torch.Tensor) or t.dim() < 2:
+        return t
+    return t.transpose(0, 1).contiguous().transpose(0, 1)
+
+
 @pytest.mark.parametrize("op", OPS)
 def test_fake_kernel_is_the_real_op_on_meta_tensors(op):
-    """Called on meta tensors, every op gives the real op's output shapes and
-    dtypes, on the meta device, for each accepted dtype combination."""
+    """Called on meta tensors, every op gives the real op's output shapes,
+    dtypes and strides, on the meta device, for each accepted dtype
+    combination, with contiguous and with non-contiguous inputs."""
     for d in _dtypes(op):
-        args = _args(op, d, layout="cn")
-        real = getattr(torch.ops.mhc, op)(*args)
-        meta = getattr(torch.ops.mhc, op)(*(a.to("meta") if isinstance(a, torch.Tensor) else a for a in args))
-        real, meta = (real, meta) if isinstance(real, tuple) else ((real,), (meta,))
-        assert len(real) == len(meta)
-        for r, m in zip(real, meta):
-            assert m.device.type == "meta" and (m.shape, m.dtype) == (r.shape, r.dtype), (op, _name(d))
+        for args in (_args(op, d, layout="cn"), tuple(_strided(a) for a in _args(op, d))):
+            real = getattr(torch.ops.mhc, op)(*args)
+            meta = getattr(torch.ops.mhc, op)(*(a.to("meta") if isinstance(a, torch.Tensor) else a for a in args))
+            real, meta = (real, meta) if isinstance(real, tuple) else ((real,), (meta,))
+            assert len(real) == len(meta)
+            for r, m in zip(real, meta):
+                assert m.device.type == "meta", (op, _name(d))
+                assert (m.shape, m.dtype, m.stride()) == (r.shape, r.dtype, r.stride()), (op, _name(d))
 
 
 # --- torch.compile with Inductor, one test per op ----------------------------
