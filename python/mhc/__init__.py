@@ -21,8 +21,8 @@ _bundled = _os.path.join(_os.path.dirname(__file__), "bin", "mhc-compile")
 if "MHC_COMPILER" not in _os.environ and _os.path.exists(_bundled):
     _os.environ["MHC_COMPILER"] = _bundled
 
-from . import _C  # noqa: E402,F401  (registers torch.ops.mhc.*)
-from . import _registry  # noqa: E402,F401  (fake kernels, autograd)
+from . import _C  # noqa: E402,F401  (registers torch.ops.mhc.* and their autograd)
+from . import _registry  # noqa: E402,F401  (fake kernels; autograd is in C++, Autograd.cpp)
 from .ops import (  # noqa: E402,F401
     project, scale, sinkhorn, aggregate, expand_combine, pre, post,
 )

@@ -1,86 +1,141 @@
 """Fake (meta) kernels of torch.ops.mhc.*.
 
-The fake kernels let torch.compile(fullgraph=True) trace through the ops.
+They let torch.compile(fullgraph=True) trace through the ops, and run the ops
+on meta tensors. Each returns what the real op returns: the outputs' shapes
+from the inputs', mixing outputs (h, ms, pre, post, logits, P) in the dtype
+the ops' own rule gives (mhc._C.mixing_dtype, the C++ function the real ops
+use), a gradient in its input's dtype, everything on the inputs' device; and,
+as the real op does, tensors on different devices raise.
 """
 
 import torch
 
+from . import _C
+
 lib = "mhc::"
 
 
-def _N(n):
+def _N(n, op):
+    """2n + n^2 for an n in the ops' range (the real op's message)."""
+    if not 1 <= n <= _C.MAX_STREAMS:
+        raise ValueError(f"mhc.{op}: n must be >= 1 and <= {_C.MAX_STREAMS}; got {n}")
     return 2 * n + n * n
 
 
-# --- fake kernels -----------------------------------------------------------
+def _mixing(t):
+    """The mixing outputs' dtype for an op whose activation (or mixing) input is t."""
+    return _C.mixing_dtype(t.dtype)
+
+
+def _channels(x, layout):
+    return x.shape[2] if layout == "nc" else x.shape[1]
+
+
+def _one_device(op, **tensors):
+    """Every tensor (None: absent) on the first one's device, as the real op
+    checks (runtime/torch/Ops.cpp, Checker::tensor): the dispatcher sends a
+    call that mixes meta and CPU tensors here, not to the CPU kernel."""
+    first = None
+    for name, t in tensors.items():
+        if t is None:
+            continue
+        if first is None:
+            first = t
+        elif t.device != first.device:
+            raise ValueError(f"mhc.{op}: argument '{name}' is on {t.device} but the other tensors are on "
+                             f"{first.device}")
+
+
+# --- forward ----------------------------------------------------------------
 
 @torch.library.register_fake(lib + "project")
 def _(x, phi, weight, n, layout, tf32):
-    M = x.shape[0]
-    return x.new_empty((M, _N(n)), dtype=torch.float32), x.new_empty((M,), dtype=torch.float32)
-
-
-@torch.library.register_fake(lib + "project_backward")
-def _(gh, gms, x, phi, weight, n, layout, tf32):
-    gw = torch.empty_like(weight) if weight is not None else phi.new_empty((0,))
-    return torch.empty_like(x), torch.empty_like(phi), gw
+    _one_device("project", x=x, phi=phi, weight=weight)
+    M, f = x.shape[0], _mixing(x)
+    return x.new_empty((M, _N(n, "project")), dtype=f), x.new_empty((M,), dtype=f)
 
 
 @torch.library.register_fake(lib + "scale")
 def _(h, ms, alpha, beta, n, norm_eps, pre_eps, post_mult):
-    M = h.shape[0]
-    return h.new_empty((M, n)), h.new_empty((M, n)), h.new_empty((M, n, n))
-
-
-@torch.library.register_fake(lib + "scale_backward")
-def _(gpre, gpost, glogits, h, ms, alpha, beta, n, norm_eps, pre_eps, post_mult):
-    return torch.empty_like(h), torch.empty_like(ms), torch.empty_like(alpha), torch.empty_like(beta)
+    _one_device("scale", h=h, ms=ms, alpha=alpha, beta=beta)
+    M, f = h.shape[0], _mixing(h)
+    _N(n, "scale")
+    return h.new_empty((M, n), dtype=f), h.new_empty((M, n), dtype=f), h.new_empty((M, n, n), dtype=f)
 
 
 @torch.library.register_fake(lib + "sinkhorn")
 def _(logits, n, mode, iters, eps):
-    return torch.empty_like(logits)
-
-
-@torch.library.register_fake(lib + "sinkhorn_backward")
-def _(gP, logits, n, mode, iters, eps):
-    return torch.empty_like(logits)
+    return logits.new_empty(logits.shape, dtype=_mixing(logits))
 
 
 @torch.library.register_fake(lib + "aggregate")
 def _(x, pre, n, layout):
-    C = x.shape[2] if layout == "nc" else x.shape[1]
-    return x.new_empty((x.shape[0], C))
-
-
-@torch.library.register_fake(lib + "aggregate_backward")
-def _(gy, x, pre, n, layout):
-    return torch.empty_like(x), torch.empty_like(pre)
+    _one_device("aggregate", x=x, pre=pre)
+    return x.new_empty((x.shape[0], _channels(x, layout)))
 
 
 @torch.library.register_fake(lib + "expand_combine")
 def _(f, post, x, P, bias, n, layout):
-    return torch.empty_like(x)
+    _one_device("expand_combine", x=x, f=f, post=post, P=P, bias=bias)
+    return x.new_empty(x.shape)
 
 
-@torch.library.register_fake(lib + "expand_combine_backward")
-def _(gout, f, post, x, P, bias, n, layout):
-    gb = torch.empty_like(bias) if bias is not None else x.new_empty((0,))
-    return torch.empty_like(f), torch.empty_like(post), torch.empty_like(x), torch.empty_like(P), gb
+def _pre_outputs(x, phi, alpha, beta, weight, n, layout, saved):
+    _one_device("pre", x=x, phi=phi, alpha=alpha, beta=beta, weight=weight)
+    M, f, N = x.shape[0], _mixing(x), _N(n, "pre")
+    y, post, P = x.new_empty((M, _channels(x, layout))), x.new_empty((M, n), dtype=f), x.new_empty((M, n, n), dtype=f)
+    if not saved:
+        return y, post, P
+    h, ms = x.new_empty((M, N), dtype=f), x.new_empty((M,), dtype=f)
+    return y, post, P, h, ms, x.new_empty((M, n), dtype=f), x.new_empty((M, n, n), dtype=f)
+
 
 @torch.library.register_fake(lib + "pre")
 def _(x, phi, alpha, beta, weight, n, layout, tf32, norm_eps, pre_eps, post_mult, mode, iters, eps):
-    M, C = x.shape[0], (x.shape[2] if layout == "nc" else x.shape[1])
-    return x.new_empty((M, C)), x.new_empty((M, n), dtype=torch.float32), x.new_empty((M, n, n), dtype=torch.float32)
+    return _pre_outputs(x, phi, alpha, beta, weight, n, layout, saved=False)
 
 
 @torch.library.register_fake(lib + "pre_saved")
 def _(x, phi, alpha, beta, weight, n, layout, tf32, norm_eps, pre_eps, post_mult, mode, iters, eps):
-    M, C = x.shape[0], (x.shape[2] if layout == "nc" else x.shape[1])
-    f32 = dict(dtype=torch.float32)
-    return (x.new_empty((M, C)), x.new_empty((M, n), **f32), x.new_empty((M, n, n), **f32),
-            x.new_empty((M, _N(n)), **f32), x.new_empty((M,), **f32), x.new_empty((M, n), **f32),
-            x.new_empty((M, n, n), **f32))
+    return _pre_outputs(x, phi, alpha, beta, weight, n, layout, saved=True)
+
+
+# --- backward: each gradient like its input; an absent input's is empty -----
+
+def _like(t):
+    return t.new_empty(t.shape)
+
+
+@torch.library.register_fake(lib + "project_backward")
+def _(gh, gms, x, phi, weight, n, layout, tf32):
+    _one_device("project_backward", x=x, phi=phi, weight=weight, gh=gh, gms=gms)
+    gw = _like(weight) if weight is not None else phi.new_empty((0,))
+    return _like(x), _like(phi), gw
+
+
+@torch.library.register_fake(lib + "scale_backward")
+def _(gpre, gpost, glogits, h, ms, alpha, beta, n, norm_eps, pre_eps, post_mult):
+    _one_device("scale_backward", h=h, ms=ms, alpha=alpha, beta=beta, gpre=gpre, gpost=gpost, glogits=glogits)
+    return _like(h), _like(ms), _like(alpha), _like(beta)
+
+
+@torch.library.register_fake(lib + "sinkhorn_backward")
+def _(gP, logits, n, mode, iters, eps):
+    _one_device("sinkhorn_backward", gP=gP, logits=logits)
+    return _like(logits)
+
+
+@torch.library.register_fake(lib + "aggregate_backward")
+def _(gy, x, pre, n, layout):
+    _one_device("aggregate_backward", x=x, pre=pre, gy=gy)
+    return _like(x), _like(pre)
+
+
+@torch.library.register_fake(lib + "expand_combine_backward")
+def _(gout, f, post, x, P, bias, n, layout):
+    _one_device("expand_combine_backward", x=x, f=f, post=post, P=P, bias=bias, gout=gout)
+    gb = _like(bias) if bias is not None else x.new_empty((0,))
+    return _like(f), _like(post), _like(x), _like(P), gb
 
 
 # Autograd is registered in C++ (runtime/torch/Autograd.cpp), so calls never

@@ -5,7 +5,7 @@ import math
 import torch
 from torch import nn
 
-from . import ops
+from . import _C, ops
 
 
 class HyperConnection(nn.Module):
@@ -25,8 +25,11 @@ class HyperConnection(nn.Module):
         super().__init__()
         if layout not in ("nc", "cn"):
             raise ValueError(f"layout must be 'nc' or 'cn', got {layout!r}")
-        if n < 1 or C < 1:
-            raise ValueError(f"n and C must be positive, got n={n}, C={C}")
+        n, C = ops._integer("n", n), ops._integer("C", C)
+        if not 1 <= n <= _C.MAX_STREAMS:
+            raise ValueError(f"argument 'n' must be >= 1 and <= {_C.MAX_STREAMS}; got {n}")
+        if C < 1:
+            raise ValueError(f"argument 'C' must be >= 1; got {C}")
         self.n, self.C, self.layout = n, C, layout
         self.options = dict(tf32=tf32, norm_eps=norm_eps, pre_eps=pre_eps, post_mult=post_mult, mode=mode,
                             iters=iters, eps=eps)

@@ -7,6 +7,8 @@ softmax_eps Sinkhorn with 20 iterations); mhc.te has Transformer Engine's.
 """
 
 import math
+import numbers
+import operator
 
 import torch
 from torch._C import _has_torch_function
@@ -28,6 +30,32 @@ def _streams(x, layout, name="x"):
     C = x.shape[-1] if layout == "nc" else x.shape[-2]
     lead = tuple(x.shape[:-2])
     return lead, math.prod(lead), n, C
+
+
+def _integer(name, v):
+    """v as an int; a float (2.5, or 2.0) or bool is an error, not truncated."""
+    if type(v) is int:  # the common case, without the ABC check below
+        return v
+    if isinstance(v, (bool, float)) or not isinstance(v, numbers.Integral):
+        raise TypeError(f"argument '{name}' must be an integer; got {v!r}")
+    return operator.index(v)
+
+
+def _real(name, v):
+    """v as a float (the op checks its range)."""
+    if type(v) is float:  # the common case, without the ABC check below
+        return v
+    if isinstance(v, bool) or not isinstance(v, numbers.Real):
+        raise TypeError(f"argument '{name}' must be a real number; got {v!r}")
+    return float(v)
+
+
+def _sinkhorn_args(iters, eps):
+    return _integer("iters", iters), _real("eps", eps)
+
+
+def _scale_args(norm_eps, pre_eps, post_mult):
+    return _real("norm_eps", norm_eps), _real("pre_eps", pre_eps), _real("post_mult", post_mult)
 
 
 def _flat(t, M, *rest):
@@ -88,30 +116,35 @@ def project(x, phi, weight=None, *, layout="nc", tf32=False):
 
 def scale(h, ms, alpha, beta, *, norm_eps=1e-6, pre_eps=1e-6, post_mult=2.0):
     """pre, post, logits from the mixing logits (eq. 16-18)."""
+    if not isinstance(h, torch.Tensor) or h.dim() < 2:
+        got = tuple(h.shape) if isinstance(h, torch.Tensor) else type(h).__name__
+        raise ValueError(f"argument 'h' must be a tensor [..., N] with at least one leading (token) dim; got {got}")
     lead, N = tuple(h.shape[:-1]), h.shape[-1]
     n = _streams_from_logits(N)
+    eps = _scale_args(norm_eps, pre_eps, post_mult)
     if h.dim() == 2:  # [M, N], the common case
-        out = _eager(_C.scale, (h, ms, alpha, beta), h, ms, alpha, beta, n, float(norm_eps), float(pre_eps),
-                     float(post_mult))
+        out = _eager(_C.scale, (h, ms, alpha, beta), h, ms, alpha, beta, n, *eps)
         if out is not _TORCH_OPS:
             return out
     M = math.prod(lead)
-    pre, post, logits = torch.ops.mhc.scale(_flat(h, M, N), _flat(ms, M), _dense(alpha), _dense(beta), n,
-                                            float(norm_eps), float(pre_eps), float(post_mult))
+    pre, post, logits = torch.ops.mhc.scale(_flat(h, M, N), _flat(ms, M), _dense(alpha), _dense(beta), n, *eps)
     return _unflat(pre, lead, n), _unflat(post, lead, n), _unflat(logits, lead, n, n)
 
 
 def sinkhorn(logits, *, mode="softmax_eps", iters=20, eps=1e-6):
     """The doubly stochastic P from logits [..., n, n] (eq. 19)."""
+    iters, eps = _sinkhorn_args(iters, eps)
     if isinstance(logits, torch.Tensor) and logits.dim() == 3:  # [M, n, n], the common case
-        out = _eager(_C.sinkhorn, (logits,), logits, mode, int(iters), float(eps))
+        out = _eager(_C.sinkhorn, (logits,), logits, mode, iters, eps)
         if out is not _TORCH_OPS:
             return out
+    if not isinstance(logits, torch.Tensor) or logits.dim() < 3 or logits.shape[-2] != logits.shape[-1]:
+        got = tuple(logits.shape) if isinstance(logits, torch.Tensor) else type(logits).__name__
+        raise ValueError(f"argument 'logits' must be a tensor [..., n, n] with at least one leading (token) dim; "
+                         f"got {got}")
     n = logits.shape[-1]
-    if logits.dim() < 3 or logits.shape[-2] != n:
-        raise ValueError(f"argument 'logits' must be [..., n, n]; got {tuple(logits.shape)}")
     M = math.prod(logits.shape[:-2])
-    P = torch.ops.mhc.sinkhorn(_flat(logits, M, n, n), n, mode, int(iters), float(eps))
+    P = torch.ops.mhc.sinkhorn(_flat(logits, M, n, n), n, mode, iters, eps)
     return P if logits.dim() == 3 else P.reshape(logits.shape)
 
 
@@ -148,20 +181,20 @@ def pre(x, phi, alpha, beta, weight=None, *, layout="nc", tf32=False, norm_eps=1
     (one Python-to-C++ crossing instead of four; each inner op keeps its own
     autograd), so a small layer is not bound by host time.
     """
+    scale_args, (iters, eps) = _scale_args(norm_eps, pre_eps, post_mult), _sinkhorn_args(iters, eps)
     if isinstance(x, torch.Tensor) and x.dim() == 3 and layout in _LAYOUTS:
         # [M, n, C] / [M, C, n], the common case: no reshapes (at M = 128
         # the layer is bound by host time; the op checks the shapes).
         out = _eager(_C.pre, (x, phi, alpha, beta, weight), x, phi, alpha, beta, weight, layout, bool(tf32),
-                     float(norm_eps), float(pre_eps), float(post_mult), mode, int(iters), float(eps))
+                     *scale_args, mode, iters, eps)
         if out is not _TORCH_OPS:
             return out
         return torch.ops.mhc.pre(_dense(x), _dense(phi), _dense(alpha), _dense(beta), _dense(weight),
-                                 x.size(1 if layout == "nc" else 2), layout, bool(tf32), float(norm_eps),
-                                 float(pre_eps), float(post_mult), mode, int(iters), float(eps))
+                                 x.size(1 if layout == "nc" else 2), layout, bool(tf32), *scale_args, mode, iters,
+                                 eps)
     lead, M, n, C = _streams(x, layout)
     y, post_w, P = torch.ops.mhc.pre(_flat(x, M, *x.shape[-2:]), _dense(phi), _dense(alpha), _dense(beta),
-                                     _dense(weight), n, layout, bool(tf32), float(norm_eps), float(pre_eps),
-                                     float(post_mult), mode, int(iters), float(eps))
+                                     _dense(weight), n, layout, bool(tf32), *scale_args, mode, iters, eps)
     return _unflat(y, lead, C), _unflat(post_w, lead, n), (P if len(lead) == 1 else P.reshape(*lead, n, n))
 
 

@@ -3,14 +3,21 @@
 // The backward of each forward op is its *_backward op. Registered at the
 // Autograd key in C++ so a call never enters Python (a Python autograd
 // registration would run on every call, grad or not). Missing upstream
-// gradients become zeros; upstream gradients are made contiguous.
+// gradients become zeros; upstream gradients are made contiguous. The
+// *_backward ops have no gradient: differentiating one (double backward)
+// raises a clear error.
 //
 //===----------------------------------------------------------------------===//
 
 #include "OpHandles.h"
+#include "Reference.h"
 
 #include <torch/autograd.h>
 #include <torch/library.h>
+
+#include <algorithm>
+#include <functional>
+#include <utility>
 
 using namespace mhc::ops;
 using torch::autograd::AutogradContext;
@@ -44,6 +51,61 @@ bool noGraph(std::initializer_list<const Tensor *> inputs) {
   return true;
 }
 
+variable_list listOf(const Tensor &t) { return {t}; }
+template <typename... T> variable_list listOf(const std::tuple<T...> &t) {
+  return std::apply([](const auto &...v) { return variable_list{v...}; }, t);
+}
+template <typename Tuple, size_t... I>
+Tuple tupleOf(const variable_list &v, std::index_sequence<I...>) {
+  return Tuple{v[I]...};
+}
+template <typename Out> Out outOf(const variable_list &v) {
+  if constexpr (std::is_same_v<Out, Tensor>)
+    return v[0];
+  else
+    return tupleOf<Out>(v, std::make_index_sequence<std::tuple_size_v<Out>>());
+}
+
+/// A *_backward op's call while a graph is recorded (a backward with
+/// create_graph=True): its outputs hang off this node, which raises when it
+/// is differentiated, instead of PyTorch's deprecated autograd fallthrough
+/// (which would give silently wrong second-order gradients).
+struct FirstOrderOnly : torch::autograd::Function<FirstOrderOnly> {
+  static variable_list forward(AutogradContext *ctx, const char *op,
+                               at::TensorList inputs,
+                               const std::function<variable_list()> &run) {
+    ctx->saved_data["op"] = std::string(op);
+    at::AutoDispatchBelowADInplaceOrView guard;
+    return run();
+  }
+  static variable_list backward(AutogradContext *ctx, variable_list) {
+    TORCH_CHECK(false, "mhc: double backward (second-order gradients) is not "
+                "supported by mhc.", ctx->saved_data["op"].toStringRef(),
+                " (mhc.", ctx->saved_data["op"].toStringRef(),
+                "_backward has no gradient)");
+  }
+};
+
+/// Calls the backward op `handle`; with a graph to record (any of `inputs`
+/// requires grad under grad mode), through FirstOrderOnly.
+template <typename Sig, typename... Args>
+auto firstOrderOnly(const char *op, const c10::TypedOperatorHandle<Sig> &handle,
+                    std::initializer_list<OptTensor> inputs, const Args &...args) {
+  using Out = decltype(handle.call(args...));
+  std::vector<Tensor> defined;
+  for (const OptTensor &t : inputs)
+    if (t && t->defined())
+      defined.push_back(*t);
+  bool graph = at::GradMode::is_enabled() &&
+               std::any_of(defined.begin(), defined.end(),
+                           [](const Tensor &t) { return t.requires_grad(); });
+  if (!graph)
+    return belowAutograd(handle, args...);
+  return outOf<Out>(FirstOrderOnly::apply(op, at::TensorList(defined), [&] {
+    return listOf(handle.call(args...));
+  }));
+}
+
 struct Project : torch::autograd::Function<Project> {
   static variable_list forward(AutogradContext *ctx, Tensor x, Tensor phi,
                                OptTensor weight, int64_t n, std::string layout,
@@ -60,10 +122,9 @@ struct Project : torch::autograd::Function<Project> {
     int64_t n = ctx->saved_data["n"].toInt();
     std::string layout = ctx->saved_data["layout"].toStringRef();
     int64_t M = s[0].size(0), N = 2 * n + n * n;
-    Tensor gh = g[0].defined() ? g[0].contiguous()
-                               : at::zeros({M, N}, s[0].options().dtype(at::kFloat));
-    Tensor gms = g[1].defined() ? g[1].contiguous()
-                                : at::zeros({M}, s[0].options().dtype(at::kFloat));
+    auto mixing = s[0].options().dtype(mhc::ref::mixingType(s[0].scalar_type()));
+    Tensor gh = g[0].defined() ? g[0].contiguous() : at::zeros({M, N}, mixing);
+    Tensor gms = g[1].defined() ? g[1].contiguous() : at::zeros({M}, mixing);
     auto [gx, gphi, gw] = projectBackwardOp().call(gh, gms, s[0], s[1], opt(s[2]), n, layout,
                                    ctx->saved_data["tf32"].toBool());
     return {gx, gphi, s[2].defined() ? gw : Tensor(), Tensor(), Tensor(), Tensor()};
@@ -264,9 +325,54 @@ Tensor expandCombineAutograd(const Tensor &f, const Tensor &post, const Tensor &
   return ExpandCombine::apply(f, post, x, P, bias, n, std::string(layout));
 }
 
+std::tuple<Tensor, Tensor, Tensor>
+projectBackwardAutograd(const Tensor &gh, const Tensor &gms, const Tensor &x,
+                        const Tensor &phi, const OptTensor &weight, int64_t n,
+                        Str layout, bool tf32) {
+  return firstOrderOnly("project", projectBackwardOp(), {gh, gms, x, phi, weight},
+                        gh, gms, x, phi, weight, n, layout, tf32);
+}
+
+std::tuple<Tensor, Tensor, Tensor, Tensor>
+scaleBackwardAutograd(const Tensor &gpre, const Tensor &gpost, const Tensor &glogits,
+                      const Tensor &h, const Tensor &ms, const Tensor &alpha,
+                      const Tensor &beta, int64_t n, double normEps, double preEps,
+                      double postMult) {
+  return firstOrderOnly("scale", scaleBackwardOp(),
+                        {gpre, gpost, glogits, h, ms, alpha, beta}, gpre, gpost,
+                        glogits, h, ms, alpha, beta, n, normEps, preEps, postMult);
+}
+
+Tensor sinkhornBackwardAutograd(const Tensor &gP, const Tensor &logits, int64_t n,
+                                Str mode, int64_t iters, double eps) {
+  return firstOrderOnly("sinkhorn", sinkhornBackwardOp(), {gP, logits}, gP, logits,
+                        n, mode, iters, eps);
+}
+
+std::tuple<Tensor, Tensor> aggregateBackwardAutograd(const Tensor &gy, const Tensor &x,
+                                                     const Tensor &pre, int64_t n,
+                                                     Str layout) {
+  return firstOrderOnly("aggregate", aggregateBackwardOp(), {gy, x, pre}, gy, x, pre,
+                        n, layout);
+}
+
+std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor>
+expandCombineBackwardAutograd(const Tensor &gout, const Tensor &f, const Tensor &post,
+                              const Tensor &x, const Tensor &P, const OptTensor &bias,
+                              int64_t n, Str layout) {
+  return firstOrderOnly("expand_combine", expandCombineBackwardOp(),
+                        {gout, f, post, x, P, bias}, gout, f, post, x, P, bias, n,
+                        layout);
+}
+
 } // namespace
 
 TORCH_LIBRARY_IMPL(mhc, Autograd, m) {
+  m.impl("project_backward", &projectBackwardAutograd);
+  m.impl("scale_backward", &scaleBackwardAutograd);
+  m.impl("sinkhorn_backward", &sinkhornBackwardAutograd);
+  m.impl("aggregate_backward", &aggregateBackwardAutograd);
+  m.impl("expand_combine_backward", &expandCombineBackwardAutograd);
   m.impl("project", &projectAutograd);
   m.impl("scale", &scaleAutograd);
   m.impl("sinkhorn", &sinkhornAutograd);

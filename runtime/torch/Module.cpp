@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "OpHandles.h"
+#include "Reference.h"
 #include "Stats.h"
 
 #include "mhc/Runtime/Runtime.h"
@@ -101,6 +102,10 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
         f.contiguous(), post.contiguous(), x.contiguous(), P.contiguous(), contiguous(bias),
         streamsOf(x, layout), layout);
   }, "torch.ops.mhc.expand_combine for 3-D x, n from x and the layout (eager entry point).");
+  m.attr("MAX_STREAMS") = mhc::ops::kMaxStreams;
+  m.def("mixing_dtype", &mhc::ref::mixingType,
+        "The dtype of the ops' mixing outputs (h, ms, pre, post, logits, P) for an "
+        "activation or mixing input of this dtype (the fake kernels' rule).");
   m.def("kernel_name", [](const std::string &spec) {
     std::string error;
     auto s = mhc::KernelSpec::parse(spec, &error);

@@ -17,6 +17,9 @@ using at::Tensor;
 using OptTensor = std::optional<Tensor>;
 using Str = c10::string_view;
 
+/// The range of n the ops accept, the dialect's (its checkStreamCount): 1..1024.
+constexpr int64_t kMaxStreams = 1024;
+
 using ProjectSig = std::tuple<Tensor, Tensor>(const Tensor &, const Tensor &,
                                               const OptTensor &, int64_t, Str, bool);
 using ScaleSig = std::tuple<Tensor, Tensor, Tensor>(const Tensor &, const Tensor &,

@@ -4,11 +4,12 @@
 // generated kernels through the runtime (JIT-compiled on first use); CPU
 // tensors, and every CUDA case the kernels do not cover, run the ATen
 // reference (Reference.cpp) after a one-time warning that names the reason.
-// Autograd and fake (meta) kernels are registered from Python
-// (python/mhc/_registry.py).
+// Autograd is registered in C++ (Autograd.cpp), the fake (meta) kernels in
+// Python (python/mhc/_registry.py).
 //
 //===----------------------------------------------------------------------===//
 
+#include "OpHandles.h"
 #include "Reference.h"
 #include "Stats.h"
 
@@ -19,6 +20,7 @@
 #include <c10/cuda/CUDAGuard.h>
 #include <torch/library.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <mutex>
 #include <set>
@@ -46,9 +48,11 @@ const char *describe(Kind k) {
   return "";
 }
 
-bool allowed(Kind k, at::ScalarType t) {
-  if (t == at::kDouble) // float64 runs on the reference path (tests, CPU)
-    return true;
+/// float64 runs on the reference path (tests, CPU) with every floating
+/// tensor of the call in float64 (`f64`); otherwise none is.
+bool allowed(Kind k, at::ScalarType t, bool f64) {
+  if (f64 || t == at::kDouble)
+    return f64 && t == at::kDouble;
   switch (k) {
   case Kind::Activation:
     return t == at::kBFloat16 || t == at::kHalf || t == at::kFloat;
@@ -82,6 +86,7 @@ std::string shapeText(at::IntArrayRef s) {
 struct Checker {
   const char *op; // "mhc.<op>"
   const Tensor *first = nullptr;
+  const char *firstName = nullptr;
   int64_t M = -1, C = -1, n = 0;
 
   /// `dims` uses -1 for M and -2 for C; `symbolic` is e.g. "[M, n, C]".
@@ -94,9 +99,21 @@ struct Checker {
     auto want = [&](size_t i) {
       return dims[i] == -1 ? M : dims[i] == -2 ? C : dims[i];
     };
-    if (!allowed(kind, t.scalar_type()))
+    TORCH_CHECK_TYPE(t.defined(), "mhc.", op, ": argument '", name,
+                     "' must be a tensor; got None");
+    bool f64 = (first ? first->scalar_type() : t.scalar_type()) == at::kDouble;
+    if (!allowed(kind, t.scalar_type(), f64)) {
+      if (f64)
+        TORCH_CHECK_TYPE(false, "mhc.", op, ": argument '", name,
+                         "' must be a float64 tensor, as '", firstName,
+                         "' is (float64 needs every tensor in float64); got ",
+                         t.scalar_type());
       TORCH_CHECK_TYPE(false, "mhc.", op, ": argument '", name, "' must be ",
-                       describe(kind), " tensor; got ", t.scalar_type());
+                       describe(kind), " tensor; got ", t.scalar_type(),
+                       t.scalar_type() == at::kDouble
+                           ? " (float64 needs every tensor in float64)"
+                           : "");
+    }
     bool ok = t.dim() == static_cast<int64_t>(rank);
     for (size_t i = 0; ok && i < rank; ++i)
       ok = want(i) < 0 || t.size(i) == want(i);
@@ -116,21 +133,29 @@ struct Checker {
       if (dims[i] == -2 && C < 0)
         C = t.size(i);
     }
-    if (!first)
+    if (!first) {
       first = &t;
+      firstName = name;
+    }
     if (t.device() != first->device())
       TORCH_CHECK_VALUE(false, "mhc.", op, ": argument '", name, "' is on ", t.device(),
                         " but the other tensors are on ", first->device());
   }
 
   void streams(const Tensor &x, const char *name, Str layout) {
+    TORCH_CHECK_TYPE(x.defined(), "mhc.", op, ": argument '", name,
+                     "' must be a tensor; got None");
     TORCH_CHECK_VALUE(x.dim() == 3, "mhc.", op, ": argument '", name, "' must be ",
                       layout == "nc" ? "[M, n, C]" : "[M, C, n]", " (layout ",
-                      layout, ", n = ", n, "); got shape ", shapeText(x.sizes()));
+                      layout, ", n = ", num(n), "); got shape ", shapeText(x.sizes()));
     if (layout == "nc")
       tensor(x, name, {-1, n, -2}, "[M, n, C]", Kind::Activation);
     else
       tensor(x, name, {-1, -2, n}, "[M, C, n]", Kind::Activation);
+    // (ms = sum(x^2) / (n*C) needs C >= 1; C is the same for every op.)
+    TORCH_CHECK_VALUE(C >= 1, "mhc.", op, ": argument '", name,
+                      "' must have C >= 1 channels; got shape ",
+                      shapeText(x.sizes()));
   }
 
   void sameType(const Tensor &t, const char *name, const Tensor &like,
@@ -142,8 +167,10 @@ struct Checker {
 };
 
 Checker checker(const char *op, int64_t n) {
-  TORCH_CHECK_VALUE(n >= 1, "mhc.", op, ": n must be >= 1; got ", num(n));
-  return Checker{op, nullptr, -1, -1, n};
+  TORCH_CHECK_VALUE(n >= 1 && n <= mhc::ops::kMaxStreams, "mhc.", op,
+                    ": n must be >= 1 and <= ", num(mhc::ops::kMaxStreams), "; got ",
+                    num(n));
+  return Checker{op, nullptr, nullptr, -1, -1, n};
 }
 
 void checkLayout(const char *op, Str layout) {
@@ -151,18 +178,27 @@ void checkLayout(const char *op, Str layout) {
                     ": layout must be 'nc' or 'cn'; got '", layout, "'");
 }
 
+/// The dialect's ranges (checkNonNegative, checkPositive): finite and >= 0,
+/// or finite and > 0.
+void checkFinite(const char *op, const char *name, double v, bool positive) {
+  const char *range = positive ? " > 0" : " >= 0";
+  TORCH_CHECK_VALUE(std::isfinite(v), "mhc.", op, ": ", name,
+                    " must be finite and", range, "; got ", num(v));
+  TORCH_CHECK_VALUE(positive ? v > 0 : v >= 0, "mhc.", op, ": ", name,
+                    " must be", range, "; got ", num(v));
+}
+
 void checkSinkhorn(const char *op, Str mode, int64_t iters, double eps) {
   TORCH_CHECK_VALUE(mode == "log" || mode == "softmax_eps", "mhc.", op,
                     ": mode must be 'log' or 'softmax_eps'; got '", mode, "'");
   TORCH_CHECK_VALUE(iters >= 1, "mhc.", op, ": iters must be >= 1; got ", num(iters));
-  TORCH_CHECK_VALUE(eps >= 0, "mhc.", op, ": eps must be >= 0; got ", num(eps));
+  checkFinite(op, "eps", eps, /*positive=*/false);
 }
 
 void checkScale(const char *op, double normEps, double preEps, double postMult) {
-  TORCH_CHECK_VALUE(normEps >= 0 && preEps >= 0, "mhc.", op,
-                    ": norm_eps and pre_eps must be >= 0");
-  TORCH_CHECK_VALUE(postMult > 0, "mhc.", op, ": post_mult must be > 0; got ",
-                    num(postMult));
+  checkFinite(op, "norm_eps", normEps, /*positive=*/false);
+  checkFinite(op, "pre_eps", preEps, /*positive=*/false);
+  checkFinite(op, "post_mult", postMult, /*positive=*/true);
 }
 
 //===----------------------------------------------------------------------===//
@@ -385,8 +421,9 @@ std::tuple<Tensor, Tensor> project_cuda(const Tensor &x, const Tensor &phi,
   auto *k = select("project", spec, {&x, &phi, &w}, M);
   if (!k)
     return mhc::ref::project(x, phi, weight);
-  Tensor h = at::empty({M, N}, x.options().dtype(at::kFloat));
-  Tensor ms = at::empty({M}, x.options().dtype(at::kFloat));
+  auto mixing = x.options().dtype(mhc::ref::mixingType(x.scalar_type()));
+  Tensor h = at::empty({M, N}, mixing);
+  Tensor ms = at::empty({M}, mixing);
   launch(*k, M, {{"x", &x}, {"phi", &phi}, {"weight", &w}, {"h", &h}, {"ms", &ms}}, x);
   return {h, ms};
 }
@@ -857,7 +894,7 @@ PreOut preCuda(const Tensor &x, const Tensor &phi, const Tensor &alpha,
     return preSteps(project_cuda, scale_cuda, sinkhorn_cuda, aggregate_cuda, x,
                     phi, alpha, beta, weight, n, layout, tf32, normEps, preEps,
                     postMult, mode, iters, eps);
-  auto f32 = x.options().dtype(at::kFloat);
+  auto f32 = x.options().dtype(mhc::ref::mixingType(x.scalar_type()));
   Tensor y = at::empty({M, c.C}, x.options());
   Tensor post = at::empty({M, n}, f32);
   Tensor P = at::empty({M, n, n}, f32);

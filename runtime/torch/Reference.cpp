@@ -5,10 +5,7 @@
 namespace mhc::ref {
 
 namespace {
-/// The compute dtype: f64 stays f64, everything else runs in f32.
-at::ScalarType computeType(const Tensor &t) {
-  return t.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
-}
+at::ScalarType computeType(const Tensor &t) { return mixingType(t.scalar_type()); }
 Tensor up(const Tensor &t, at::ScalarType type) { return t.to(type); }
 /// x as [M, n, C] whatever its layout.
 Tensor streams(const Tensor &x, const std::string &layout) {
@@ -26,8 +23,8 @@ Tensor segments(const Tensor &alpha, int64_t n, at::ScalarType type) {
 std::tuple<Tensor, Tensor> project(const Tensor &x, const Tensor &phi,
                                    const OptTensor &weight) {
   auto type = computeType(x);
-  int64_t M = x.size(0);
-  Tensor xv = up(x, type).reshape({M, -1});
+  int64_t M = x.size(0), K = x.size(1) * x.size(2); // (M may be 0)
+  Tensor xv = up(x, type).reshape({M, K});
   Tensor xw = weight ? xv * up(*weight, type) : xv;
   Tensor h = at::matmul(xw, up(phi, type).t());
   Tensor ms = (xv * xv).mean(-1);
@@ -38,9 +35,7 @@ std::tuple<Tensor, Tensor, Tensor> project_backward(
     const Tensor &gh, const Tensor &gms, const Tensor &x, const Tensor &phi,
     const OptTensor &weight) {
   auto type = computeType(x);
-  int64_t M = x.size(0), K = x.numel() / std::max<int64_t>(M, 1);
-  if (M == 0)
-    K = x.size(1) * x.size(2);
+  int64_t M = x.size(0), K = x.size(1) * x.size(2);
   Tensor xv = up(x, type).reshape({M, K});
   Tensor g = up(gh, type);
   Tensor d = at::matmul(g, up(phi, type)); // [M, K]
@@ -49,7 +44,7 @@ std::tuple<Tensor, Tensor, Tensor> project_backward(
   Tensor xw = weight ? xv * w : xv;
   Tensor gphi = at::matmul(g.t(), xw);
   Tensor gw = weight ? (d * xv).sum(0).to(weight->scalar_type())
-                     : at::empty({0}, x.options());
+                     : at::empty({0}, phi.options());
   return {gx.reshape(x.sizes()).to(x.scalar_type()), gphi.to(phi.scalar_type()),
           gw};
 }
@@ -103,7 +98,7 @@ Tensor sinkhorn(const Tensor &logits, const std::string &mode, int64_t iters,
       f = -at::logsumexp(L + g.unsqueeze(-2), -1);
       g = -at::logsumexp(L + f.unsqueeze(-1), -2);
     }
-    return at::exp(f.unsqueeze(-1) + L + g.unsqueeze(-2));
+    return at::exp(f.unsqueeze(-1) + L + g.unsqueeze(-2)).contiguous();
   }
   Tensor P = at::softmax(L, -1) + eps;
   P = P / (P.sum(-2, true) + eps);
@@ -111,7 +106,7 @@ Tensor sinkhorn(const Tensor &logits, const std::string &mode, int64_t iters,
     P = P / (P.sum(-1, true) + eps);
     P = P / (P.sum(-2, true) + eps);
   }
-  return P;
+  return P.contiguous();
 }
 
 Tensor sinkhorn_backward(const Tensor &gP, const Tensor &logits,
@@ -142,7 +137,7 @@ Tensor sinkhorn_backward(const Tensor &gP, const Tensor &logits,
       gg = -d2.sum(-2);
       gf = at::zeros_like(gf);
     }
-    return gL;
+    return gL.contiguous();
   }
   // softmax_eps: keep every normalisation's input and sums, then walk back
   // with gx = (gy - sum(gy * y)) / (s + eps) along the normalised axis.
@@ -165,7 +160,7 @@ Tensor sinkhorn_backward(const Tensor &gP, const Tensor &logits,
   }
   for (auto it = steps.rbegin(); it != steps.rend(); ++it)
     G = (G - (G * it->y).sum(it->dim, true)) / (it->s + eps);
-  return (G - (G * S).sum(-1, true)) * S;
+  return ((G - (G * S).sum(-1, true)) * S).contiguous();
 }
 
 Tensor aggregate(const Tensor &x, const Tensor &pre, const std::string &layout) {

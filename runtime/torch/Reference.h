@@ -2,7 +2,8 @@
 //
 // Every mhc op and its gradient written with ATen ops, for any device. It is
 // the CPU implementation and the fallback of the CUDA one. Computes in f32
-// (f64 when given f64) and returns the dtypes the kernels return.
+// (f64 when given f64) and returns contiguous outputs in the dtypes the
+// kernels return.
 //
 //===----------------------------------------------------------------------===//
 
@@ -19,6 +20,14 @@ namespace mhc::ref {
 
 using at::Tensor;
 using OptTensor = std::optional<Tensor>;
+
+/// The dtype of every op's arithmetic and of its mixing outputs (h, ms, pre,
+/// post, logits, P and their gradients) for an activation or mixing input of
+/// dtype `t`: float64 for float64 (the reference path, every tensor float64),
+/// else float32. The fake kernels (python/mhc/_registry.py) read it too.
+inline at::ScalarType mixingType(at::ScalarType t) {
+  return t == at::kDouble ? at::kDouble : at::kFloat;
+}
 
 std::tuple<Tensor, Tensor> project(const Tensor &x, const Tensor &phi,
                                    const OptTensor &weight);
