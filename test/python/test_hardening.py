@@ -211,7 +211,7 @@ def test_post_mult_zero_and_the_limits_that_are_accepted():
     p, x = params(n, C), torch.randn(3, n, C)
     with pytest.raises(ValueError, match=r"mhc.pre: post_mult must be > 0; got 0"):
         mhc.pre(x, p["phi"], p["alpha"], p["beta"], post_mult=0.0)
-    # The edges of the ranges run, and match float64 SPEC.md.
+    # The edges of the ranges run, and match float64 MATH.md.
     h64, ms64 = ref.project(x.double(), p["phi"].double())
     pre, post, L = mhc.scale(h64.float(), ms64.float(), p["alpha"], p["beta"], norm_eps=0.0, pre_eps=0.0,
                              post_mult=1e-30)

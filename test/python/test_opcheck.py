@@ -1,7 +1,7 @@
 """The fake kernels against the real ops (CPU): torch.library.opcheck of every
 op, forward and backward, for every dtype combination the ops accept, and
 torch.compile with Inductor (fullgraph) per op against eager and against
-float64 SPEC.md (python/mhc/reference.py)."""
+float64 MATH.md (python/mhc/reference.py)."""
 
 import math
 
@@ -41,7 +41,7 @@ def _dtypes(op):
 
 
 def _args(op, d, M=3, n=2, C=8, layout="nc"):
-    """Inputs of torch.ops.mhc.<op> with the dtypes of `d` (SPEC.md's ranges)."""
+    """Inputs of torch.ops.mhc.<op> with the dtypes of `d` (MATH.md's ranges)."""
     N, K = 2 * n + n * n, n * C
     act, mix = (lambda t: t.to(d["act"])), (lambda t: t.to(d["mix"]))
     x = act(torch.randn(M, n, C) if layout == "nc" else torch.randn(M, C, n))
@@ -136,7 +136,7 @@ def _compare_inductor(fn, inputs, want64=None):
     weights, so Inductor generates kernels reading each output: the case
     that was off by 4e37 while a fake kernel said float32 for a float64
     output) and that scalar's gradient for every input. `want64` (float64
-    SPEC.md) checks the eager outputs too."""
+    MATH.md) checks the eager outputs too."""
     torch._dynamo.reset()
     eager_in = [t.detach().clone().requires_grad_() for t in inputs]
     comp_in = [t.detach().clone().requires_grad_() for t in inputs]
