@@ -7,8 +7,9 @@
 
 The ops are torch.ops.mhc.*: CUDA tensors run kernels specialised for their
 (op, n, dtype, layout, C, arch), compiled on first use and cached on disk
-(~/.cache/mhc, or $MHC_CACHE_DIR); CPU tensors and unsupported cases run the
-ATen reference, with a one-time warning naming the reason. MHC_FORCE_REFERENCE=1
+(~/.cache/mhc, or $MHC_CACHE_DIR); CPU tensors run the ATen reference, and
+CUDA cases the kernels do not cover fall back to it with a one-time warning
+naming the reason. MHC_FORCE_REFERENCE=1
 forces the reference everywhere; MHC_LOG=1 logs specialisations, compiles and
 cache hits.
 """
