@@ -11,14 +11,16 @@
 
 #include <ATen/core/dispatch/Dispatcher.h>
 
+#include "mhc/Support/KernelLimits.h"
+
 namespace mhc::ops {
 
 using at::Tensor;
 using OptTensor = std::optional<Tensor>;
 using Str = c10::string_view;
 
-/// The range of n the ops accept, the dialect's (its checkStreamCount): 1..1024.
-constexpr int64_t kMaxStreams = 1024;
+/// The range of n the ops accept is the dialect's: 1..kMaxStreams.
+using ::mhc::kMaxStreams;
 
 using ProjectSig = std::tuple<Tensor, Tensor>(const Tensor &, const Tensor &,
                                               const OptTensor &, int64_t, Str, bool);
