@@ -24,7 +24,9 @@ fi
 
 if [ ! -f "$build/build.ninja" ]; then
   echo "== configuring $build"
-  CC=clang-22 CXX=clang++-22 cmake -G Ninja -S "$root" -B "$build" \
+  launcher=()  # ccache, where installed, only caches
+  command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache)
+  CC=clang-22 CXX=clang++-22 cmake -G Ninja -S "$root" -B "$build" "${launcher[@]}" \
     -DCMAKE_BUILD_TYPE=Release -DMHC_ENABLE_FUZZERS=ON \
     -DLLVM_EXTERNAL_LIT=/usr/lib/llvm-22/bin/lit >/dev/null
 fi

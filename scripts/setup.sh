@@ -24,7 +24,10 @@ fi
 
 if [ ! -f "$build/build.ninja" ]; then
   echo "== configuring $build"
-  cmake -G Ninja -S "$root" -B "$build" \
+  # ccache, where installed, only caches: a fresh machine builds the same.
+  launcher=()
+  command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache)
+  cmake -G Ninja -S "$root" -B "$build" "${launcher[@]}" \
     -DCMAKE_BUILD_TYPE=Release \
     -DLLVM_EXTERNAL_LIT=/usr/lib/llvm-22/bin/lit >/dev/null
 fi
