@@ -894,16 +894,16 @@ PreOut preCuda(const Tensor &x, const Tensor &phi, const Tensor &alpha,
     return preSteps(project_cuda, scale_cuda, sinkhorn_cuda, aggregate_cuda, x,
                     phi, alpha, beta, weight, n, layout, tf32, normEps, preEps,
                     postMult, mode, iters, eps);
-  auto f32 = x.options().dtype(mhc::ref::mixingType(x.scalar_type()));
+  auto mixing = x.options().dtype(mhc::ref::mixingType(x.scalar_type()));
   Tensor y = at::empty({M, c.C}, x.options());
-  Tensor post = at::empty({M, n}, f32);
-  Tensor P = at::empty({M, n, n}, f32);
+  Tensor post = at::empty({M, n}, mixing);
+  Tensor P = at::empty({M, n, n}, mixing);
   Tensor h, ms, pre, logits;
   if (save) {
-    h = at::empty({M, N}, f32);
-    ms = at::empty({M}, f32);
-    pre = at::empty({M, n}, f32);
-    logits = at::empty({M, n, n}, f32);
+    h = at::empty({M, N}, mixing);
+    ms = at::empty({M}, mixing);
+    pre = at::empty({M, n}, mixing);
+    logits = at::empty({M, n, n}, mixing);
   }
   auto kept = [&](const Tensor &t) { return save ? &t : nullptr; };
   launch(*k, M, {{"x", &x}, {"phi", &phi}, {"weight", &w}, {"alpha", &alpha},
