@@ -39,6 +39,7 @@
 
 #include "llvm/Config/llvm-config.h"
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/FileUtilities.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/Program.h"
@@ -307,7 +308,12 @@ mlir::mhc::lowerToPTX(ModuleOp top, const std::string &toolkit) {
 /// Runs `argv`, returning its exit code and combined output.
 static int run(ArrayRef<std::string> argv, std::string &output) {
   SmallString<128> outPath;
-  llvm::sys::fs::createTemporaryFile("mhc-tool", "log", outPath);
+  if (std::error_code ec =
+          llvm::sys::fs::createTemporaryFile("mhc-tool", "log", outPath)) {
+    output = "cannot create a temporary file: " + ec.message();
+    return -1;
+  }
+  llvm::FileRemover removeOutput(outPath); // on every path
   std::optional<StringRef> redirects[] = {std::nullopt, StringRef(outPath),
                                           StringRef(outPath)};
   SmallVector<StringRef> args(argv.begin(), argv.end());
@@ -317,7 +323,6 @@ static int run(ArrayRef<std::string> argv, std::string &output) {
   if (auto buf = llvm::MemoryBuffer::getFile(outPath))
     output = (*buf)->getBuffer().str();
   output += err;
-  llvm::sys::fs::remove(outPath);
   return rc;
 }
 
@@ -343,11 +348,24 @@ bool mlir::mhc::assembleCubin(const std::string &toolkit,
                               ::mhc::Manifest &manifest, std::string &log) {
   std::string ptxas = toolkit + "/bin/ptxas";
   SmallString<128> ptxPath;
-  llvm::sys::fs::createTemporaryFile("mhc-kernel", "ptx", ptxPath);
+  if (std::error_code ec =
+          llvm::sys::fs::createTemporaryFile("mhc-kernel", "ptx", ptxPath)) {
+    log = "cannot create a temporary file for ptxas: " + ec.message();
+    return false;
+  }
+  llvm::FileRemover removePtx(ptxPath); // on every path
   {
     std::error_code ec;
     llvm::raw_fd_ostream os(ptxPath, ec);
-    os << ptx;
+    if (!ec) {
+      os << ptx;
+      os.close();
+      ec = os.error();
+    }
+    if (ec) {
+      log = "cannot write " + ptxPath.str().str() + ": " + ec.message();
+      return false;
+    }
   }
   auto [major, version] = ptxasVersion(toolkit);
   if (!version.empty())
@@ -361,7 +379,6 @@ bool mlir::mhc::assembleCubin(const std::string &toolkit,
     argv.insert(argv.end(), {"-split-compile", "0"});
   argv.insert(argv.end(), {ptxPath.str().str(), "-o", cubinPath});
   int rc = run(argv, log);
-  llvm::sys::fs::remove(ptxPath);
   if (rc != 0)
     return false;
 
