@@ -40,7 +40,11 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "Families.h"
+#include "builder/Rings.h"
+#include "builder/Streams.h"
+#include "kernels/Kernels.h"
+#include "kernels/project/Fragments.h"
+#include "kernels/project/Project.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
@@ -64,19 +68,6 @@ static Value roundTf32(KernelBuilder &kb, Value v) {
   Value mask = kb.i32(static_cast<int32_t>(0xFFFFE000u));
   return arith::BitcastOp::create(kb.b, kb.loc, kb.b.getF32Type(),
                                   kb.andi(rounded, mask));
-}
-
-int64_t mlir::mhc::tokenShares(double slots, int64_t slices, double mainBytes,
-                               int64_t width) {
-  int64_t shares = 1;
-  double best = 0;
-  for (int64_t s = 1; s <= 64; ++s) {
-    double waves = slices * s / slots;
-    double cost = mainBytes * std::ceil(waves) / waves + 8.0 * s * width;
-    if (s == 1 || cost < best)
-      best = cost, shares = s;
-  }
-  return shares;
 }
 
 namespace {

@@ -9,7 +9,9 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "Families.h"
+#include "builder/Rings.h"
+#include "builder/Streams.h"
+#include "kernels/Kernels.h"
 
 using namespace mlir;
 using namespace mlir::mhc;

@@ -37,7 +37,10 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "Families.h"
+#include "builder/Rings.h"
+#include "builder/Streams.h"
+#include "kernels/project/Fragments.h"
+#include "kernels/project/Project.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
@@ -83,22 +86,6 @@ void mlir::mhc::declareProjectBackwardTmaIO(KernelContext &ctx) {
   ctx.buffer("phi", ctx.spec.param, BufferRole::Input, {0, N * K});
   ctx.buffer("gx", DType::BF16, BufferRole::Output, {K, 0});
   ctx.buffer("gphi", ctx.spec.param, BufferRole::Output, {0, N * K});
-}
-
-Value mlir::mhc::coreMatrixByte(KernelBuilder &kb, Value r, Value c, int64_t rStride,
-                                int64_t cStride) {
-  return kb.add(kb.add(kb.mul(kb.div(r, kb.idx(8)), kb.idx(rStride)),
-                       kb.mul(kb.div(c, kb.idx(8)), kb.idx(cStride))),
-                kb.add(kb.mul(kb.rem(r, kb.idx(8)), kb.idx(16)),
-                       kb.mul(kb.rem(c, kb.idx(8)), kb.idx(2))));
-}
-
-Value mlir::mhc::alignedFloatIndex(KernelBuilder &kb, Value mem, int64_t align) {
-  Value addr = LLVM::PtrToIntOp::create(kb.b, kb.loc, kb.b.getI64Type(),
-                                        kb.sharedPtr(mem, kb.idx(0)));
-  Value addrIdx = arith::IndexCastOp::create(kb.b, kb.loc, kb.b.getIndexType(), addr);
-  Value lead = kb.rem(kb.sub(kb.idx(align), kb.rem(addrIdx, kb.idx(align))), kb.idx(align));
-  return kb.div(lead, kb.idx(4));
 }
 
 bool mlir::mhc::projectBackwardIsWgmma(const KernelContext &ctx) {

@@ -14,7 +14,9 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "Families.h"
+#include "builder/Streams.h"
+#include "kernels/Kernels.h"
+#include "kernels/project/Project.h"
 
 using namespace mlir;
 using namespace mlir::mhc;

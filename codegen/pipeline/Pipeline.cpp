@@ -2,7 +2,7 @@
 
 #include "mhc/Codegen/Codegen.h"
 
-#include "Families.h"
+#include "kernels/Kernels.h"
 #include "mhc/Codegen/SourceHash.h"
 #include "mhc/Support/PTXMerge.h"
 #include "mhc/Passes/Passes.h"

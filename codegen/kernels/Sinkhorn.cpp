@@ -10,7 +10,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "Families.h"
+#include "kernels/Kernels.h"
 
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 

@@ -1,6 +1,7 @@
 //===- KernelContext.cpp - helpers shared by the op-family builders -------===//
 
-#include "Families.h"
+#include "builder/KernelContext.h"
+#include "builder/Streams.h"
 
 #include <numeric>
 

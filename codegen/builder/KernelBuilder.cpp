@@ -1,6 +1,6 @@
 //===- KernelBuilder.cpp - terse construction of gpu.func kernels ---------===//
 
-#include "mhc/Codegen/KernelBuilder.h"
+#include "builder/KernelBuilder.h"
 
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"

@@ -7,7 +7,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "Families.h"
+#include "builder/Streams.h"
+#include "kernels/Kernels.h"
 
 using namespace mlir;
 using namespace mlir::mhc;

@@ -39,7 +39,9 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "Families.h"
+#include "builder/Rings.h"
+#include "kernels/project/Fragments.h"
+#include "kernels/project/Project.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
@@ -144,22 +146,6 @@ void mmaBf16(KernelBuilder &kb, ArrayRef<Value> a, ArrayRef<Value> b,
 }
 
 } // namespace
-
-/// The P bf16 parts of phi w at one element (w absent: phi): part 0 is
-/// rn(v), part p the rounded rest after parts 0..p-1; zeros where `valid`
-/// is false (rows past N).
-SmallVector<Value> mlir::mhc::bf16Parts(KernelBuilder &kb, Value phi, Value w, Value valid,
-                             int64_t P) {
-  Value r = w ? kb.mul(phi, w) : phi;
-  r = kb.select(valid, r, kb.f32(0.0));
-  SmallVector<Value> parts;
-  for (int64_t p = 0; p < P; ++p) {
-    parts.push_back(kb.toType(r, kb.b.getBF16Type()));
-    if (p + 1 < P)
-      r = kb.sub(r, kb.toF32(parts.back()));
-  }
-  return parts;
-}
 
 bool mlir::mhc::projectForwardIsStaged(const KernelContext &ctx) {
   return stagedShape(ctx).has_value();

@@ -1,0 +1,45 @@
+//===- Kernels.h - the op families' builders --------------------*- C++ -*-===//
+//
+// One builder per op family (kernels/<Family>.cpp, the project family in
+// kernels/project/) turns a KernelSpec into its buffers and launches, and
+// the per-token math that the fused pre step shares with scale and sinkhorn.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MHC_CODEGEN_KERNELS_KERNELS_H
+#define MHC_CODEGEN_KERNELS_KERNELS_H
+
+#include "builder/KernelContext.h"
+
+namespace mlir::mhc {
+
+/// Scale's per-logit math (docs/MATH.md, scale), shared by the scale kernel
+/// and the fused pre step so both give the same bits: r = 1/sqrt(ms +
+/// norm_eps); the segment (0 pre, 1 post, 2 res) of logit index k; z =
+/// alpha h r + beta; the squash of z for pre (sigmoid + pre_eps) or post
+/// (post_mult sigmoid).
+Value scaleRsqrt(KernelBuilder &kb, const ::mhc::KernelSpec &spec, Value ms);
+Value scaleSegment(KernelBuilder &kb, int64_t n, Value k);
+Value scaleLogit(KernelBuilder &kb, Value alpha, Value h, Value r, Value beta);
+Value scaleSquash(KernelBuilder &kb, const ::mhc::KernelSpec &spec, Value z,
+                  bool pre);
+/// One token's forward Sinkhorn (docs/MATH.md, sinkhorn) from its n*n logits
+/// (row-major, f32) in one thread; calls store(P) on the path the token
+/// takes (the log mode falls back to the log domain when its scaling form
+/// leaves the safe range). Shared by the sinkhorn kernel and the pre step.
+void emitSinkhornPlan(KernelBuilder &kb, const ::mhc::KernelSpec &spec,
+                      ArrayRef<Value> logits,
+                      function_ref<void(ArrayRef<Value>)> store);
+
+LogicalResult buildAggregate(KernelContext &ctx);
+/// The fused pre step (Pre.cpp): the projection's partial launches,
+/// then one launch per token for the rest.
+LogicalResult buildPre(KernelContext &ctx);
+LogicalResult buildExpandCombine(KernelContext &ctx);
+LogicalResult buildScale(KernelContext &ctx);
+LogicalResult buildSinkhorn(KernelContext &ctx);
+LogicalResult buildProject(KernelContext &ctx);
+
+} // namespace mlir::mhc
+
+#endif // MHC_CODEGEN_KERNELS_KERNELS_H

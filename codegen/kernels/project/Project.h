@@ -1,0 +1,54 @@
+//===- Project.h - the projection's variants --------------------*- C++ -*-===//
+//
+// The projection family's variants (one file each) and what they share with
+// Project.cpp's dispatch and the fused pre step.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MHC_CODEGEN_KERNELS_PROJECT_PROJECT_H
+#define MHC_CODEGEN_KERNELS_PROJECT_PROJECT_H
+
+#include "builder/KernelContext.h"
+
+namespace mlir::mhc {
+
+/// The projection forward for bf16 activations (ForwardStaged.cpp):
+/// whether it serves the spec, and its buffers, pack and partial launches
+/// (the reduce launch is the tf32 kernel's).
+bool projectForwardIsStaged(const KernelContext &ctx);
+/// The forward's inputs and outputs (x, phi[, weight], h, ms), in order.
+void declareProjectForwardIO(KernelContext &ctx);
+/// Where a block of a split-K forward partial launch works: lane (g, t) of
+/// `warp`, token block mBlock, chunk range [cBegin, cEnd) of split `split`.
+struct ProjectSplitK {
+  Value M, S, lane, warp, g, t, mBlock, split, cBegin, cEnd;
+};
+ProjectSplitK projectSplitK(KernelBuilder &kb, LaunchBuilder &l,
+                            int64_t chunks);
+/// Writes token `row`'s partials of split sk.split into [S, M, N + 1]: the
+/// sum of squares `ms` (added over the row group's four lanes first, in a
+/// fixed order) and acc(nt, e) at columns nt*8 + 2t + e < N.
+void storeProjectPartials(KernelBuilder &kb, const ProjectSplitK &sk,
+                          Value partials, Value row, Value ms, int64_t N,
+                          int64_t nTiles,
+                          function_ref<Value(int64_t, int64_t)> acc);
+LogicalResult buildProjectForwardStaged(KernelContext &ctx);
+/// The projection forward's launches before its reduce: the buffers, the
+/// split rule and the launches that leave per-split partials [S, M, N + 1]
+/// in the "partials" workspace (sum over S in order: h, then the sum of
+/// squares). Project adds the reduce launch; the fused pre step its tail.
+LogicalResult buildProjectForwardPartials(KernelContext &ctx);
+/// The n = 6 and 8 projection backward on wgmma (BackwardWgmma.cpp):
+/// whether it serves the spec, and its buffers and launches.
+bool projectBackwardIsWgmma(const KernelContext &ctx);
+/// Their inputs and outputs: gh, gms, x, phi, gx, gphi (in order).
+void declareProjectBackwardTmaIO(KernelContext &ctx);
+LogicalResult buildProjectBackwardWgmma(KernelContext &ctx);
+/// The same specs when their columns fit one wave of blocks
+/// (BackwardWide.cpp), which takes precedence.
+bool projectBackwardIsWide(const KernelContext &ctx);
+LogicalResult buildProjectBackwardWide(KernelContext &ctx);
+
+} // namespace mlir::mhc
+
+#endif // MHC_CODEGEN_KERNELS_PROJECT_PROJECT_H
