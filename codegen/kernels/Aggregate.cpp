@@ -1,4 +1,4 @@
-//===- AggregateKernels.cpp - y = pre . x and its gradient ----------------===//
+//===- Aggregate.cpp - y = pre . x and its gradient -----------------------===//
 //
 // Forward: a stream of (token, w-wide channel chunk) items in memory order
 // (forEachItem), each read once and written once with 16-byte accesses.

@@ -1,4 +1,4 @@
-//===- ExpandCombineKernels.cpp - out = P^T x + post (f + bias), gradient -===//
+//===- ExpandCombine.cpp - out = P^T x + post (f + bias), gradient --------===//
 //
 // Forward: a stream of (token, w-wide channel chunk) items in memory order
 // (forEachItem): f, bias and the n streams read once, the n output streams

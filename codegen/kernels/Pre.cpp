@@ -1,4 +1,4 @@
-//===- PreKernels.cpp - one layer's pre step, fused -----------------------===//
+//===- Pre.cpp - one layer's pre step, fused ------------------------------===//
 //
 // project -> scale -> sinkhorn -> aggregate as the projection's partial
 // launches plus one "tail" launch with a block per token: the block sums the

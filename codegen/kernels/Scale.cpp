@@ -1,4 +1,4 @@
-//===- ScaleKernels.cpp - RMS scale and squash of the logits, gradient ----===//
+//===- Scale.cpp - RMS scale and squash of the logits, gradient -----------===//
 //
 // Per-token work on N = 2n + n^2 floats: the forward takes a thread per
 // (token, 4 logits) (per logit when n % 4 != 0), the backward 8 lanes per

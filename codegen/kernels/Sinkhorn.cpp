@@ -1,4 +1,4 @@
-//===- SinkhornKernels.cpp - doubly stochastic projection and gradient ----===//
+//===- Sinkhorn.cpp - doubly stochastic projection and gradient -----------===//
 //
 // One thread per token; the n x n matrix lives in registers. The backward is
 // reverse mode through the T iterations: the forward is recomputed in the

@@ -228,7 +228,7 @@
 // n = 8, tf32, bf16 x, no weight on sm_90a, where the columns do not fit
 // one wave of at most 8 boxes per block (C = 9216: 1152 boxes of 64
 // columns for 132 SMs): the warp-specialised wgmma kernel
-// (ProjectBackwardWgmma.cpp). A pad launch; then two tensor maps by
+// (codegen/kernels/project/BackwardWgmma.cpp). A pad launch; then two tensor maps by
 // value (grid constants, read in parameter space), one block of three
 // warpgroups per SM: the producer gives registers up and issues TMA tile
 // loads and the gh image's bulk copy; each consumer takes every other step
@@ -279,7 +279,7 @@
 // most 5% of 132 SMs idle), one block per SM.
 // BWD8JSON: "entry": "mhc_project_bwd_n8_{{.*}}_main", {{.*}} "block": [384, 1, 1], "grid": {"tokens_per_block": 0, "fixed_blocks": 1152, {{.*}} "dynamic_shared_bytes": 226376, "resources": {"registers": {{[0-9]+}}, "spill_stores": 0, "spill_loads": 0,
 
-// The same specs whose columns fit one wave (ProjectBackwardWide.cpp; n = 8,
+// The same specs whose columns fit one wave (codegen/kernels/project/BackwardWide.cpp; n = 8,
 // C = 7168: 128 blocks of 7 boxes of 64 columns). The pad launch writes a
 // 16-token image per step (gh as f16 scaled per token, its bf16 hi and lo
 // parts, gms, the scale back) and zeroes the pacing counter. The main

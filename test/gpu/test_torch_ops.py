@@ -190,7 +190,7 @@ def test_projection_tf32_on_the_staged_paths(d, cfg):
                                  dict(n=6, layout="nc", C=4096, M=333, phi=2.0 ** 40)],
                          ids=lambda c: "n{n}-{layout}-C{C}-M{M}".format(**c))
 def test_projection_backward_in_one_wave_scales_gh_per_token_and_phi_per_block(cfg):
-    """The one-wave n = 6 / 8 backward (ProjectBackwardWide.cpp) multiplies
+    """The one-wave n = 6 / 8 backward (codegen/kernels/project/BackwardWide.cpp) multiplies
     D = gh phi^T in f16, gh scaled by a power of two per token and phi per
     block of columns. Token rows of gh (and gms) here span 2^-60 .. 2^60,
     gms follows phi's overall scale (so that D is not hidden under gms x),

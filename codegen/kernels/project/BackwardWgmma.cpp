@@ -1,7 +1,7 @@
-//===- ProjectBackwardWgmma.cpp - n = 6, 8 projection backward on wgmma ---===//
+//===- BackwardWgmma.cpp - n = 6, 8 projection backward on wgmma ----------===//
 //
 // gx = gh phi + (2/K) gms x and gphi = gh^T x for bf16 x, tf32 mode, no
-// weight, on sm_90a, where the mma.sync kernel (ProjectKernels.cpp) is
+// weight, on sm_90a, where the mma.sync kernel (Project.cpp) is
 // bound by the tensor issue and its per-step structure (n = 8: 80 mixing
 // rows per token).
 //

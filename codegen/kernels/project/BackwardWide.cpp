@@ -1,4 +1,4 @@
-//===- ProjectBackwardWide.cpp - n = 6, 8 projection backward in one wave -===//
+//===- BackwardWide.cpp - n = 6, 8 projection backward in one wave --------===//
 //
 // gx = gh phi + (2/K) gms x and gphi = gh^T x for bf16 x, tf32 mode, no
 // weight, on sm_90a, when the columns split into at most one block per SM

@@ -1,4 +1,4 @@
-//===- ProjectForwardStaged.cpp - projection forward for bf16 activations -===//
+//===- ForwardStaged.cpp - projection forward for bf16 activations --------===//
 //
 // h = (x w) phi^T and the sum of squares for bf16 x, on bf16 tensor cores
 // (mma.sync m16n8k16) with phi staged through shared memory by bulk copies.

@@ -1,4 +1,4 @@
-//===- ProjectKernels.cpp - h = (x w) phi^T, ms = mean(x^2), gradient -----===//
+//===- Project.cpp - h = (x w) phi^T, ms = mean(x^2), gradient ------------===//
 //
 // The projection is a skinny GEMM, [M, K] x [K, N] with K = n*C large and
 // N = 2n + n^2 small, fused with the sum of squares. It reads xvec in memory
@@ -458,7 +458,7 @@ static LogicalResult buildBackward(KernelContext &ctx) {
   // that the lanes reading one 16-byte column of different rows hit
   // different banks) and gh once for all warps; full/empty mbarriers hand
   // stages between that thread and the warps, as in
-  // ProjectForwardStaged.cpp (paced specs: a producer warp's thread).
+  // ForwardStaged.cpp (paced specs: a producer warp's thread).
   int64_t rowBytes = blockCols * actBytes + 16;
   // gh's row stride in the stage. With 2N % 32 == 0 (n = 6, 8) the lanes'
   // reads of D's B (row g, column t) and of gphi's B (row 2t + u, column g)
