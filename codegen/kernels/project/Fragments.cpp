@@ -4,6 +4,8 @@
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
 
 #include <cmath>
 
@@ -53,4 +55,63 @@ int64_t mlir::mhc::tokenShares(double slots, int64_t slices, double mainBytes,
       best = cost, shares = s;
   }
   return shares;
+}
+
+/// v rounded to tf32 (10 mantissa bits), to nearest: unbiased, unlike the
+/// truncation the tensor core applies to its operands.
+Value mlir::mhc::roundTf32(KernelBuilder &kb, Value v) {
+  Value bits = arith::BitcastOp::create(kb.b, kb.loc, kb.b.getI32Type(), v);
+  Value rounded = arith::AddIOp::create(kb.b, kb.loc, bits, kb.i32(0x1000));
+  Value mask = kb.i32(static_cast<int32_t>(0xFFFFE000u));
+  return arith::BitcastOp::create(kb.b, kb.loc, kb.b.getF32Type(),
+                                  kb.andi(rounded, mask));
+}
+
+/// Loads `count` consecutive elements as f32 in accesses of at most 16 bytes.
+SmallVector<Value> mlir::mhc::loadRun(KernelBuilder &kb, Value mem, Value offset,
+                           int64_t count) {
+  int64_t bytes = cast<MemRefType>(mem.getType()).getElementTypeBitWidth() / 8;
+  int64_t piece = std::min<int64_t>(count, 16 / bytes);
+  SmallVector<Value> out;
+  for (int64_t i = 0; i < count; i += piece) {
+    SmallVector<Value> part = kb.loadF32(mem, kb.add(offset, kb.idx(i)), piece);
+    out.append(part.begin(), part.end());
+  }
+  return out;
+}
+
+/// v = hi + lo with hi the nearest tf32 value and lo the (rounded) rest:
+/// hi * b + lo * b carries ~21 bits of v.
+std::pair<Value, Value> mlir::mhc::splitTf32(KernelBuilder &kb, Value v) {
+  Value hi = roundTf32(kb, v);
+  return {hi, roundTf32(kb, kb.sub(v, hi))};
+}
+
+/// The tf32 parts of each value: hi (rounded to nearest) and, with `split`,
+/// lo (the rounded rest); without it only hi, which the tf32 mode multiplies.
+std::pair<SmallVector<Value>, SmallVector<Value>>
+mlir::mhc::tf32Parts(KernelBuilder &kb, ArrayRef<Value> values, bool split) {
+  SmallVector<Value> hi, lo;
+  for (Value v : values) {
+    if (!split) {
+      hi.push_back(roundTf32(kb, v));
+      continue;
+    }
+    auto [h, l] = splitTf32(kb, v);
+    hi.push_back(h);
+    lo.push_back(l);
+  }
+  return {hi, lo};
+}
+
+Value mlir::mhc::fragment(KernelBuilder &kb, ArrayRef<Value> elems) {
+  auto type = VectorType::get({static_cast<int64_t>(elems.size()), 1},
+                              kb.b.getF32Type());
+  return vector::FromElementsOp::create(kb.b, kb.loc, type, elems);
+}
+
+Value mlir::mhc::mma(KernelBuilder &kb, Value a, Value b, Value c) {
+  return nvgpu::MmaSyncOp::create(kb.b, kb.loc, a, b, c,
+                                  ArrayRef<int64_t>{16, 8, 8},
+                                  /*tf32Enabled=*/true);
 }

@@ -1,8 +1,8 @@
 //===- Fragments.h - shared matrix fragments --------------------*- C++ -*-===//
 //
-// Helpers the projection's variants share: bf16 splits of a value, the
-// core-matrix layout of wgmma operands, aligned shared buffers, and the
-// token split of a reduction over tokens.
+// Helpers the projection's variants share: tf32 and bf16 splits of a value,
+// mma.sync fragments, the core-matrix layout of wgmma operands, aligned
+// shared buffers, and the token split of a reduction over tokens.
 //
 //===----------------------------------------------------------------------===//
 
@@ -31,6 +31,24 @@ SmallVector<Value> bf16Parts(KernelBuilder &kb, Value v, Value w, Value valid,
 /// per share per element of `width`). A constant of the spec, so partial
 /// sums have the same order on every run.
 int64_t tokenShares(double slots, int64_t slices, double mainBytes, int64_t width);
+
+/// v rounded to tf32 (10 mantissa bits), to nearest: unbiased, unlike the
+/// truncation the tensor core applies to its operands.
+Value roundTf32(KernelBuilder &kb, Value v);
+/// v = hi + lo with hi the nearest tf32 value and lo the (rounded) rest:
+/// hi * b + lo * b carries ~21 bits of v.
+std::pair<Value, Value> splitTf32(KernelBuilder &kb, Value v);
+/// The tf32 parts of each value: hi (rounded to nearest) and, with `split`,
+/// lo (the rounded rest); without it only hi, which the tf32 mode multiplies.
+std::pair<SmallVector<Value>, SmallVector<Value>>
+tf32Parts(KernelBuilder &kb, ArrayRef<Value> values, bool split);
+/// Loads `count` consecutive elements as f32 in accesses of at most 16 bytes.
+SmallVector<Value> loadRun(KernelBuilder &kb, Value mem, Value offset,
+                           int64_t count);
+/// An mma.sync operand fragment (a [k, 1] f32 vector) of `elems`.
+Value fragment(KernelBuilder &kb, ArrayRef<Value> elems);
+/// d = a b + c on the tensor cores: mma.sync m16n8k8 tf32.
+Value mma(KernelBuilder &kb, Value a, Value b, Value c);
 
 } // namespace mlir::mhc
 
