@@ -1,6 +1,6 @@
 """Prototype timings for a projection forward fed by bulk copies (TMA engine).
 
-The kept forward (codegen/kernels/project/Project.cpp) loads x into registers with
+The kept forward (codegen/kernels/project/ForwardTf32.cpp) loads x into registers with
 ordinary global loads and multiplies in tf32; it stops at ~82% of SOL. This
 probe measures, outside the compiler, the design that would replace it for
 2-byte activations, before any of it is written in the code generator:

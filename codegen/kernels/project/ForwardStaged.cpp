@@ -23,11 +23,12 @@
 // waits until every warp released the buffer (an mbarrier per buffer), then
 // issues the next chunk's copy, which completes on the buffer's "full"
 // mbarrier. A warp releases a buffer after a proxy fence: without it the
-// next copy can overwrite B that slow lanes are still reading. Split-K over S ranges of chunks writes
-// the same fixed-order partials [S, M, N + 1] as the tf32 kernel, summed by
-// its reduce launch.
+// next copy can overwrite B that slow lanes are still reading. Split-K over
+// S ranges of chunks writes the fixed-order partials [S, M, N + 1] that
+// Forward.cpp's reduce launch sums.
 //
-// Faster than the register-fed tf32 kernel at n = 4 (docs/design/project.md).
+// Faster than the register-fed tf32 variant (ForwardTf32.cpp) at n = 4
+// (docs/design/project.md).
 //
 // Specs with one block per SM (n >= 6 in the tf32 mode) on sm_90a multiply
 // with wgmma instead: warpgroup G (warps 4G..4G+3) owns two 64-token
@@ -57,25 +58,41 @@ namespace {
 
 constexpr int kWarps = 8;
 constexpr int64_t kStages = 3;
-/// The chunk shape of a spec: SQ k-steps of 16 columns per chunk, and the
-/// blocks per SM.
-struct Staged {
+
+/// How a spec's staged forward is tiled, fixed before anything is emitted:
+/// SQ k-steps of 16 columns per chunk, P bf16 parts of phi w, the tiles of
+/// a warp, the blocks per SM and the split over K.
+struct StagedPlan {
+  int64_t N, K;
   int64_t sq, parts, nTiles;
   int blocksPerSM;
   int64_t mTiles = 1; // m-tiles (16 tokens each) per warp
   /// Warpgroup products (sm_90a): each group of four warps multiplies
   /// m-tiles of 64 tokens by B straight from the ring.
   bool wgmma = false;
+  bool precise, hasWeight;
+  ::mhc::SplitRule split;
   int64_t chunk() const { return 16 * sq; }
+  int64_t chunks() const { return K / chunk(); }
+  int64_t pairs() const { return sq / 2; }
   /// Bytes of packed B per chunk: (sq / 2) pairs x parts x n-tiles x 512.
   int64_t chunkBytes() const { return (sq / 2) * parts * nTiles * 512; }
+  int64_t tokensPerBlock() const { return 16 * mTiles * kWarps; }
+  /// A call with one token block (M <= tokensPerBlock: a decode step, a
+  /// small batch) reads each chunk of phi w in one block only, so the
+  /// mma.sync path's partial launch splits it there itself and the pack
+  /// launch is skipped: one launch fewer, and launches are most of what a
+  /// call that small costs.
+  bool inlineSplit() const { return !wgmma; }
+  /// x is loaded a chunk ahead (see planStaged).
+  bool prefetch() const { return mTiles > 1; }
+  /// The accumulators: 4 per (m-tile, n-tile).
+  int64_t accs() const { return 4 * mTiles * nTiles; }
 };
 
-std::optional<Staged> stagedShape(const KernelContext &ctx) {
-  // Bulk copies and expect-tx mbarriers need sm_90.
-  if (ctx.spec.act != DType::BF16 || ctx.spec.arch == "sm_80")
-    return std::nullopt;
-  Staged s{8, ctx.spec.tf32 ? 2 : 3, (ctx.N() + 7) / 8, 2};
+/// The registers' part of the plan: blocks per SM, m-tiles per warp and
+/// whether wgmma multiplies.
+void planStagedRegisters(const KernelContext &ctx, StagedPlan &s) {
   // A pair of k-steps holds the accumulators (twice in precise mode) and
   // B's words (parts x n-tiles x 4) in registers: two blocks per SM (128
   // registers) while they stay near 64, else one block (255 registers)
@@ -100,12 +117,37 @@ std::optional<Staged> stagedShape(const KernelContext &ctx) {
   s.wgmma = s.mTiles > 1 && ctx.spec.arch == "sm_90a" && s.nTiles * 8 <= 256;
   if (s.wgmma)
     s.sq = 8;
+}
+
+std::optional<StagedPlan> planStaged(const KernelContext &ctx) {
+  // Bulk copies and expect-tx mbarriers need sm_90.
+  if (ctx.spec.act != DType::BF16 || ctx.spec.arch == "sm_80")
+    return std::nullopt;
+  StagedPlan s;
+  s.N = ctx.N();
+  s.K = ctx.K();
+  s.sq = 8;
+  s.parts = ctx.spec.tf32 ? 2 : 3;
+  s.nTiles = (s.N + 7) / 8;
+  s.precise = !ctx.spec.tf32;
+  s.hasWeight = ctx.spec.hasWeight;
+  planStagedRegisters(ctx, s);
+  // The widest chunk whose ring of kStages buffers fits a block's share of
+  // the shared memory.
   int64_t ringBytes =
       (LaunchBuilder::sharedLimit(ctx.spec.arch) - 2048) / s.blocksPerSM;
-  for (; s.sq >= 2; s.sq /= 2)
-    if (ctx.K() % s.chunk() == 0 && kStages * s.chunkBytes() <= ringBytes)
-      return s;
-  return std::nullopt;
+  while (s.sq >= 2 &&
+         !(s.K % s.chunk() == 0 && kStages * s.chunkBytes() <= ringBytes))
+    s.sq /= 2;
+  if (s.sq < 2)
+    return std::nullopt;
+  s.split = {s.tokensPerBlock(), ctx.persistentBlocks(),
+             std::min<int64_t>(64, s.chunks())};
+  // S fills the waves of the flagship's SMs: a partial last wave runs its
+  // blocks on few SMs at a fraction of the bandwidth
+  // (docs/design/project.md).
+  s.split.waveSlots = ctx.smCount() * s.blocksPerSM;
+  return s;
 }
 
 /// The four 32-bit words of a 16-byte vector (two bf16 each, low half
@@ -128,7 +170,6 @@ std::pair<Value, Value> halves(KernelBuilder &kb, Value w) {
           arith::BitcastOp::create(kb.b, kb.loc, f32, hi)};
 }
 
-
 /// c += A B on the tensor cores: m16n8k16, bf16 operands, f32 accumulators.
 void mmaBf16(KernelBuilder &kb, ArrayRef<Value> a, ArrayRef<Value> b,
              MutableArrayRef<Value> c) {
@@ -145,370 +186,455 @@ void mmaBf16(KernelBuilder &kb, ArrayRef<Value> a, ArrayRef<Value> b,
                                         ArrayRef<int64_t>{e});
 }
 
-} // namespace
-
-bool mlir::mhc::projectForwardIsStaged(const KernelContext &ctx) {
-  return stagedShape(ctx).has_value();
+/// The pack launch: one thread per item, body(l, kb, i) emits item i.
+void packLaunch(KernelContext &ctx, const StagedPlan &p, int64_t items,
+                function_ref<void(LaunchBuilder &, KernelBuilder &, Value)> body) {
+  const int pthreads = 256;
+  LaunchBuilder &l = ctx.launch("pack");
+  l.param("phi");
+  if (p.hasWeight)
+    l.param("weight");
+  ::mhc::GridRule grid{0, (items + pthreads - 1) / pthreads};
+  if (p.inlineSplit())
+    grid.minTokens = p.tokensPerBlock() + 1;
+  l.param("packed").block(pthreads).grid(grid);
+  KernelBuilder kb = ctx.begin(l);
+  Value i = kb.add(kb.mul(kb.blockId(), kb.idx(pthreads)), kb.threadId());
+  kb.when(kb.lt(i, kb.idx(items)), [&] { body(l, kb, i); });
 }
 
-LogicalResult mlir::mhc::buildProjectForwardStaged(KernelContext &ctx) {
-  const ::mhc::KernelSpec &spec = ctx.spec;
-  Staged sh = *stagedShape(ctx);
-  int64_t N = ctx.N(), K = ctx.K(), NT = sh.nTiles, P = sh.parts;
-  int64_t CH = sh.chunk(), chunks = K / CH, pairs = sh.sq / 2;
-  int64_t chunkBytes = sh.chunkBytes();
-  bool precise = !spec.tf32;
-  const int threads = 32 * kWarps;
-  const int64_t MT = sh.mTiles, tokensPerBlock = 16 * MT * kWarps;
-  bool prefetch = MT > 1; // x a chunk ahead (see stagedShape)
+/// The mma.sync layout's 16-byte piece (chunk c, pair j, n-tile nt, lane)
+/// of every part: parts[p][e], e the piece's 8 columns.
+SmallVector<SmallVector<Value>> pieceParts(KernelBuilder &kb,
+                                           const StagedPlan &sp, Value phi,
+                                           Value weight, Value c, Value j,
+                                           Value nt, Value lane) {
+  int64_t N = sp.N, K = sp.K, P = sp.parts;
+  Value row = kb.add(kb.mul(nt, kb.idx(8)), kb.div(lane, kb.idx(4)));
+  Value col = kb.add(kb.add(kb.mul(c, kb.idx(sp.chunk())), kb.mul(j, kb.idx(32))),
+                     kb.mul(kb.rem(lane, kb.idx(4)), kb.idx(8)));
+  Value valid = kb.lt(row, kb.idx(N));
+  Value off = kb.add(kb.mul(kb.min(row, kb.idx(N - 1)), kb.idx(K)), col);
+  SmallVector<Value> v = kb.loadF32(phi, off, 8);
+  SmallVector<Value> w;
+  if (sp.hasWeight)
+    w = kb.loadF32(weight, col, 8);
+  SmallVector<SmallVector<Value>> parts(P);
+  for (int64_t e = 0; e < 8; ++e) {
+    SmallVector<Value> pe = bf16Parts(kb, v[e], sp.hasWeight ? w[e] : Value(), valid, P);
+    for (int64_t p = 0; p < P; ++p)
+      parts[p].push_back(pe[p]);
+  }
+  return parts;
+}
 
-  ctx.manifest.split = {tokensPerBlock, ctx.persistentBlocks(),
-                        std::min<int64_t>(64, chunks)};
-  // S fills the waves of the flagship's SMs: a partial last wave runs its
-  // blocks on few SMs at a fraction of the bandwidth
-  // (docs/design/project.md).
-  ctx.manifest.split.waveSlots = ctx.smCount() * sh.blocksPerSM;
-  declareProjectForwardIO(ctx);
-  ctx.buffer("packed", DType::BF16, BufferRole::Workspace, {0, P * NT * 8 * K});
-  ctx.buffer("partials", DType::F32, BufferRole::Workspace, {0, 0, N + 1});
-
-  // A call with one token block (M <= tokensPerBlock: a decode step, a
-  // small batch) reads each chunk of phi w in one block only, so the
-  // mma.sync path's partial launch splits it there itself and the pack
-  // launch is skipped: one launch fewer, and launches are most of what a
-  // call that small costs.
-  bool inlineSplit = !sh.wgmma;
-  // The pack launch: one thread per item, i its index.
-  auto packLaunch = [&](int64_t items,
-                        function_ref<void(LaunchBuilder &, KernelBuilder &, Value)> body) {
-    const int pthreads = 256;
-    LaunchBuilder &l = ctx.launch("pack");
-    l.param("phi");
-    if (spec.hasWeight)
-      l.param("weight");
-    ::mhc::GridRule grid{0, (items + pthreads - 1) / pthreads};
-    if (inlineSplit)
-      grid.minTokens = tokensPerBlock + 1;
-    l.param("packed").block(pthreads).grid(grid);
-    KernelBuilder kb = ctx.begin(l);
-    Value i = kb.add(kb.mul(kb.blockId(), kb.idx(pthreads)), kb.threadId());
-    kb.when(kb.lt(i, kb.idx(items)), [&] { body(l, kb, i); });
-  };
-  // The mma.sync layout's 16-byte piece (chunk c, pair j, n-tile nt, lane)
-  // of every part: parts[p][e], e the piece's 8 columns.
-  auto pieceParts = [&](KernelBuilder &kb, Value phi, Value weight, Value c, Value j,
-                        Value nt, Value lane) {
-    Value row = kb.add(kb.mul(nt, kb.idx(8)), kb.div(lane, kb.idx(4)));
-    Value col = kb.add(kb.add(kb.mul(c, kb.idx(CH)), kb.mul(j, kb.idx(32))),
-                       kb.mul(kb.rem(lane, kb.idx(4)), kb.idx(8)));
+/// The pack launch for wgmma's B layout: per chunk, k-step s and part p, an
+/// [N, 16] tile in core matrices (n-block nb, k-half kb) of 8 rows x 16
+/// bytes at byte nb * 256 + kb * 128 (the descriptors' SBO and LBO). Logical
+/// k 8 kb + e of step s = 2j + h is physical column 32j + 4h + 2kb +
+/// 8(e / 2) + e % 2 of the chunk (the permutation of x's A fragments).
+/// One thread per (chunk, pair j, row n) reads the row's 32 columns.
+void emitWgmmaPack(KernelContext &ctx, const StagedPlan &sp) {
+  int64_t N = sp.N, K = sp.K, NT = sp.nTiles, P = sp.parts, CH = sp.chunk();
+  int64_t pairs = sp.pairs(), chunkBytes = sp.chunkBytes();
+  int64_t rowsPad = NT * 8;
+  packLaunch(ctx, sp, (K / 32) * rowsPad, [&](LaunchBuilder &l, KernelBuilder &kb, Value i) {
+    Value row = kb.rem(i, kb.idx(rowsPad)), q = kb.div(i, kb.idx(rowsPad));
+    Value j = kb.rem(q, kb.idx(pairs)), c = kb.div(q, kb.idx(pairs));
+    Value col = kb.add(kb.mul(c, kb.idx(CH)), kb.mul(j, kb.idx(32)));
     Value valid = kb.lt(row, kb.idx(N));
-    Value off = kb.add(kb.mul(kb.min(row, kb.idx(N - 1)), kb.idx(K)), col);
-    SmallVector<Value> v = kb.loadF32(phi, off, 8);
+    SmallVector<Value> v =
+        kb.loadF32(l.arg("phi"), kb.add(kb.mul(kb.min(row, kb.idx(N - 1)), kb.idx(K)), col), 32);
     SmallVector<Value> w;
-    if (spec.hasWeight)
-      w = kb.loadF32(weight, col, 8);
+    if (sp.hasWeight)
+      w = kb.loadF32(l.arg("weight"), col, 32);
+    // parts[p][e]: part p of physical column e of the 32.
     SmallVector<SmallVector<Value>> parts(P);
-    for (int64_t e = 0; e < 8; ++e) {
-      SmallVector<Value> pe = bf16Parts(kb, v[e], spec.hasWeight ? w[e] : Value(), valid, P);
+    for (int64_t e = 0; e < 32; ++e) {
+      SmallVector<Value> pe = bf16Parts(kb, v[e], sp.hasWeight ? w[e] : Value(), valid, P);
       for (int64_t p = 0; p < P; ++p)
         parts[p].push_back(pe[p]);
     }
-    return parts;
-  };
-  if (sh.wgmma) {
-    // wgmma's B layout: per chunk, k-step s and part p, an [N, 16] tile in
-    // core matrices (n-block nb, k-half kb) of 8 rows x 16 bytes at byte
-    // nb * 256 + kb * 128 (the descriptors' SBO and LBO). Logical k
-    // 8 kb + e of step s = 2j + h is physical column 32j + 4h + 2kb +
-    // 8(e / 2) + e % 2 of the chunk (the permutation of x's A fragments).
-    // One thread per (chunk, pair j, row n) reads the row's 32 columns.
-    int64_t rowsPad = NT * 8;
-    packLaunch((K / 32) * rowsPad, [&](LaunchBuilder &l, KernelBuilder &kb, Value i) {
-      Value row = kb.rem(i, kb.idx(rowsPad)), q = kb.div(i, kb.idx(rowsPad));
-      Value j = kb.rem(q, kb.idx(pairs)), c = kb.div(q, kb.idx(pairs));
-      Value col = kb.add(kb.mul(c, kb.idx(CH)), kb.mul(j, kb.idx(32)));
-      Value valid = kb.lt(row, kb.idx(N));
-      SmallVector<Value> v =
-          kb.loadF32(l.arg("phi"), kb.add(kb.mul(kb.min(row, kb.idx(N - 1)), kb.idx(K)), col), 32);
-      SmallVector<Value> w;
-      if (spec.hasWeight)
-        w = kb.loadF32(l.arg("weight"), col, 32);
-      // parts[p][e]: part p of physical column e of the 32.
-      SmallVector<SmallVector<Value>> parts(P);
-      for (int64_t e = 0; e < 32; ++e) {
-        SmallVector<Value> pe = bf16Parts(kb, v[e], spec.hasWeight ? w[e] : Value(), valid, P);
-        for (int64_t p = 0; p < P; ++p)
-          parts[p].push_back(pe[p]);
+    Value nb = kb.div(row, kb.idx(8)), r8 = kb.rem(row, kb.idx(8));
+    Value inTile = kb.add(kb.mul(nb, kb.idx(128)), kb.mul(r8, kb.idx(8)));
+    Value chunkBase = kb.mul(c, kb.idx(chunkBytes / 2));
+    for (int64_t h = 0; h < 2; ++h)
+      for (int64_t half = 0; half < 2; ++half)
+        for (int64_t p = 0; p < P; ++p) {
+          SmallVector<Value> out;
+          for (int64_t e = 0; e < 8; ++e)
+            out.push_back(parts[p][4 * h + 2 * half + 8 * (e / 2) + e % 2]);
+          Value s = kb.add(kb.mul(j, kb.idx(2)), kb.idx(h));
+          Value tile = kb.mul(kb.add(kb.mul(s, kb.idx(P)), kb.idx(p)), kb.idx(NT * 128));
+          Value off = kb.add(chunkBase, kb.add(tile, kb.add(inTile, kb.idx(64 * half))));
+          kb.vstore(kb.vector(out), l.arg("packed"), off);
+        }
+  });
+}
+
+/// The pack launch for the mma.sync layout: one thread per 16-byte piece of
+/// the packed parts.
+void emitMmaSyncPack(KernelContext &ctx, const StagedPlan &sp) {
+  int64_t K = sp.K, NT = sp.nTiles, P = sp.parts, pairs = sp.pairs();
+  packLaunch(ctx, sp, K * P * NT, [&](LaunchBuilder &l, KernelBuilder &kb, Value i) {
+    Value lane = kb.rem(i, kb.idx(32)), q = kb.div(i, kb.idx(32));
+    Value nt = kb.rem(q, kb.idx(NT));
+    q = kb.div(q, kb.idx(NT));
+    Value part = kb.rem(q, kb.idx(P));
+    q = kb.div(q, kb.idx(P));
+    Value j = kb.rem(q, kb.idx(pairs)), c = kb.div(q, kb.idx(pairs));
+    SmallVector<SmallVector<Value>> parts =
+        pieceParts(kb, sp, l.arg("phi"), sp.hasWeight ? l.arg("weight") : Value(), c, j, nt, lane);
+    SmallVector<Value> out;
+    for (int64_t e = 0; e < 8; ++e) {
+      Value sel = parts[0][e];
+      for (int64_t p = 1; p < P; ++p)
+        sel = kb.select(kb.eq(part, kb.idx(p)), parts[p][e], sel);
+      out.push_back(sel);
+    }
+    kb.vstore(kb.vector(out), l.arg("packed"), kb.mul(i, kb.idx(8)));
+  });
+}
+
+/// The partial launch's body: a block per (token block, split) streams its
+/// range of chunks of packed B through the ring and multiplies its tokens'
+/// x by them. The members up to bulkMode emit IR as they are initialised,
+/// in declaration order.
+class StagedPartial {
+public:
+  StagedPartial(const StagedPlan &p, LaunchBuilder &l, KernelBuilder &kb);
+  void emit();
+
+private:
+  using Rows = SmallVector<SmallVector<Value>>;
+  void issueCopy(Value i, Value st);
+  void fillChunk(Value i, Value st);
+  void locateRows();
+  Rows loadX(Value i);
+  SmallVector<Value> emitKLoop();
+  SmallVector<Value> emitChunk(Value i, ValueRange it, Value zero);
+  Value acquireChunk(Value i);
+  Rows pairWords(const Rows &xs, int64_t j, MutableArrayRef<Value> next);
+  void wgmmaProducts(const Rows &xs, Value ringBase, MutableArrayRef<Value> next);
+  void mmaSyncProducts(const Rows &xs, Value ringBase, MutableArrayRef<Value> next);
+  Value bOffset(Value ringBase, int64_t j, int64_t part, int64_t nt);
+  void storePartials(ArrayRef<Value> result);
+
+  const StagedPlan &p;
+  LaunchBuilder &l;
+  KernelBuilder &kb;
+  ProjectSplitK sk;
+  Value count; // chunks in the block's range
+  Value ring;
+  BulkRing bulk;
+  /// One token block: the block fills its buffers from phi w (no copies).
+  Value small, bulkMode;
+  /// [mt * 2 + h]: token g + 8h of m-tile mt, and its x row's offset.
+  SmallVector<Value> rows, xRow;
+};
+
+StagedPartial::StagedPartial(const StagedPlan &p, LaunchBuilder &l,
+                             KernelBuilder &kb)
+    : p(p), l(l), kb(kb), sk(projectSplitK(kb, l, p.chunks())),
+      count(kb.sub(sk.cEnd, sk.cBegin)), ring(l.shared(0)),
+      bulk(kb, l.shared(1), kStages, kWarps),
+      small(p.inlineSplit() ? kb.lt(sk.M, kb.idx(p.tokensPerBlock() + 1))
+                            : kb.boolean(false)),
+      bulkMode(kb.eq(small, kb.boolean(false))) {}
+
+void StagedPartial::emit() {
+  auto issue = [&](Value i, Value st) { issueCopy(i, st); };
+  bulk.start(kb.select(small, kb.idx(0), count), issue);
+  locateRows();
+  storePartials(emitKLoop());
+}
+
+/// Thread 0: the copy of chunk `i` (of this block's range) into buffer `st`.
+void StagedPartial::issueCopy(Value i, Value st) {
+  int64_t chunkBytes = p.chunkBytes();
+  Value bar = bulk.full(st);
+  kb.mbarrierArriveExpectTx(bar, chunkBytes);
+  Value src = kb.globalPtr(
+      l.arg("packed"), kb.mul(kb.add(sk.cBegin, i), kb.idx(chunkBytes / 2)));
+  Value dst = kb.sharedPtr(ring, kb.mul(st, kb.idx(chunkBytes / 4)));
+  kb.bulkCopy(dst, src, chunkBytes, bar);
+}
+
+/// Chunk i of the block's range into buffer st, split by every thread:
+/// the pieces the pack launch would write there.
+void StagedPartial::fillChunk(Value i, Value st) {
+  const int threads = 32 * kWarps;
+  int64_t NT = p.nTiles, P = p.parts, chunkBytes = p.chunkBytes();
+  int64_t items = p.pairs() * NT * 32;
+  Value gc = kb.add(sk.cBegin, i);
+  for (int64_t r = 0; r < (items + threads - 1) / threads; ++r) {
+    Value q = kb.add(kb.threadId(), kb.idx(r * threads));
+    kb.when(kb.lt(q, kb.idx(items)), [&] {
+      Value pl = kb.rem(q, kb.idx(32)), pq = kb.div(q, kb.idx(32));
+      Value nt = kb.rem(pq, kb.idx(NT)), j = kb.div(pq, kb.idx(NT));
+      SmallVector<SmallVector<Value>> parts = pieceParts(
+          kb, p, l.arg("phi"), p.hasWeight ? l.arg("weight") : Value(), gc, j, nt, pl);
+      for (int64_t part = 0; part < P; ++part) {
+        Value piece = kb.add(kb.mul(kb.add(kb.mul(kb.add(kb.mul(j, kb.idx(P)), kb.idx(part)),
+                                                  kb.idx(NT)), nt), kb.idx(32)), pl);
+        Value at = kb.add(kb.mul(st, kb.idx(chunkBytes / 4)), kb.mul(piece, kb.idx(4)));
+        Value bits = vector::BitCastOp::create(kb.b, kb.loc, VectorType::get({4}, kb.b.getI32Type()),
+                                               kb.vector(parts[part]));
+        LLVM::StoreOp::create(kb.b, kb.loc, bits, kb.sharedPtr(ring, at), 16);
       }
-      Value nb = kb.div(row, kb.idx(8)), r8 = kb.rem(row, kb.idx(8));
-      Value inTile = kb.add(kb.mul(nb, kb.idx(128)), kb.mul(r8, kb.idx(8)));
-      Value chunkBase = kb.mul(c, kb.idx(chunkBytes / 2));
-      for (int64_t h = 0; h < 2; ++h)
-        for (int64_t half = 0; half < 2; ++half)
-          for (int64_t p = 0; p < P; ++p) {
-            SmallVector<Value> out;
-            for (int64_t e = 0; e < 8; ++e)
-              out.push_back(parts[p][4 * h + 2 * half + 8 * (e / 2) + e % 2]);
-            Value s = kb.add(kb.mul(j, kb.idx(2)), kb.idx(h));
-            Value tile = kb.mul(kb.add(kb.mul(s, kb.idx(P)), kb.idx(p)), kb.idx(NT * 128));
-            Value off = kb.add(chunkBase, kb.add(tile, kb.add(inTile, kb.idx(64 * half))));
-            kb.vstore(kb.vector(out), l.arg("packed"), off);
-          }
-    });
-  } else {
-    // One thread per 16-byte piece of the packed parts.
-    packLaunch(K * P * NT, [&](LaunchBuilder &l, KernelBuilder &kb, Value i) {
-      Value lane = kb.rem(i, kb.idx(32)), q = kb.div(i, kb.idx(32));
-      Value nt = kb.rem(q, kb.idx(NT));
-      q = kb.div(q, kb.idx(NT));
-      Value part = kb.rem(q, kb.idx(P));
-      q = kb.div(q, kb.idx(P));
-      Value j = kb.rem(q, kb.idx(pairs)), c = kb.div(q, kb.idx(pairs));
-      SmallVector<SmallVector<Value>> parts =
-          pieceParts(kb, l.arg("phi"), spec.hasWeight ? l.arg("weight") : Value(), c, j, nt, lane);
-      SmallVector<Value> out;
-      for (int64_t e = 0; e < 8; ++e) {
-        Value sel = parts[0][e];
-        for (int64_t p = 1; p < P; ++p)
-          sel = kb.select(kb.eq(part, kb.idx(p)), parts[p][e], sel);
-        out.push_back(sel);
-      }
-      kb.vstore(kb.vector(out), l.arg("packed"), kb.mul(i, kb.idx(8)));
     });
   }
+}
 
-  {
-    LaunchBuilder &l = ctx.launch("partial");
-    l.param("x").param("packed");
-    if (inlineSplit) {
-      l.param("phi");
-      if (spec.hasWeight)
-        l.param("weight");
-    }
-    l.param("partials").param("M").param("S")
-        .block(threads)
-        .grid({tokensPerBlock, 0, /*timesSplit=*/true})
-        .sharedF32(kStages * chunkBytes / 4, /*align=*/128)
-        .sharedI64(2 * kStages)
-        .minBlocksPerSM(sh.blocksPerSM);
-    KernelBuilder kb = ctx.begin(l);
-    ProjectSplitK sk = projectSplitK(kb, l, chunks);
-    Value M = sk.M, lane = sk.lane, warp = sk.warp, g = sk.g, t = sk.t;
-    Value cBegin = sk.cBegin;
-    Value count = kb.sub(sk.cEnd, cBegin);
-    Value ring = l.shared(0), bars = l.shared(1);
-    Value x = l.arg("x"), packed = l.arg("packed");
-    BulkRing bulk(kb, bars, kStages, kWarps);
-    // One token block: the block fills its buffers from phi w (no copies).
-    Value small = inlineSplit ? kb.lt(M, kb.idx(tokensPerBlock + 1)) : kb.boolean(false);
-    Value bulkMode = kb.eq(small, kb.boolean(false));
-    // Thread 0: the copy of chunk `i` (of this block's range) into buffer `st`.
-    auto issue = [&](Value i, Value st) {
-      Value bar = bulk.full(st);
-      kb.mbarrierArriveExpectTx(bar, chunkBytes);
-      Value src = kb.globalPtr(
-          packed, kb.mul(kb.add(cBegin, i), kb.idx(chunkBytes / 2)));
-      Value dst = kb.sharedPtr(ring, kb.mul(st, kb.idx(chunkBytes / 4)));
-      kb.bulkCopy(dst, src, chunkBytes, bar);
-    };
-    bulk.start(kb.select(small, kb.idx(0), count), issue);
-    // Chunk i of the block's range into buffer st, split by every thread:
-    // the pieces the pack launch would write there.
-    auto fill = [&](Value i, Value st) {
-      int64_t items = pairs * NT * 32;
-      Value gc = kb.add(cBegin, i);
-      for (int64_t r = 0; r < (items + threads - 1) / threads; ++r) {
-        Value q = kb.add(kb.threadId(), kb.idx(r * threads));
-        kb.when(kb.lt(q, kb.idx(items)), [&] {
-          Value pl = kb.rem(q, kb.idx(32)), pq = kb.div(q, kb.idx(32));
-          Value nt = kb.rem(pq, kb.idx(NT)), j = kb.div(pq, kb.idx(NT));
-          SmallVector<SmallVector<Value>> parts = pieceParts(
-              kb, l.arg("phi"), spec.hasWeight ? l.arg("weight") : Value(), gc, j, nt, pl);
-          for (int64_t p = 0; p < P; ++p) {
-            Value piece = kb.add(kb.mul(kb.add(kb.mul(kb.add(kb.mul(j, kb.idx(P)), kb.idx(p)),
-                                                      kb.idx(NT)), nt), kb.idx(32)), pl);
-            Value at = kb.add(kb.mul(st, kb.idx(chunkBytes / 4)), kb.mul(piece, kb.idx(4)));
-            Value bits = vector::BitCastOp::create(kb.b, kb.loc, VectorType::get({4}, kb.b.getI32Type()),
-                                                   kb.vector(parts[p]));
-            LLVM::StoreOp::create(kb.b, kb.loc, bits, kb.sharedPtr(ring, at), 16);
-          }
-        });
-      }
-    };
+/// Tokens g and g + 8 of each of the warp's m-tiles (clamped for loads).
+/// With wgmma, warp w of group G holds rows 16w..16w+15 of each of the
+/// group's 64-token m-tiles.
+void StagedPartial::locateRows() {
+  int64_t MT = p.mTiles;
+  Value warp = sk.warp;
+  Value inBlock = kb.mul(warp, kb.idx(16 * MT));
+  int64_t tileStride = 16;
+  if (p.wgmma) {
+    inBlock = kb.add(kb.mul(kb.div(warp, kb.idx(4)), kb.idx(64 * MT)),
+                     kb.mul(kb.rem(warp, kb.idx(4)), kb.idx(16)));
+    tileStride = 64;
+  }
+  Value base = kb.add(kb.mul(sk.mBlock, kb.idx(p.tokensPerBlock())), kb.add(inBlock, sk.g));
+  for (int64_t r = 0; r < 2 * MT; ++r)
+    rows.push_back(r == 0 ? base : kb.add(base, kb.idx(tileStride * (r / 2) + 8 * (r % 2))));
+  Value lastRow = kb.sub(sk.M, kb.idx(1));
+  for (Value r : rows)
+    xRow.push_back(kb.add(kb.mul(kb.min(r, lastRow), kb.idx(p.K)), kb.mul(sk.t, kb.idx(8))));
+}
 
-    // Tokens g and g + 8 of each of the warp's m-tiles (clamped for loads).
-    // With wgmma, warp w of group G holds rows 16w..16w+15 of each of the
-    // group's 64-token m-tiles.
-    Value inBlock = kb.mul(warp, kb.idx(16 * MT));
-    int64_t tileStride = 16;
-    if (sh.wgmma) {
-      inBlock = kb.add(kb.mul(kb.div(warp, kb.idx(4)), kb.idx(64 * MT)),
-                       kb.mul(kb.rem(warp, kb.idx(4)), kb.idx(16)));
-      tileStride = 64;
-    }
-    Value base = kb.add(kb.mul(sk.mBlock, kb.idx(tokensPerBlock)), kb.add(inBlock, g));
-    SmallVector<Value> rows, xRow; // [mt * 2 + h]: token g + 8h of m-tile mt
+/// xs[r][j]: the 16 bytes of row r (m-tile r / 2, token g + 8 (r % 2)) for
+/// pair j of chunk i of the block's range.
+StagedPartial::Rows StagedPartial::loadX(Value i) {
+  Value col = kb.mul(kb.add(sk.cBegin, i), kb.idx(p.chunk()));
+  Rows xs(2 * p.mTiles);
+  for (int64_t j = 0; j < p.pairs(); ++j)
+    for (int64_t r = 0; r < 2 * p.mTiles; ++r)
+      xs[r].push_back(kb.vload(l.arg("x"), kb.add(xRow[r], kb.add(col, kb.idx(32 * j))), 8));
+  return xs;
+}
+
+/// The loop over the block's chunks. Its values: 4 accumulators per
+/// (m-tile, n-tile) (rows g, g + 8 x columns 2t, 2t + 1), then the sums of
+/// squares of the rows, then (with prefetch) the next chunk's x.
+SmallVector<Value> StagedPartial::emitKLoop() {
+  Value zero = kb.f32(0.0);
+  SmallVector<Value> init(p.accs() + 2 * p.mTiles, zero);
+  if (p.prefetch())
+    for (auto &row : loadX(kb.idx(0)))
+      init.append(row.begin(), row.end());
+  return kb.loop(kb.idx(0), count, kb.idx(1), init,
+                 [&](Value i, ValueRange it) { return emitChunk(i, it, zero); });
+}
+
+/// One chunk: its x, its buffer, the products and the buffer's release.
+SmallVector<Value> StagedPartial::emitChunk(Value i, ValueRange it, Value zero) {
+  int64_t MT = p.mTiles, pairs = p.pairs(), accs = p.accs();
+  SmallVector<Value> next(it.begin(), it.end());
+  Rows xs, ahead;
+  if (p.prefetch()) {
+    // This chunk's x came with the iteration values; the next
+    // chunk's loads are in flight during this chunk's mma's.
+    xs.resize(2 * MT);
     for (int64_t r = 0; r < 2 * MT; ++r)
-      rows.push_back(r == 0 ? base : kb.add(base, kb.idx(tileStride * (r / 2) + 8 * (r % 2))));
-    Value lastRow = kb.sub(M, kb.idx(1));
-    for (Value r : rows)
-      xRow.push_back(kb.add(kb.mul(kb.min(r, lastRow), kb.idx(K)), kb.mul(t, kb.idx(8))));
-
-    // Iteration values: 4 accumulators per (m-tile, n-tile) (rows g, g + 8
-    // x columns 2t, 2t + 1), then the sums of squares of the rows.
-    Value zero = kb.f32(0.0);
-    int64_t accs = 4 * MT * NT;
-    SmallVector<Value> init(accs + 2 * MT, zero);
-    // xs[r][j]: the 16 bytes of row r (m-tile r / 2, token g + 8 (r % 2))
-    // for pair j of chunk i of the block's range.
-    auto loadX = [&](Value i) {
-      Value col = kb.mul(kb.add(cBegin, i), kb.idx(CH));
-      SmallVector<SmallVector<Value>> xs(2 * MT);
       for (int64_t j = 0; j < pairs; ++j)
-        for (int64_t r = 0; r < 2 * MT; ++r)
-          xs[r].push_back(kb.vload(x, kb.add(xRow[r], kb.add(col, kb.idx(32 * j))), 8));
-      return xs;
-    };
-    if (prefetch)
-      for (auto &row : loadX(kb.idx(0)))
-        init.append(row.begin(), row.end());
-    auto i32x4 = VectorType::get({4}, kb.b.getI32Type());
-    auto i32x2 = VectorType::get({2}, kb.b.getI32Type());
-    SmallVector<Value> result = kb.loop(
-        kb.idx(0), count, kb.idx(1), init, [&](Value i, ValueRange it) {
-          SmallVector<Value> next(it.begin(), it.end());
-          SmallVector<SmallVector<Value>> xs, ahead;
-          if (prefetch) {
-            // This chunk's x came with the iteration values; the next
-            // chunk's loads are in flight during this chunk's mma's.
-            xs.resize(2 * MT);
-            for (int64_t r = 0; r < 2 * MT; ++r)
-              for (int64_t j = 0; j < pairs; ++j)
-                xs[r].push_back(it[accs + 2 * MT + r * pairs + j]);
-            ahead = loadX(kb.min(kb.add(i, kb.idx(1)), kb.sub(count, kb.idx(1))));
-            next.resize(accs + 2 * MT);
-          } else {
-            xs = loadX(i);
-          }
-          // Small: three buffers and a barrier after each fill (a thread
-          // filling chunk i's buffer has passed the barrier after chunk
-          // i - 1's fill, so every warp is done with chunk i - 3's reads).
-          Value st = bulk.stage(i);
-          if (inlineSplit) {
-            kb.when(small, [&] {
-              fill(i, st);
-              kb.barrier();
-            });
-            kb.when(bulkMode, [&] { bulk.acquire(i, count, issue); });
-          } else {
-            bulk.acquire(i, count, issue);
-          }
-
-          SmallVector<Value> total;
-          if (precise)
-            for (int64_t e = 0; e < accs; ++e) {
-              total.push_back(next[e]);
-              next[e] = zero;
-            }
-          Value ringBase = kb.mul(st, kb.idx(chunkBytes / 4));
-          auto bOffset = [&](int64_t j, int64_t p, int64_t nt) {
-            return kb.add(ringBase, kb.add(kb.idx(((j * P + p) * NT + nt) * 128),
-                                           kb.mul(lane, kb.idx(4))));
-          };
-          // The words of pair j's x rows (A fragments as loaded), their
-          // squares added into the rows' sums.
-          auto pairWords = [&](int64_t j) {
-            SmallVector<SmallVector<Value>> w;
-            for (int64_t r = 0; r < 2 * MT; ++r)
-              w.push_back(words(kb, xs[r][j]));
-            for (int64_t mt = 0; mt < MT; ++mt)
-              for (int64_t e = 0; e < 4; ++e) {
-                auto [a0, a1] = halves(kb, w[2 * mt][e]);
-                auto [b0, b1] = halves(kb, w[2 * mt + 1][e]);
-                Value &sa = next[accs + 2 * mt], &sb = next[accs + 2 * mt + 1];
-                sa = kb.fma(a1, a1, kb.fma(a0, a0, sa));
-                sb = kb.fma(b1, b1, kb.fma(b0, b0, sb));
-              }
-            return w;
-          };
-          if (sh.wgmma) {
-            // The x words are this chunk's A fragments; the products run
-            // asynchronously and are waited for before the buffer goes back.
-            kb.wgmmaFence();
-            for (int64_t j = 0; j < pairs; ++j) {
-              SmallVector<SmallVector<Value>> w = pairWords(j);
-              for (int h = 0; h < 2; ++h)
-                for (int64_t p = 0; p < P; ++p) {
-                  int64_t tile = ((2 * j + h) * P + p) * NT * 256;
-                  Value desc = kb.wgmmaDescriptor(
-                      ring, kb.add(ringBase, kb.idx(tile / 4)), /*lbo=*/128, /*sbo=*/256);
-                  for (int64_t mt = 0; mt < MT; ++mt)
-                    kb.wgmmaBf16(MutableArrayRef<Value>(next).slice(4 * mt * NT, 4 * NT),
-                                 {w[2 * mt][2 * h], w[2 * mt + 1][2 * h],
-                                  w[2 * mt][2 * h + 1], w[2 * mt + 1][2 * h + 1]},
-                                 desc);
-                }
-            }
-            kb.wgmmaCommit();
-            kb.wgmmaWait(0);
-          }
-          for (int64_t j = 0; !sh.wgmma && j < pairs; ++j) {
-            // B: 16 bytes per lane per (part, n-tile), two k-steps' worth;
-            // with two m-tiles, 8 bytes per k-step (fewer registers live).
-            SmallVector<SmallVector<SmallVector<Value>>> bw(P);
-            if (MT == 1)
-              for (int64_t p = 0; p < P; ++p)
-                for (int64_t nt = 0; nt < NT; ++nt) {
-                  Value raw = LLVM::LoadOp::create(kb.b, kb.loc, i32x4,
-                                                   kb.sharedPtr(ring, bOffset(j, p, nt)), 16);
-                  bw[p].push_back(words(kb, raw));
-                }
-            SmallVector<SmallVector<Value>> w = pairWords(j);
-            for (int h = 0; h < 2; ++h) {
-              if (MT > 1)
-                for (int64_t p = 0; p < P; ++p) {
-                  bw[p].clear();
-                  for (int64_t nt = 0; nt < NT; ++nt) {
-                    Value raw = LLVM::LoadOp::create(
-                        kb.b, kb.loc, i32x2,
-                        kb.sharedPtr(ring, kb.add(bOffset(j, p, nt), kb.idx(2 * h))), 8);
-                    SmallVector<Value> four(4);
-                    four[2 * h] = kb.extract(raw, 0);
-                    four[2 * h + 1] = kb.extract(raw, 1);
-                    bw[p].push_back(four);
-                  }
-                }
-              // A: rows g and g + 8 at logical k {2t, 2t+1} then {2t+8, 2t+9}.
-              SmallVector<SmallVector<Value>> A;
-              for (int64_t mt = 0; mt < MT; ++mt)
-                A.push_back({w[2 * mt][2 * h], w[2 * mt + 1][2 * h], w[2 * mt][2 * h + 1],
-                             w[2 * mt + 1][2 * h + 1]});
-              auto mma = [&](int64_t p, int64_t nt, int64_t mt) {
-                mmaBf16(kb, A[mt], {bw[p][nt][2 * h], bw[p][nt][2 * h + 1]},
-                        MutableArrayRef<Value>(next).slice(4 * (mt * NT + nt), 4));
-              };
-              for (int64_t nt = 0; nt < NT; ++nt)
-                for (int64_t p = 0; p < P; ++p)
-                  for (int64_t mt = 0; mt < MT; ++mt)
-                    mma(p, nt, mt);
-            }
-          }
-          if (precise)
-            for (int64_t e = 0; e < accs; ++e)
-              next[e] = kb.add(total[e], next[e]);
-          kb.when(bulkMode, [&] { bulk.release(i, lane); });
-          for (auto &row : ahead)
-            next.append(row.begin(), row.end());
-          return next;
-        });
-
-    for (int64_t mt = 0; mt < MT; ++mt)
-      for (int h = 0; h < 2; ++h)
-        storeProjectPartials(kb, sk, l.arg("partials"), rows[2 * mt + h],
-                             result[accs + 2 * mt + h], N, NT,
-                             [&](int64_t nt, int64_t e) {
-                               return result[4 * (mt * NT + nt) + 2 * h + e];
-                             });
+        xs[r].push_back(it[accs + 2 * MT + r * pairs + j]);
+    ahead = loadX(kb.min(kb.add(i, kb.idx(1)), kb.sub(count, kb.idx(1))));
+    next.resize(accs + 2 * MT);
+  } else {
+    xs = loadX(i);
   }
+  Value st = acquireChunk(i);
+  SmallVector<Value> total;
+  if (p.precise)
+    for (int64_t e = 0; e < accs; ++e) {
+      total.push_back(next[e]);
+      next[e] = zero;
+    }
+  Value ringBase = kb.mul(st, kb.idx(p.chunkBytes() / 4));
+  if (p.wgmma)
+    wgmmaProducts(xs, ringBase, next);
+  else
+    mmaSyncProducts(xs, ringBase, next);
+  if (p.precise)
+    for (int64_t e = 0; e < accs; ++e)
+      next[e] = kb.add(total[e], next[e]);
+  kb.when(bulkMode, [&] { bulk.release(i, sk.lane); });
+  for (auto &row : ahead)
+    next.append(row.begin(), row.end());
+  return next;
+}
+
+/// The buffer that holds chunk i once every thread may read it.
+Value StagedPartial::acquireChunk(Value i) {
+  auto issue = [&](Value c, Value buf) { issueCopy(c, buf); };
+  // Small: three buffers and a barrier after each fill (a thread
+  // filling chunk i's buffer has passed the barrier after chunk
+  // i - 1's fill, so every warp is done with chunk i - 3's reads).
+  Value st = bulk.stage(i);
+  if (p.inlineSplit()) {
+    kb.when(small, [&] {
+      fillChunk(i, st);
+      kb.barrier();
+    });
+    kb.when(bulkMode, [&] { bulk.acquire(i, count, issue); });
+  } else {
+    bulk.acquire(i, count, issue);
+  }
+  return st;
+}
+
+/// The words of pair j's x rows (A fragments as loaded), their squares
+/// added into the rows' sums.
+StagedPartial::Rows StagedPartial::pairWords(const Rows &xs, int64_t j,
+                                             MutableArrayRef<Value> next) {
+  int64_t MT = p.mTiles, accs = p.accs();
+  Rows w;
+  for (int64_t r = 0; r < 2 * MT; ++r)
+    w.push_back(words(kb, xs[r][j]));
+  for (int64_t mt = 0; mt < MT; ++mt)
+    for (int64_t e = 0; e < 4; ++e) {
+      auto [a0, a1] = halves(kb, w[2 * mt][e]);
+      auto [b0, b1] = halves(kb, w[2 * mt + 1][e]);
+      Value &sa = next[accs + 2 * mt], &sb = next[accs + 2 * mt + 1];
+      sa = kb.fma(a1, a1, kb.fma(a0, a0, sa));
+      sb = kb.fma(b1, b1, kb.fma(b0, b0, sb));
+    }
+  return w;
+}
+
+/// The chunk's products on wgmma: the x words are its A fragments; the
+/// products run asynchronously and are waited for before the buffer goes
+/// back.
+void StagedPartial::wgmmaProducts(const Rows &xs, Value ringBase,
+                                  MutableArrayRef<Value> next) {
+  int64_t MT = p.mTiles, NT = p.nTiles, P = p.parts;
+  kb.wgmmaFence();
+  for (int64_t j = 0; j < p.pairs(); ++j) {
+    Rows w = pairWords(xs, j, next);
+    for (int h = 0; h < 2; ++h)
+      for (int64_t part = 0; part < P; ++part) {
+        int64_t tile = ((2 * j + h) * P + part) * NT * 256;
+        Value desc = kb.wgmmaDescriptor(
+            ring, kb.add(ringBase, kb.idx(tile / 4)), /*lbo=*/128, /*sbo=*/256);
+        for (int64_t mt = 0; mt < MT; ++mt)
+          kb.wgmmaBf16(next.slice(4 * mt * NT, 4 * NT),
+                       {w[2 * mt][2 * h], w[2 * mt + 1][2 * h],
+                        w[2 * mt][2 * h + 1], w[2 * mt + 1][2 * h + 1]},
+                       desc);
+      }
+  }
+  kb.wgmmaCommit();
+  kb.wgmmaWait(0);
+}
+
+/// Where this lane's 16 bytes of B for (pair j, part, n-tile nt) start in
+/// the buffer at ringBase (an f32 index).
+Value StagedPartial::bOffset(Value ringBase, int64_t j, int64_t part, int64_t nt) {
+  int64_t P = p.parts, NT = p.nTiles;
+  return kb.add(ringBase, kb.add(kb.idx(((j * P + part) * NT + nt) * 128),
+                                 kb.mul(sk.lane, kb.idx(4))));
+}
+
+/// The chunk's products on mma.sync, B read from the buffer into registers.
+void StagedPartial::mmaSyncProducts(const Rows &xs, Value ringBase,
+                                    MutableArrayRef<Value> next) {
+  int64_t MT = p.mTiles, NT = p.nTiles, P = p.parts;
+  auto i32x4 = VectorType::get({4}, kb.b.getI32Type());
+  auto i32x2 = VectorType::get({2}, kb.b.getI32Type());
+  for (int64_t j = 0; j < p.pairs(); ++j) {
+    // B: 16 bytes per lane per (part, n-tile), two k-steps' worth;
+    // with two m-tiles, 8 bytes per k-step (fewer registers live).
+    SmallVector<SmallVector<SmallVector<Value>>> bw(P);
+    if (MT == 1)
+      for (int64_t part = 0; part < P; ++part)
+        for (int64_t nt = 0; nt < NT; ++nt) {
+          Value raw = LLVM::LoadOp::create(kb.b, kb.loc, i32x4,
+                                           kb.sharedPtr(ring, bOffset(ringBase, j, part, nt)), 16);
+          bw[part].push_back(words(kb, raw));
+        }
+    Rows w = pairWords(xs, j, next);
+    for (int h = 0; h < 2; ++h) {
+      if (MT > 1)
+        for (int64_t part = 0; part < P; ++part) {
+          bw[part].clear();
+          for (int64_t nt = 0; nt < NT; ++nt) {
+            Value raw = LLVM::LoadOp::create(
+                kb.b, kb.loc, i32x2,
+                kb.sharedPtr(ring, kb.add(bOffset(ringBase, j, part, nt), kb.idx(2 * h))), 8);
+            SmallVector<Value> four(4);
+            four[2 * h] = kb.extract(raw, 0);
+            four[2 * h + 1] = kb.extract(raw, 1);
+            bw[part].push_back(four);
+          }
+        }
+      // A: rows g and g + 8 at logical k {2t, 2t+1} then {2t+8, 2t+9}.
+      SmallVector<SmallVector<Value>> A;
+      for (int64_t mt = 0; mt < MT; ++mt)
+        A.push_back({w[2 * mt][2 * h], w[2 * mt + 1][2 * h], w[2 * mt][2 * h + 1],
+                     w[2 * mt + 1][2 * h + 1]});
+      for (int64_t nt = 0; nt < NT; ++nt)
+        for (int64_t part = 0; part < P; ++part)
+          for (int64_t mt = 0; mt < MT; ++mt)
+            mmaBf16(kb, A[mt], {bw[part][nt][2 * h], bw[part][nt][2 * h + 1]},
+                    next.slice(4 * (mt * NT + nt), 4));
+    }
+  }
+}
+
+/// Writes each of the lane's rows' partials from the loop's results.
+void StagedPartial::storePartials(ArrayRef<Value> result) {
+  int64_t MT = p.mTiles, NT = p.nTiles, accs = p.accs();
+  for (int64_t mt = 0; mt < MT; ++mt)
+    for (int h = 0; h < 2; ++h)
+      storeProjectPartials(kb, sk, l.arg("partials"), rows[2 * mt + h],
+                           result[accs + 2 * mt + h], p.N, NT,
+                           [&](int64_t nt, int64_t e) {
+                             return result[4 * (mt * NT + nt) + 2 * h + e];
+                           });
+}
+
+/// The partial launch: its parameters, grid and shared ring (kStages chunk
+/// buffers and their full/empty mbarriers), then its body.
+void emitStagedPartial(KernelContext &ctx, const StagedPlan &p) {
+  LaunchBuilder &l = ctx.launch("partial");
+  l.param("x").param("packed");
+  if (p.inlineSplit()) {
+    l.param("phi");
+    if (p.hasWeight)
+      l.param("weight");
+  }
+  l.param("partials").param("M").param("S")
+      .block(32 * kWarps)
+      .grid({p.tokensPerBlock(), 0, /*timesSplit=*/true})
+      .sharedF32(kStages * p.chunkBytes() / 4, /*align=*/128)
+      .sharedI64(2 * kStages)
+      .minBlocksPerSM(p.blocksPerSM);
+  KernelBuilder kb = ctx.begin(l);
+  StagedPartial(p, l, kb).emit();
+}
+
+} // namespace
+
+bool mlir::mhc::projectForwardIsStaged(const KernelContext &ctx) {
+  return planStaged(ctx).has_value();
+}
+
+LogicalResult mlir::mhc::buildProjectForwardStaged(KernelContext &ctx) {
+  StagedPlan p = *planStaged(ctx);
+  ctx.manifest.split = p.split;
+  declareProjectForwardIO(ctx);
+  ctx.buffer("packed", DType::BF16, BufferRole::Workspace,
+             {0, p.parts * p.nTiles * 8 * p.K});
+  ctx.buffer("partials", DType::F32, BufferRole::Workspace, {0, 0, p.N + 1});
+  if (p.wgmma)
+    emitWgmmaPack(ctx, p);
+  else
+    emitMmaSyncPack(ctx, p);
+  emitStagedPartial(ctx, p);
   return success();
 }

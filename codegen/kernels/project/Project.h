@@ -12,10 +12,15 @@
 
 namespace mlir::mhc {
 
-/// The projection forward for bf16 activations (ForwardStaged.cpp):
-/// whether it serves the spec, and its buffers, pack and partial launches
-/// (the reduce launch is the tf32 kernel's).
-bool projectForwardIsStaged(const KernelContext &ctx);
+/// The projection forward (Forward.cpp): a variant's partial launches,
+/// then the reduce launch.
+LogicalResult buildProjectForward(KernelContext &ctx);
+/// The projection forward's launches before its reduce: the buffers, the
+/// split rule and the launches that leave per-split partials [S, M, N + 1]
+/// in the "partials" workspace (sum over S in order: h, then the sum of
+/// squares), from the variant that serves the spec. buildProjectForward
+/// adds the reduce launch; the fused pre step its tail.
+LogicalResult buildProjectForwardPartials(KernelContext &ctx);
 /// The forward's inputs and outputs (x, phi[, weight], h, ms), in order.
 void declareProjectForwardIO(KernelContext &ctx);
 /// Where a block of a split-K forward partial launch works: lane (g, t) of
@@ -32,12 +37,13 @@ void storeProjectPartials(KernelBuilder &kb, const ProjectSplitK &sk,
                           Value partials, Value row, Value ms, int64_t N,
                           int64_t nTiles,
                           function_ref<Value(int64_t, int64_t)> acc);
+/// The forward for bf16 activations on sm_90+ (ForwardStaged.cpp): whether
+/// it serves the spec, and its buffers, pack and partial launches.
+bool projectForwardIsStaged(const KernelContext &ctx);
 LogicalResult buildProjectForwardStaged(KernelContext &ctx);
-/// The projection forward's launches before its reduce: the buffers, the
-/// split rule and the launches that leave per-split partials [S, M, N + 1]
-/// in the "partials" workspace (sum over S in order: h, then the sum of
-/// squares). Project adds the reduce launch; the fused pre step its tail.
-LogicalResult buildProjectForwardPartials(KernelContext &ctx);
+/// The forward for every other spec (ForwardTf32.cpp): its buffers and
+/// partial launch.
+LogicalResult buildProjectForwardTf32(KernelContext &ctx);
 /// The n = 6 and 8 projection backward on wgmma (BackwardWgmma.cpp):
 /// whether it serves the spec, and its buffers and launches.
 bool projectBackwardIsWgmma(const KernelContext &ctx);
