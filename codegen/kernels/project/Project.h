@@ -38,11 +38,17 @@ LogicalResult buildProjectForwardStaged(KernelContext &ctx);
 /// in the "partials" workspace (sum over S in order: h, then the sum of
 /// squares). Project adds the reduce launch; the fused pre step its tail.
 LogicalResult buildProjectForwardPartials(KernelContext &ctx);
+/// The projection backward (Backward.cpp): the Wide or Wgmma variant where
+/// it serves the spec, else the mma.sync kernel.
+LogicalResult buildProjectBackward(KernelContext &ctx);
+/// The backward's inputs and outputs: gh, gms, x, phi[, weight], gx,
+/// gphi[, gweight] (in order).
+void declareProjectBackwardIO(KernelContext &ctx);
+/// The mma.sync backward for every n (BackwardMma.cpp).
+LogicalResult buildProjectBackwardMma(KernelContext &ctx);
 /// The n = 6 and 8 projection backward on wgmma (BackwardWgmma.cpp):
 /// whether it serves the spec, and its buffers and launches.
 bool projectBackwardIsWgmma(const KernelContext &ctx);
-/// Their inputs and outputs: gh, gms, x, phi, gx, gphi (in order).
-void declareProjectBackwardTmaIO(KernelContext &ctx);
 LogicalResult buildProjectBackwardWgmma(KernelContext &ctx);
 /// The same specs when their columns fit one wave of blocks
 /// (BackwardWide.cpp), which takes precedence.
