@@ -44,6 +44,16 @@ SmallVector<Value> mlir::mhc::bf16Parts(KernelBuilder &kb, Value phi, Value w, V
   return parts;
 }
 
+SmallVector<Value> mlir::mhc::bf16PartWords(KernelBuilder &kb, Value v0, Value v1) {
+  SmallVector<Value> p0 = bf16Parts(kb, v0, Value(), kb.boolean(true), 2);
+  SmallVector<Value> p1 = bf16Parts(kb, v1, Value(), kb.boolean(true), 2);
+  SmallVector<Value> words;
+  for (int64_t part = 0; part < 2; ++part)
+    words.push_back(arith::BitcastOp::create(kb.b, kb.loc, kb.b.getF32Type(),
+                                             kb.packBf16x2(p0[part], p1[part])));
+  return words;
+}
+
 int64_t mlir::mhc::tokenShares(double slots, int64_t slices, double mainBytes,
                                int64_t width) {
   int64_t shares = 1;

@@ -25,6 +25,9 @@ Value alignedFloatIndex(KernelBuilder &kb, Value mem, int64_t align);
 /// lo = rn(v - hi)[, ...]: two carry 2^-17 of v.
 SmallVector<Value> bf16Parts(KernelBuilder &kb, Value v, Value w, Value valid,
                              int64_t P);
+/// The bf16 hi and lo parts (bf16Parts) of v0 and v1 as two f32 words,
+/// hi's then lo's, the first value in the low half of each.
+SmallVector<Value> bf16PartWords(KernelBuilder &kb, Value v0, Value v1);
 /// Token shares of a split over tokens with `slices` column blocks: the
 /// count that best fills the last wave of `slots` resident blocks for
 /// M = 32768 tokens of `mainBytes`, against the final sum's cost (8 bytes

@@ -44,11 +44,17 @@ LogicalResult buildProjectForwardStaged(KernelContext &ctx);
 /// The forward for every other spec (ForwardTf32.cpp): its buffers and
 /// partial launch.
 LogicalResult buildProjectForwardTf32(KernelContext &ctx);
+/// The projection backward (Backward.cpp): the Wide or Wgmma variant where
+/// it serves the spec, else the mma.sync kernel.
+LogicalResult buildProjectBackward(KernelContext &ctx);
+/// The backward's inputs and outputs: gh, gms, x, phi[, weight], gx,
+/// gphi[, gweight] (in order).
+void declareProjectBackwardIO(KernelContext &ctx);
+/// The mma.sync backward for every n (BackwardMma.cpp).
+LogicalResult buildProjectBackwardMma(KernelContext &ctx);
 /// The n = 6 and 8 projection backward on wgmma (BackwardWgmma.cpp):
 /// whether it serves the spec, and its buffers and launches.
 bool projectBackwardIsWgmma(const KernelContext &ctx);
-/// Their inputs and outputs: gh, gms, x, phi, gx, gphi (in order).
-void declareProjectBackwardTmaIO(KernelContext &ctx);
 LogicalResult buildProjectBackwardWgmma(KernelContext &ctx);
 /// The same specs when their columns fit one wave of blocks
 /// (BackwardWide.cpp), which takes precedence.

@@ -1,0 +1,799 @@
+//===- BackwardMma.cpp - projection backward on mma.sync, every n ---------===//
+//
+// One fused pass over x on tensor cores. A block of four warps owns
+// 4 x 16T columns of K and a fixed share of the tokens; a warp walks its
+// share 8 tokens at a time and computes, per 16-column k-tile,
+//   D^T = phi^T gh^T   (16 k x 8 tokens; contraction over N), and
+//   gphi^T += x^T gh   (16 k x 8 rows of N; contraction over the 8 tokens).
+// D^T's accumulator layout (lane (g, t): rows g, g + 8, tokens 2t, 2t + 1)
+// is exactly the A-fragment layout of x^T once the step's tokens are
+// permuted (logical t, t + 4 -> physical 2t, 2t + 1), so each lane loads x
+// once, as 2T contiguous columns per token (rows g and g + 8 of tile kt are
+// columns 2kt and 2kt + 1 of the lane's run), and uses the same values for
+// gx = D w + (2/K) gms x, gw += x D and gphi's mma. phi^T's fragments are
+// constant and wait in lane-private shared memory. x and gh arrive through
+// a ring of stages in shared memory, several steps ahead: for 2-byte x on
+// sm_90 a block ring filled by bulk copies (one thread, mbarriers; on sm_90a
+// without a weight a producer warp's, which holds the blocks of a wave
+// together), else a ring per warp filled by cp.async; the block ring spares
+// the L2 every warp asking for the same gh rows (docs/design/project.md).
+// Without the tf32 flag, gh and phi are split into tf32 hi + lo parts
+// (3xTF32) and gphi's mma accumulators are flushed into fp32 totals every
+// 64 tokens. Per-share partials [shares, N*K + K] are summed in order by a
+// second launch: deterministic, no atomics.
+//
+//===----------------------------------------------------------------------===//
+
+#include "builder/Rings.h"
+#include "builder/Streams.h"
+#include "kernels/project/Fragments.h"
+#include "kernels/project/Project.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
+
+#include <optional>
+
+using namespace mlir;
+using namespace mlir::mhc;
+using ::mhc::BufferRole;
+using ::mhc::DType;
+
+namespace {
+
+// Steps (8 tokens each) per run of the two-level sums (precise mode).
+constexpr int64_t kRun = 8;
+// Pacing of the producer warps (WavePacer): steps per epoch, epochs of lag.
+constexpr int64_t kEpoch = 3, kPaceLag = 1;
+
+/// The kernel's plan, all constants of the spec: tiles and warps, the
+/// token split, the stage layout of the ring and its depth.
+struct MmaPlan {
+  int64_t N, K;
+  bool hasW, precise, splitX, roundX;
+  int64_t rSteps, parts; // 8-row steps of N; tf32 parts of phi and gh
+  int64_t T;             // k-tiles (16 columns) per warp
+  int warps, blocksPerSM, threads;
+  int64_t actBytes;
+  bool staged, paced; // block ring by bulk copies; with a producer warp
+  int64_t laneCols, blockCols, slices, width, shares;
+  // A stage of the ring (floats), x's pieces (per-warp ring) and rows
+  // (block ring), gh's row stride and the phi fragments' slots.
+  int64_t unit, copies, xFloats, ghFloats, ghPieces, stageFloats, phiFloats;
+  int64_t depth, rowBytes, ghStride;
+  // The paced producers' wave counters.
+  int64_t waveBlocks, waves, paceTokens;
+  int64_t nAcc() const { return T * rSteps; }
+};
+
+/// The arithmetic (tf32 parts) and which ring feeds the warps.
+void planMode(const KernelContext &ctx, MmaPlan &p) {
+  const ::mhc::KernelSpec &spec = ctx.spec;
+  p.N = ctx.N();
+  p.K = ctx.K();
+  p.hasW = spec.hasWeight;
+  p.precise = !spec.tf32;
+  p.splitX = p.precise && spec.act == DType::F32;
+  p.roundX = !p.precise && spec.act == DType::F32;
+  p.rSteps = (p.N + 7) / 8;
+  p.parts = p.precise ? 2 : 1;
+  // For 2-byte activations on sm_90 (with gh rows whole 16-byte pieces,
+  // N % 4 == 0) the stage is the block's (planRing).
+  p.actBytes = ::mhc::byteWidth(spec.act);
+  p.staged = p.actBytes == 2 && spec.arch != "sm_80" && p.N % 4 == 0;
+  // `paced` staged specs add a producer warp (MmaMain::produce): on
+  // sm_90a, those whose consumers fit the 136 registers of 160-thread
+  // blocks at three per SM without spilling (no weight).
+  p.paced = p.staged && !p.hasW && spec.arch == "sm_90a";
+}
+
+/// k-tiles per warp, warps per block and blocks per SM.
+void planTiles(MmaPlan &p) {
+  // T k-tiles (16 columns each) per warp: as many as keep gphi's mma
+  // accumulators (twice that with precise mode's fp32 totals) near 48
+  // registers. T = 4 gives each lane 8 contiguous columns: 16-byte loads.
+  p.T = 4;
+  while (p.T > 1 && p.T * p.rSteps * 4 * p.parts > 48)
+    p.T /= 2;
+  // Four warps per block and three blocks per SM; large n in precise mode
+  // (n = 8: 80 accumulators) takes two warps and two blocks so that the
+  // registers suffice.
+  bool large = p.T * p.rSteps * 4 * p.parts > 48;
+  p.warps = large ? 2 : 4;
+  p.blocksPerSM = large ? 2 : 3;
+  // Where the block ring leaves one k-tile per warp with tf32 (n = 8: ten
+  // row steps) the warp's step is bound by shared-memory loads, one gh
+  // fragment per mma: two k-tiles per warp share each (80 accumulators).
+  // Four warps per block, three per SM, each stage's gh then serving 128
+  // columns instead of 64 (every block reads all of gh from the L2); the
+  // shapes measured are in docs/design/project.md.
+  if (p.staged && p.T == 1 && !p.precise) {
+    p.T = 2;
+    p.warps = 4;
+    p.blocksPerSM = 3;
+  }
+}
+
+/// The grid: column slices of the block's columns and token shares.
+void planGrid(const KernelContext &ctx, MmaPlan &p) {
+  p.threads = 32 * (p.warps + (p.paced ? 1 : 0));
+  p.laneCols = 2 * p.T;
+  p.blockCols = p.warps * 16 * p.T;
+  p.slices = (p.K + p.blockCols - 1) / p.blockCols;
+  p.width = p.N * p.K + (p.hasW ? p.K : 0); // gphi, then gw
+  // Token shares: a constant of the spec, so gphi's partial sums have the
+  // same order on every run (tokenShares weighs the last wave's fill
+  // against the final sum).
+  p.shares = tokenShares(double(ctx.smCount() * p.blocksPerSM), p.slices,
+                         2.0 * 32768 * p.K * p.actBytes, p.width);
+}
+
+/// The ring's stage layout and depth, within the shared-memory budget of
+/// blocksPerSM blocks; the paced producers' counters.
+void planRing(const KernelContext &ctx, MmaPlan &p) {
+  const int64_t N = p.N;
+  // Each warp streams its steps through a private ring of `depth` stages in
+  // shared memory, filled by cp.async (no registers held by loads in
+  // flight). A stage: x as [token 2t + u][copy c][lane] of `unit` bytes (a
+  // lane reads back exactly what it copied; consecutive lanes, consecutive
+  // 16 bytes: no bank conflicts), the step's gh rows [8, N] (read by every
+  // lane: a warp sync after the wait), and gms of the 8 tokens. Tokens past
+  // M and columns past K are zero-filled by the copies themselves.
+  int64_t laneBytes = p.laneCols * p.actBytes;
+  p.unit = std::min<int64_t>(16, laneBytes);
+  p.copies = laneBytes / p.unit;
+  p.xFloats = 2 * 32 * laneBytes / 4;
+  p.ghFloats = (8 * N + 3) / 4 * 4;
+  p.ghPieces = 2 * N; // 16-byte pieces
+  p.stageFloats = p.xFloats + p.ghFloats + 8;
+  p.phiFloats = p.warps * p.T * p.rSteps * p.parts * 128;
+  int64_t budget =
+      LaunchBuilder::sharedLimit(ctx.spec.arch) * 228 / 227 / p.blocksPerSM - 1024;
+  // A power of two (the stage of a step is a mask of it), at most 8.
+  p.depth = 2;
+  while (p.depth < 8 &&
+         (2 * p.depth * p.warps * p.stageFloats + p.phiFloats) * 4 <= budget)
+    p.depth *= 2;
+  // For `staged` specs the stage is the block's instead: one thread fills
+  // it with bulk copies (the TMA engine: no per-lane copy instructions), x
+  // as the block's 8 rows of blockCols columns (rows padded by 16 bytes, so
+  // that the lanes reading one 16-byte column of different rows hit
+  // different banks) and gh once for all warps; full/empty mbarriers hand
+  // stages between that thread and the warps, as in
+  // ForwardStaged.cpp (paced specs: a producer warp's thread).
+  p.rowBytes = p.blockCols * p.actBytes + 16;
+  // gh's row stride in the stage. With 2N % 32 == 0 (n = 6, 8) the lanes'
+  // reads of D's B (row g, column t) and of gphi's B (row 2t + u, column g)
+  // are 4-way bank conflicts, which bound n = 8: the block ring then copies
+  // gh row by row into rows of S = 4 (mod 8) floats, 32 banks apart.
+  // Otherwise one copy (n = 4's 2-way conflicts cost less than per-row
+  // copies).
+  p.ghStride = N;
+  if (p.staged) {
+    if (2 * N % 32 == 0)
+      p.ghStride = N + (12 - N % 8) % 8;
+    p.xFloats = 8 * p.rowBytes / 4;
+    p.ghFloats = 8 * p.ghStride;
+    p.stageFloats = p.xFloats + p.ghFloats;
+    // Four stages: deeper rings measured no faster.
+    p.depth = 4;
+  }
+  // The paced producers' counters: an i32 per wave of resident blocks,
+  // counting issued steps in epochs of kEpoch. Pacing needs blocks that
+  // live for several epochs: from 8 per share (M >= 1152 at six shares).
+  p.waveBlocks = ctx.smCount() * p.blocksPerSM;
+  p.waves = (p.slices * p.shares + p.waveBlocks - 1) / p.waveBlocks;
+  p.paceTokens = 8 * 8 * kEpoch * p.shares;
+}
+
+MmaPlan planMma(const KernelContext &ctx) {
+  MmaPlan p;
+  planMode(ctx, p);
+  planTiles(p);
+  planGrid(ctx, p);
+  planRing(ctx, p);
+  return p;
+}
+
+/// What a step reads from its stage: the stage (its base, its ring index
+/// i in the block ring), the tokens 2t + u with x's values there, gh's rows
+/// and gms scaled by 2/K.
+struct StepValues {
+  Value step, m0, base, i, ghBase;
+  std::array<Value, 2> tok, tokOk, gms;
+  std::array<SmallVector<Value>, 2> xa;
+};
+
+/// Launch "main": the values every part of the kernel reads, and the
+/// emission of its parts (the phi fragments, the rings' copies, a step's
+/// products, the share's partials, the paced producer).
+class MmaMain {
+public:
+  MmaMain(KernelContext &ctx, const MmaPlan &p, LaunchBuilder &l);
+  void emit();
+
+private:
+  Value slot(int64_t kt, int64_t rs, int64_t part);
+  void parkPhi();
+  Value aFragment(int64_t kt, int64_t rs, int64_t part);
+  Value stageBase(Value step);
+  Value xSlot(Value base, int64_t u, int64_t c);
+  Value pieceBytes(Value src, Value end);
+  void issuePartialStep(Value step);
+  void issueFullStep(Value step);
+  void issueStep(Value step);
+  void issueBlockStep(Value i, Value st);
+  Value ghAt(Value ghBase, Value tokLocal, int64_t rs, Value i);
+  void enterStep(StepValues &s);
+  SmallVector<Value> stepProducts(Value ghBase, ArrayRef<SmallVector<Value>> xa,
+                                  SmallVector<Value> &acc);
+  void storeGx(const StepValues &s, ArrayRef<Value> d, SmallVector<Value> &acc);
+  void stepBody(Value step, SmallVector<Value> &acc);
+  SmallVector<Value> stepRange(Value lb, Value ub, ValueRange start);
+  void startCopies();
+  SmallVector<Value> shareSums();
+  void storeShare(ArrayRef<Value> total);
+  void consume();
+  void produce();
+
+  const MmaPlan &p;
+  LaunchBuilder &l;
+  KernelBuilder kb;
+  Value M, tid, bid, lane, warp, g, t, slice, share;
+  Value colBase, active, col0, zero, smem, ring;
+  SmallVector<Value> w; // the consumers' weights of this lane's columns
+  Value twoOverK, per, sBegin, sEnd, lastRow, zeroAcc;
+  // Iteration values: gphi's accumulators [kt][rs] (16 columns x 8 rows
+  // each), then gw's sums of this lane's columns.
+  SmallVector<Value> init;
+  Value warpRing, ghEnd, xLane, xBytes;
+  Type actVec;
+  // The block's ring (staged): stage i % depth holds step sBegin + i; every
+  // consumer lane releases its own reads (BulkRing::release).
+  std::optional<BulkRing> bulk;
+  Value count, sliceCol, xRowBytes, laneColInBlock;
+};
+
+MmaMain::MmaMain(KernelContext &ctx, const MmaPlan &p, LaunchBuilder &l)
+    : p(p), l(l), kb(ctx.begin(l)) {
+  const int64_t N = p.N, K = p.K;
+  M = l.tokens();
+  tid = kb.threadId(), bid = kb.blockId();
+  lane = kb.rem(tid, kb.idx(32)), warp = kb.div(tid, kb.idx(32));
+  g = kb.div(lane, kb.idx(4)), t = kb.rem(lane, kb.idx(4));
+  slice = kb.rem(bid, kb.idx(p.slices)), share = kb.div(bid, kb.idx(p.slices));
+  // This lane's run of 2T physical columns; logical row g + 8h of k-tile
+  // kt is column colBase + 2kt + h.
+  colBase = kb.add(kb.mul(slice, kb.idx(p.blockCols)),
+                   kb.add(kb.mul(warp, kb.idx(16 * p.T)),
+                          kb.mul(g, kb.idx(p.laneCols))));
+  active = kb.lt(colBase, kb.idx(K));
+  col0 = kb.select(active, colBase, kb.idx(0));
+  zero = kb.f32(0.0);
+  smem = l.shared(0), ring = l.shared(1);
+  twoOverK = kb.f32(2.0 / static_cast<double>(K));
+
+  // This share's steps of 8 tokens.
+  Value steps = kb.div(kb.add(M, kb.idx(7)), kb.idx(8));
+  per = kb.div(kb.add(steps, kb.idx(p.shares - 1)), kb.idx(p.shares));
+  sBegin = kb.min(kb.mul(share, per), steps);
+  sEnd = kb.min(kb.add(sBegin, per), steps);
+  lastRow = kb.sub(M, kb.idx(1));
+
+  zeroAcc = arith::ConstantOp::create(
+      kb.b, kb.loc,
+      DenseElementsAttr::get(VectorType::get({2, 2}, kb.b.getF32Type()), 0.0f));
+  init.assign(p.nAcc(), zeroAcc);
+  init.append(p.laneCols, zero);
+
+  warpRing = kb.mul(warp, kb.idx(p.depth * p.stageFloats));
+  ghEnd = kb.mul(M, kb.idx(N));
+  xLane = kb.add(kb.mul(kb.mul(t, kb.idx(2)), kb.idx(K)), col0);
+  xBytes = K % p.blockCols == 0 ? Value()
+                                : kb.select(active, kb.i32(p.unit), kb.i32(0));
+  actVec = VectorType::get({p.unit / p.actBytes},
+                           elementType(kb.b.getContext(), ctx.spec.act));
+  if (p.staged)
+    bulk.emplace(kb, l.shared(2), p.depth, p.warps, /*everyLane=*/true);
+  count = kb.sub(sEnd, sBegin);
+  // Bytes of this block's slice of a row (the last slice may be narrower).
+  sliceCol = kb.mul(slice, kb.idx(p.blockCols));
+  xRowBytes = kb.mul(kb.min(kb.sub(kb.idx(K), sliceCol), kb.idx(p.blockCols)),
+                     kb.idx(p.actBytes));
+  // This lane's x columns within the block's slice.
+  laneColInBlock = kb.sub(colBase, sliceCol);
+}
+
+Value MmaMain::slot(int64_t kt, int64_t rs, int64_t part) {
+  Value s = kb.add(kb.mul(warp, kb.idx(p.T * p.rSteps * p.parts)),
+                   kb.idx((kt * p.rSteps + rs) * p.parts + part));
+  return kb.add(kb.mul(s, kb.idx(128)), kb.mul(lane, kb.idx(4)));
+}
+
+/// phi^T's A fragments (rows 8rs + t and 8rs + t + 4 at this lane's
+/// columns), tf32-rounded or split, parked in lane-private shared memory
+/// slots: they are reused every step but would cost T*rSteps*4 registers.
+void MmaMain::parkPhi() {
+  const int64_t N = p.N, K = p.K;
+  for (int64_t rs = 0; rs < p.rSteps; ++rs) {
+    std::array<SmallVector<Value>, 2> rowVals;
+    for (int h = 0; h < 2; ++h) {
+      Value r = kb.add(kb.idx(8 * rs + 4 * h), t);
+      Value ok = kb.andi(active, kb.lt(r, kb.idx(N)));
+      Value off = kb.add(kb.mul(kb.min(r, kb.idx(N - 1)), kb.idx(K)), col0);
+      for (Value v : loadRun(kb, l.arg("phi"), off, p.laneCols))
+        rowVals[h].push_back(kb.select(ok, v, zero));
+    }
+    for (int64_t kt = 0; kt < p.T; ++kt) {
+      SmallVector<Value> a = {rowVals[0][2 * kt], rowVals[0][2 * kt + 1],
+                              rowVals[1][2 * kt], rowVals[1][2 * kt + 1]};
+      auto [hi, lo] = tf32Parts(kb, a, p.precise);
+      for (int64_t i = 0; i < 4; ++i) {
+        kb.store(hi[i], smem, kb.add(slot(kt, rs, 0), kb.idx(i)));
+        if (p.precise)
+          kb.store(lo[i], smem, kb.add(slot(kt, rs, 1), kb.idx(i)));
+      }
+    }
+  }
+}
+
+/// (Scalar accesses: the backend merges them into ld.shared.v4.)
+Value MmaMain::aFragment(int64_t kt, int64_t rs, int64_t part) {
+  Value base = slot(kt, rs, part);
+  SmallVector<Value> v;
+  for (int64_t i = 0; i < 4; ++i)
+    v.push_back(kb.load(smem, kb.add(base, kb.idx(i))));
+  return fragment(kb, v);
+}
+
+Value MmaMain::stageBase(Value step) {
+  Value stage = arith::AndIOp::create(kb.b, kb.loc, step, kb.idx(p.depth - 1));
+  return kb.add(warpRing, kb.mul(stage, kb.idx(p.stageFloats)));
+}
+
+Value MmaMain::xSlot(Value base, int64_t u, int64_t c) {
+  return kb.add(base, kb.add(kb.idx((u * p.copies + c) * 32 * p.unit / 4),
+                             kb.mul(lane, kb.idx(p.unit / 4))));
+}
+
+/// i32 byte count of a 16-byte piece of a [.., 4k floats] buffer that
+/// starts at float `src` of `end` floats: 16, the rest, or 0.
+Value MmaMain::pieceBytes(Value src, Value end) {
+  Value left = kb.sub(kb.max(end, src), src);
+  Value bytes = kb.mul(kb.min(left, kb.idx(4)), kb.idx(4));
+  return kb.indexToI32(bytes);
+}
+
+/// Issues the copies of `step` into its warp's stage (no commit), for any
+/// step: every source clamped, bytes past M zero-filled.
+void MmaMain::issuePartialStep(Value step) {
+  const int64_t N = p.N, K = p.K, unit = p.unit, ghPieces = p.ghPieces;
+  Value base = stageBase(step);
+  Value m0 = kb.mul(step, kb.idx(8));
+  for (int u = 0; u < 2; ++u) {
+    Value tok = kb.add(m0, kb.add(kb.mul(t, kb.idx(2)), kb.idx(u)));
+    Value ok = kb.andi(active, kb.lt(tok, M));
+    Value bytes = kb.select(ok, kb.i32(unit), kb.i32(0));
+    Value off = kb.add(kb.mul(kb.min(tok, lastRow), kb.idx(K)), col0);
+    for (int64_t c = 0; c < p.copies; ++c)
+      kb.copyAsync(kb.sharedPtr(ring, xSlot(base, u, c)),
+                   kb.globalPtr(l.arg("x"), kb.add(off, kb.idx(c * unit / p.actBytes))),
+                   unit, bytes);
+  }
+  Value ghBase = kb.add(base, kb.idx(p.xFloats));
+  for (int64_t i = 0; i < (ghPieces + 31) / 32; ++i) {
+    Value piece = kb.add(lane, kb.idx(32 * i));
+    auto copy = [&] {
+      Value src = kb.add(kb.mul(m0, kb.idx(N)), kb.mul(piece, kb.idx(4)));
+      Value bytes = pieceBytes(src, ghEnd);
+      kb.copyAsync(kb.sharedPtr(ring, kb.add(ghBase, kb.mul(piece, kb.idx(4)))),
+                   kb.globalPtr(l.arg("gh"), kb.select(kb.lt(src, ghEnd), src, kb.idx(0))),
+                   16, bytes);
+    };
+    if (32 * i + 32 <= ghPieces)
+      copy();
+    else
+      kb.when(kb.lt(piece, kb.idx(ghPieces)), copy);
+  }
+  kb.when(kb.lt(lane, kb.idx(2)), [&] {
+    Value src = kb.add(m0, kb.mul(lane, kb.idx(4)));
+    kb.copyAsync(kb.sharedPtr(ring, kb.add(ghBase, kb.add(kb.idx(p.ghFloats), kb.mul(lane, kb.idx(4))))),
+                 kb.globalPtr(l.arg("gms"), kb.select(kb.lt(src, M), src, kb.idx(0))),
+                 16, pieceBytes(src, M));
+  });
+}
+
+/// The same for a step of 8 tokens below M (all but the last): the lane's
+/// sources are fixed offsets from the step's first token, and whole pieces
+/// are copied (columns past K only when K % blockCols).
+void MmaMain::issueFullStep(Value step) {
+  const int64_t N = p.N, K = p.K, unit = p.unit, ghPieces = p.ghPieces;
+  Value base = stageBase(step);
+  Value m0 = kb.mul(step, kb.idx(8));
+  Value off = kb.add(kb.mul(m0, kb.idx(K)), xLane);
+  for (int u = 0; u < 2; ++u)
+    for (int64_t c = 0; c < p.copies; ++c)
+      kb.copyAsync(kb.sharedPtr(ring, xSlot(base, u, c)),
+                   kb.globalPtr(l.arg("x"), kb.add(off, kb.idx(u * K + c * unit / p.actBytes))),
+                   unit, xBytes);
+  Value ghBase = kb.add(base, kb.idx(p.xFloats));
+  Value ghSrc = kb.add(kb.mul(m0, kb.idx(N)), kb.mul(lane, kb.idx(4)));
+  Value ghDst = kb.add(ghBase, kb.mul(lane, kb.idx(4)));
+  for (int64_t i = 0; i < (ghPieces + 31) / 32; ++i) {
+    auto copy = [&] {
+      kb.copyAsync(kb.sharedPtr(ring, kb.add(ghDst, kb.idx(128 * i))),
+                   kb.globalPtr(l.arg("gh"), kb.add(ghSrc, kb.idx(128 * i))), 16);
+    };
+    if (32 * i + 32 <= ghPieces)
+      copy();
+    else
+      kb.when(kb.lt(lane, kb.idx(ghPieces - 32 * i)), copy);
+  }
+  kb.when(kb.lt(lane, kb.idx(2)), [&] {
+    kb.copyAsync(kb.sharedPtr(ring, kb.add(ghDst, kb.idx(p.ghFloats))),
+                 kb.globalPtr(l.arg("gms"), kb.add(m0, kb.mul(lane, kb.idx(4)))), 16);
+  });
+}
+
+void MmaMain::issueStep(Value step) {
+  Value full = kb.lt(kb.add(kb.mul(step, kb.idx(8)), kb.idx(7)), M);
+  Value notFull = arith::XOrIOp::create(kb.b, kb.loc, full, kb.boolean(true));
+  kb.when(full, [&] { issueFullStep(step); });
+  kb.when(notFull, [&] { issuePartialStep(step); });
+}
+
+/// The block ring's producer (thread 0, or the paced producer warp's lane
+/// 0): the copies of step sBegin + i into stage st. Rows past M repeat row
+/// M - 1 (their gh rows are zero, so they add nothing); gh's rows past M
+/// are not copied but zeroed.
+void MmaMain::issueBlockStep(Value i, Value st) {
+  const int64_t N = p.N, K = p.K, ghStride = p.ghStride;
+  Value base = kb.mul(st, kb.idx(p.stageFloats));
+  Value m0 = kb.mul(kb.add(sBegin, i), kb.idx(8));
+  Value rows = kb.min(kb.sub(M, m0), kb.idx(8));
+  Value ghBase = kb.add(base, kb.idx(p.xFloats));
+  kb.loop(kb.mul(rows, kb.idx(ghStride)), kb.idx(p.ghFloats), kb.idx(1), [&](Value e) {
+    kb.store(zero, ring, kb.add(ghBase, e));
+  });
+  Value ghBytes = kb.mul(rows, kb.idx(N * 4));
+  Value bar = bulk->full(st);
+  kb.mbarrierArriveExpectTx(bar, kb.indexToI32(kb.add(kb.mul(xRowBytes, kb.idx(8)), ghBytes)));
+  for (int64_t r = 0; r < 8; ++r) {
+    Value row = kb.min(kb.add(m0, kb.idx(r)), lastRow);
+    kb.bulkCopy(kb.sharedPtr(ring, kb.add(base, kb.idx(r * p.rowBytes / 4))),
+                kb.globalPtr(l.arg("x"), kb.add(kb.mul(row, kb.idx(K)), sliceCol)),
+                kb.indexToI32(xRowBytes), bar);
+  }
+  if (ghStride == N)
+    kb.bulkCopy(kb.sharedPtr(ring, ghBase),
+                kb.globalPtr(l.arg("gh"), kb.mul(m0, kb.idx(N))), kb.indexToI32(ghBytes), bar);
+  else
+    for (int64_t r = 0; r < 8; ++r)
+      kb.when(kb.lt(kb.idx(r), rows), [&] {
+        kb.bulkCopy(kb.sharedPtr(ring, kb.add(ghBase, kb.idx(r * ghStride))),
+                    kb.globalPtr(l.arg("gh"), kb.mul(kb.add(m0, kb.idx(r)), kb.idx(N))),
+                    kb.i32(N * 4), bar);
+      });
+}
+
+/// gh[m0 + tokLocal][8rs + i] in the stage; rows past N are zero. (Row
+/// stride ghStride: at most 2-way bank conflicts.)
+Value MmaMain::ghAt(Value ghBase, Value tokLocal, int64_t rs, Value i) {
+  Value r = kb.add(kb.idx(8 * rs), i);
+  Value v = kb.load(ring, kb.add(ghBase, kb.add(kb.mul(tokLocal, kb.idx(p.ghStride)), r)));
+  return 8 * rs + 8 <= p.N ? v : kb.select(kb.lt(r, kb.idx(p.N)), v, zero);
+}
+
+/// A step's products from the stage: D^T (returned, per k-tile) and gphi's
+/// accumulators `acc`, from x's values xa[u] of tokens 2t + u.
+SmallVector<Value> MmaMain::stepProducts(Value ghBase, ArrayRef<SmallVector<Value>> xa,
+                                         SmallVector<Value> &acc) {
+  const int64_t T = p.T, rSteps = p.rSteps;
+  const bool precise = p.precise, splitX = p.splitX;
+  // x's A fragments per k-tile (exact in tf32 for bf16/f16).
+  SmallVector<Value> ax, axLo;
+  for (int64_t kt = 0; kt < T; ++kt) {
+    SmallVector<Value> a = {xa[0][2 * kt], xa[0][2 * kt + 1],
+                            xa[1][2 * kt], xa[1][2 * kt + 1]};
+    if (splitX || p.roundX) {
+      auto [hi, lo] = tf32Parts(kb, a, splitX);
+      a = hi;
+      if (splitX)
+        axLo.push_back(fragment(kb, lo));
+    }
+    ax.push_back(fragment(kb, a));
+  }
+  SmallVector<Value> d(T, zeroAcc);
+  for (int64_t rs = 0; rs < rSteps; ++rs) {
+    // D^T += phi^T gh^T: B = gh[m0 + g][8rs + t (+4)].
+    Value bd0 = ghAt(ghBase, g, rs, t);
+    Value bd1 = ghAt(ghBase, g, rs, kb.add(t, kb.idx(4)));
+    // gphi^T += x^T gh with the step's tokens permuted (logical t and
+    // t + 4 are physical 2t and 2t + 1): B = gh[m0 + 2t + u][8rs + g].
+    Value bg0 = ghAt(ghBase, kb.mul(t, kb.idx(2)), rs, g);
+    Value bg1 = ghAt(ghBase, kb.add(kb.mul(t, kb.idx(2)), kb.idx(1)), rs, g);
+    auto [bdH, bdL] = tf32Parts(kb, {bd0, bd1}, precise);
+    auto [bgH, bgL] = tf32Parts(kb, {bg0, bg1}, precise);
+    Value bdHi = fragment(kb, bdH), bgHi = fragment(kb, bgH);
+    Value bdLo = precise ? fragment(kb, bdL) : Value();
+    Value bgLo = precise ? fragment(kb, bgL) : Value();
+    for (int64_t kt = 0; kt < T; ++kt) {
+      Value aHi = aFragment(kt, rs, 0);
+      d[kt] = mma(kb, aHi, bdHi, d[kt]);
+      if (precise) {
+        d[kt] = mma(kb, aFragment(kt, rs, 1), bdHi, d[kt]);
+        d[kt] = mma(kb, aHi, bdLo, d[kt]);
+      }
+      Value &gp = acc[kt * rSteps + rs];
+      gp = mma(kb, ax[kt], bgHi, gp);
+      if (precise)
+        gp = mma(kb, ax[kt], bgLo, gp);
+      if (splitX)
+        gp = mma(kb, axLo[kt], bgHi, gp);
+    }
+  }
+  return d;
+}
+
+/// Waits for `s.step`'s stage and reads its x: the stage's base, the
+/// tokens 2t + u (x, gx, gphi's B) and their values, gms scaled by 2/K.
+void MmaMain::enterStep(StepValues &s) {
+  const int64_t actBytes = p.actBytes, rowBytes = p.rowBytes;
+  std::array<Value, 2> gmsRaw;
+  if (p.staged) {
+    // gms straight from global memory (two values per lane, in L1).
+    for (int u = 0; u < 2; ++u)
+      gmsRaw[u] = kb.load(l.arg("gms"),
+                          kb.min(kb.add(s.m0, kb.add(kb.mul(t, kb.idx(2)), kb.idx(u))), lastRow));
+    s.i = kb.sub(s.step, sBegin);
+    s.base = kb.mul(p.paced ? bulk->wait(s.i)
+                            : bulk->acquire(s.i, count, [&](Value i, Value st) {
+                                issueBlockStep(i, st);
+                              }),
+                    kb.idx(p.stageFloats));
+  } else {
+    // Step + depth - 1 goes in flight, then this step's copies (the
+    // oldest group but depth - 1) are waited for.
+    Value ahead = kb.add(s.step, kb.idx(p.depth - 1));
+    kb.when(kb.lt(ahead, sEnd), [&] { issueStep(ahead); });
+    kb.copyAsyncCommit();
+    kb.copyAsyncWait(p.depth - 1);
+    kb.syncWarp();
+    s.base = stageBase(s.step);
+  }
+  for (int u = 0; u < 2; ++u) {
+    s.tok[u] = kb.add(s.m0, kb.add(kb.mul(t, kb.idx(2)), kb.idx(u)));
+    s.tokOk[u] = kb.lt(s.tok[u], M);
+    for (int64_t c = 0; c < p.copies; ++c) {
+      Value at = p.staged ? kb.add(s.base, kb.div(kb.add(kb.idx(u * rowBytes + c * p.unit),
+                                                         kb.add(kb.mul(t, kb.idx(2 * rowBytes)),
+                                                                kb.mul(laneColInBlock, kb.idx(actBytes)))),
+                                                  kb.idx(4)))
+                          : xSlot(s.base, u, c);
+      Value raw = LLVM::LoadOp::create(kb.b, kb.loc, actVec, kb.sharedPtr(ring, at), p.unit);
+      Value v = kb.toF32(raw);
+      for (int64_t i = 0; i < p.unit / actBytes; ++i)
+        s.xa[u].push_back(kb.extract(v, i));
+    }
+  }
+  s.ghBase = kb.add(s.base, kb.idx(p.xFloats));
+  for (int u = 0; u < 2; ++u)
+    s.gms[u] = kb.mul(p.staged ? gmsRaw[u]
+                               : kb.load(ring, kb.add(s.ghBase, kb.add(kb.idx(p.ghFloats + u),
+                                                                       kb.mul(t, kb.idx(2))))),
+                      twoOverK);
+}
+
+/// D[m0 + 2t + u][column 2kt + h] is d[kt][h][u]: gx to global memory, and
+/// gw's sums in `acc`.
+void MmaMain::storeGx(const StepValues &s, ArrayRef<Value> d, SmallVector<Value> &acc) {
+  const int64_t nAcc = p.nAcc();
+  std::array<SmallVector<Value>, 2> gx;
+  for (int u = 0; u < 2; ++u)
+    for (int64_t j = 0; j < p.laneCols; ++j) {
+      Value dv = vector::ExtractOp::create(
+          kb.b, kb.loc, d[j / 2], ArrayRef<int64_t>{j % 2, u});
+      // (Without a weight, D w is D: one fma.)
+      gx[u].push_back(p.hasW ? kb.fma(dv, w[j], kb.mul(s.gms[u], s.xa[u][j]))
+                             : kb.fma(s.gms[u], s.xa[u][j], dv));
+      acc[nAcc + j] = kb.fma(s.xa[u][j], dv, acc[nAcc + j]);
+    }
+  for (int u = 0; u < 2; ++u)
+    kb.when(kb.andi(active, s.tokOk[u]), [&] {
+      kb.storeFrom(gx[u], l.arg("gx"),
+                   kb.add(kb.mul(s.tok[u], kb.idx(p.K)), col0));
+    });
+}
+
+/// One step of 8 tokens: its stage, the products, the stage released, gx.
+void MmaMain::stepBody(Value step, SmallVector<Value> &acc) {
+  StepValues s;
+  s.step = step;
+  s.m0 = kb.mul(step, kb.idx(8));
+  enterStep(s);
+  SmallVector<Value> d = stepProducts(s.ghBase, s.xa, acc);
+  // Every lane is done with the stage before it is refilled.
+  if (p.staged)
+    bulk->release(s.i, lane);
+  else
+    kb.syncWarp();
+  storeGx(s, d, acc);
+}
+
+SmallVector<Value> MmaMain::stepRange(Value lb, Value ub, ValueRange start) {
+  return kb.loop(lb, ub, kb.idx(1), start, [&](Value step, ValueRange it) {
+    SmallVector<Value> sums(it.begin(), it.end());
+    stepBody(step, sums);
+    return sums;
+  });
+}
+
+/// The first depth - 1 steps go in flight (a group per warp, or bulk
+/// copies by thread 0 after the mbarriers are set up).
+void MmaMain::startCopies() {
+  if (p.staged && !p.paced) {
+    bulk->start(count, [&](Value i, Value st) { issueBlockStep(i, st); });
+  } else if (!p.staged) {
+    for (int64_t d = 0; d + 1 < p.depth; ++d) {
+      Value step = kb.add(sBegin, kb.idx(d));
+      kb.when(kb.lt(step, sEnd), [&] { issueStep(step); });
+      kb.copyAsyncCommit();
+    }
+  }
+}
+
+/// The share's sums over its steps. Precise mode sums in two levels: runs
+/// of kRun steps, then the runs; gphi's mma accumulators restart every run
+/// and are added into fp32 totals, so the tensor core's truncating
+/// accumulation never spans more than 64 tokens. With tf32 (bound 2e-3)
+/// one level is enough.
+SmallVector<Value> MmaMain::shareSums() {
+  if (!p.precise)
+    return stepRange(sBegin, sEnd, init);
+  int64_t nSums = p.nAcc() + p.laneCols;
+  return kb.loop(
+      sBegin, sEnd, kb.idx(kRun), init, [&](Value s0, ValueRange outer) {
+        SmallVector<Value> start(init.begin(), init.end());
+        SmallVector<Value> sums =
+            stepRange(s0, kb.min(kb.add(s0, kb.idx(kRun)), sEnd), start);
+        for (int64_t i = 0; i < nSums; ++i)
+          sums[i] = kb.add(outer[i], sums[i]);
+        return sums;
+      });
+}
+
+/// The share's partials: gphi (times the weight) and gw, whose four lanes
+/// of a column group hold different tokens.
+void MmaMain::storeShare(ArrayRef<Value> total) {
+  const int64_t N = p.N, K = p.K, rSteps = p.rSteps, nAcc = p.nAcc();
+  SmallVector<Value> gw;
+  for (int64_t j = 0; j < p.laneCols; ++j) {
+    Value v = total[nAcc + j];
+    for (int offset : {1, 2}) {
+      auto sh = gpu::ShuffleOp::create(kb.b, kb.loc, v, offset, 32,
+                                       gpu::ShuffleMode::XOR);
+      v = kb.add(v, sh.getShuffleResult());
+    }
+    gw.push_back(v);
+  }
+  kb.when(active, [&] {
+    Value base = kb.mul(share, kb.idx(p.width));
+    // gphi[8rs + 2t + e][colBase + 2kt + h] = acc[kt][rs][h][e] * w.
+    for (int64_t rs = 0; rs < rSteps; ++rs)
+      for (int64_t e = 0; e < 2; ++e) {
+        Value r = kb.add(kb.idx(8 * rs + e), kb.mul(t, kb.idx(2)));
+        SmallVector<Value> vals;
+        for (int64_t j = 0; j < p.laneCols; ++j)
+          vals.push_back(kb.mul(
+              w[j], vector::ExtractOp::create(
+                        kb.b, kb.loc, total[(j / 2) * rSteps + rs],
+                        ArrayRef<int64_t>{j % 2, e})));
+        kb.when(kb.lt(r, kb.idx(N)), [&] {
+          kb.storeFrom(vals, l.arg("partials"),
+                       kb.add(base, kb.add(kb.mul(r, kb.idx(K)), col0)));
+        });
+      }
+    if (p.hasW)
+      kb.when(kb.eq(t, kb.idx(0)), [&] {
+        kb.storeFrom(gw, l.arg("partials"),
+                     kb.add(base, kb.add(kb.idx(N * K), col0)));
+      });
+  });
+}
+
+/// The consumers: every warp but the producer's.
+void MmaMain::consume() {
+  parkPhi();
+  w.assign(p.laneCols, kb.f32(1.0));
+  if (p.hasW)
+    w = loadRun(kb, l.arg("weight"), col0, p.laneCols);
+  startCopies();
+  SmallVector<Value> total = shareSums();
+  // Groups of steps past the share's end were empty.
+  if (!p.staged)
+    kb.copyAsyncWait(0);
+  storeShare(total);
+}
+
+/// Producer: lane 0 of warp `warps` fills the ring, so that no consumer
+/// waits while it paces (WavePacer): the blocks of a wave (smCount() *
+/// blocksPerSM consecutive block ids) in epochs of kEpoch steps, on
+/// counters that launch "zero" clears; pacing keeps a wave's blocks
+/// reading nearby x (docs/design/project.md).
+void MmaMain::produce() {
+  kb.when(kb.eq(tid, kb.idx(32 * p.warps)), [&] {
+    const int64_t waveBlocks = p.waveBlocks;
+    Value wave = kb.div(bid, kb.idx(waveBlocks));
+    Value peers = kb.min(kb.idx(waveBlocks),
+                         kb.sub(kb.idx(p.slices * p.shares), kb.mul(wave, kb.idx(waveBlocks))));
+    Value counter = kb.globalPtr(l.arg("progress"), wave);
+    Value flag = kb.sharedPtr(l.shared(2), kb.idx(2 * p.depth));
+    Value pace = arith::XOrIOp::create(kb.b, kb.loc, kb.lt(M, kb.idx(p.paceTokens)),
+                                       kb.boolean(true));
+    WavePacer pacer(kb, counter, flag, peers, kEpoch, kPaceLag, pace);
+    kb.loop(kb.idx(0), count, kb.idx(1), [&](Value i) {
+      pacer.before(i);
+      bulk->produce(i, [&](Value st) { issueBlockStep(i, st); });
+      pacer.after(i);
+    });
+    pacer.finish(per, count);
+  });
+}
+
+void MmaMain::emit() {
+  if (!p.paced) {
+    consume();
+    return;
+  }
+  bulk->init();
+  produce();
+  kb.when(kb.lt(warp, kb.idx(p.warps)), [&] { consume(); });
+}
+
+/// Launch "zero" of paced specs: the producers' counters, skipped below
+/// paceTokens (one launch fewer for a small call; the counters are then
+/// left alone).
+void buildZeroLaunch(KernelContext &ctx, const MmaPlan &p) {
+  ctx.buffer("progress", DType::F32, BufferRole::Workspace, {0, p.waves});
+  LaunchBuilder &l = ctx.launch("zero");
+  ::mhc::GridRule grid{0, 1};
+  grid.minTokens = p.paceTokens;
+  l.param("progress").block(32).grid(grid);
+  KernelBuilder kb = ctx.begin(l);
+  WavePacer::clear(kb, l.arg("progress"), p.waves, 32);
+}
+
+void buildMainLaunch(KernelContext &ctx, const MmaPlan &p) {
+  LaunchBuilder &l = ctx.launch("main");
+  l.param("gh").param("gms").param("x").param("phi");
+  if (p.hasW)
+    l.param("weight");
+  l.param("gx").param("partials");
+  if (p.paced)
+    l.param("progress");
+  l.param("M").block(p.threads)
+      .grid({0, p.slices * p.shares})
+      .sharedF32(p.phiFloats)
+      .sharedF32((p.staged ? 1 : p.warps) * p.depth * p.stageFloats, /*align=*/128)
+      .minBlocksPerSM(p.blocksPerSM);
+  if (p.staged) // the mbarriers (and the paced producer's flag)
+    l.sharedI64(2 * p.depth + (p.paced ? 1 : 0));
+  MmaMain(ctx, p, l).emit();
+}
+
+} // namespace
+
+LogicalResult mlir::mhc::buildProjectBackwardMma(KernelContext &ctx) {
+  const MmaPlan p = planMma(ctx);
+  declareProjectBackwardIO(ctx);
+  ctx.buffer("partials", DType::F32, BufferRole::Workspace, {0, p.shares * p.width});
+  if (p.paced)
+    buildZeroLaunch(ctx, p);
+  buildMainLaunch(ctx, p);
+  SmallVector<std::pair<std::string, int64_t>> dsts = {{"gphi", p.N * p.K}};
+  if (p.hasW)
+    dsts.push_back({"gweight", p.K});
+  emitColumnSumFinal(ctx, "partials", p.width, dsts, p.shares);
+  return success();
+}
