@@ -125,7 +125,9 @@ def test_damaged_bundle_kernel_is_reported_and_skipped(bundle, tmp_path):
     shutil.copytree(out, copy)
     spec = canonical(SPECS[0], "sm_90a")
     cubin = copy / f"{_C.kernel_name(spec)}.cubin"
-    cubin.write_bytes(cubin.read_bytes()[:-1] + b"\0")
+    image = bytearray(cubin.read_bytes())
+    image[len(image) // 2] ^= 0xFF  # one damaged byte, same size
+    cubin.write_bytes(bytes(image))
     run = resolve([spec], no_compiler_env(tmp_path, MHC_BUNDLE_PATH=str(copy)))
     assert run.returncode != 0
     assert f"skipping kernel {_C.kernel_name(spec)} of the bundle {copy}" in run.stderr
