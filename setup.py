@@ -20,10 +20,13 @@ sources = [
     "runtime/torch/Ops.cpp",
     "runtime/torch/Autograd.cpp",
     "runtime/torch/Reference.cpp",
+    "runtime/Bundles.cpp",
+    "runtime/Compile.cpp",
     "runtime/CudaDriver.cpp",
     "runtime/KernelCache.cpp",
     "runtime/Posix.cpp",
     "runtime/Runtime.cpp",
+    "lib/Bundle.cpp",
     "lib/KernelSpec.cpp",
     "lib/Manifest.cpp",
     "lib/Json.cpp",
@@ -54,5 +57,6 @@ setup(
         )
     ],
     cmdclass={"build_ext": BuildExtension},
+    entry_points={"console_scripts": ["mhc = mhc.cli:main"]},
     python_requires=">=3.9",
 )

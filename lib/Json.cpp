@@ -13,6 +13,16 @@ const Value *Value::get(const std::string &key) const {
   return it == object.end() ? nullptr : &it->second;
 }
 
+std::string quote(const std::string &s) {
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\')
+      out += '\\';
+    out += c;
+  }
+  return out + "\"";
+}
+
 namespace {
 struct Parser {
   const std::string &s;

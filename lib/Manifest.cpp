@@ -56,15 +56,7 @@ int Manifest::ptxParamCount(const LaunchDesc &launch) {
   return count;
 }
 
-static std::string quote(const std::string &s) {
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\')
-      out += '\\';
-    out += c;
-  }
-  return out + "\"";
-}
+using json::quote;
 
 std::string Manifest::toJson() const {
   std::ostringstream os;

@@ -13,6 +13,7 @@
 #include <ftw.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <system_error>
@@ -128,6 +129,33 @@ std::string tempRoot() {
     invalidVariable("TMPDIR", dir, "an absolute path");
   return dir;
 }
+
+std::string fileIdentity(const std::string &path) {
+  struct stat st;
+  if (stat(path.c_str(), &st) != 0)
+    return "";
+  auto time = [](const struct timespec &t) {
+    return std::to_string(t.tv_sec) + "." + std::to_string(t.tv_nsec);
+  };
+  return path + " " + std::to_string(st.st_dev) + ":" +
+         std::to_string(st.st_ino) + " " + std::to_string(st.st_size) + " " +
+         time(st.st_mtim) + " " + time(st.st_ctim);
+}
+
+FileLock::FileLock(const std::string &path) {
+  fd = open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (fd < 0)
+    fail("cannot open the lock file", path, errno);
+  while (flock(fd, LOCK_EX) != 0) {
+    if (errno != EINTR) {
+      int error = errno;
+      close(fd);
+      fail("cannot lock", path, error);
+    }
+  }
+}
+
+FileLock::~FileLock() { close(fd); } // (closing releases the lock)
 
 TempDir::TempDir(const std::string &parent, const std::string &prefix) {
   std::string name = parent + "/" + prefix + "XXXXXX";

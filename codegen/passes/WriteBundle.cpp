@@ -2,10 +2,11 @@
 
 #include "mhc/Codegen/Codegen.h"
 #include "mhc/Passes/Passes.h"
+#include "mhc/Support/Bundle.h"
 
 #include "mlir/IR/IRMapping.h"
 #include "llvm/Support/FileSystem.h"
-#include "llvm/Support/JSON.h"
+#include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -28,12 +29,6 @@ bool isPlainFileName(StringRef name) {
          });
 }
 
-/// One index entry, on one line: {"kernel": "...", "spec": "..."}.
-void writeIndexEntry(llvm::raw_ostream &os, StringRef kernel, StringRef spec) {
-  os << "{\"kernel\": " << llvm::json::Value(kernel)
-     << ", \"spec\": " << llvm::json::Value(spec) << "}";
-}
-
 struct WriteBundlePass : mlir::mhc::impl::WriteBundleBase<WriteBundlePass> {
   using WriteBundleBase::WriteBundleBase;
 
@@ -44,7 +39,7 @@ struct WriteBundlePass : mlir::mhc::impl::WriteBundleBase<WriteBundlePass> {
       top.emitError() << "cannot create " << dir << ": " << ec.message();
       return signalPassFailure();
     }
-    std::vector<std::pair<std::string, std::string>> written;
+    ::mhc::BundleIndex index;
     for (auto module : top.getOps<gpu::GPUModuleOp>()) {
       auto manifestAttr = module->getAttrOfType<StringAttr>("mhc.manifest");
       if (!manifestAttr)
@@ -55,24 +50,25 @@ struct WriteBundlePass : mlir::mhc::impl::WriteBundleBase<WriteBundlePass> {
                               "'_', '-', '.'; not starting with '.')";
         return signalPassFailure();
       }
-      std::string spec;
-      if (failed(writeKernel(module, manifestAttr.getValue(), toolkit, spec)))
+      ::mhc::BundleKernel kernel;
+      if (failed(writeKernel(module, manifestAttr.getValue(), toolkit, kernel)))
         return signalPassFailure();
-      written.emplace_back(module.getName().str(), spec);
+      index.kernels.push_back(kernel);
     }
-    if (written.empty())
+    if (index.kernels.empty())
       top.emitWarning() << "mhc-write-bundle: no kernel modules to write "
                            "(run mhc-generate-kernels first); index.json "
                            "lists none";
-    if (failed(writeIndex(written)))
+    if (failed(writeIndex(index)))
       return signalPassFailure();
     markAllAnalysesPreserved();
   }
 
   /// Lowers a copy of `module` (so the IR stays at the gpu.func level) and
-  /// writes its .ptx, .cubin and .json; `spec` gets the manifest's spec.
+  /// writes its .ptx, .cubin and .json; `kernel` gets its index entry.
   LogicalResult writeKernel(gpu::GPUModuleOp module, StringRef manifestText,
-                            const std::string &toolkit, std::string &spec) {
+                            const std::string &toolkit,
+                            ::mhc::BundleKernel &kernel) {
     std::string error;
     ::mhc::Manifest manifest;
     if (!::mhc::Manifest::fromJson(manifestText.str(), manifest, error))
@@ -93,36 +89,30 @@ struct WriteBundlePass : mlir::mhc::impl::WriteBundleBase<WriteBundlePass> {
     std::string ptxText = ptx->begin()->second;
     if (failed(writeFile((base + ".ptx").str(), ptxText)))
       return failure();
+    kernel = {module.getName().str(), manifest.spec,
+              compilerVersionInfo(toolkit), "", ""};
     if (cubin) {
       std::string log;
       if (!assembleCubin(toolkit, ptxText, parsed->arch, (base + ".cubin").str(),
                          manifest, log))
         return module.emitError() << "ptxas failed:\n" << log;
+      auto image = llvm::MemoryBuffer::getFile(base + ".cubin");
+      if (!image)
+        return module.emitError() << "cannot read " << base << ".cubin";
+      kernel.cubin = ::mhc::fileDigest((*image)->getBuffer().str());
     }
-    if (failed(writeFile((base + ".json").str(), manifest.toJson())))
+    std::string json = manifest.toJson();
+    if (failed(writeFile((base + ".json").str(), json)))
       return failure();
-    spec = manifest.spec;
+    kernel.json = ::mhc::fileDigest(json);
     return success();
   }
 
-  /// index.json: {"kernels": [{"kernel": ..., "spec": ...}, ...]}.
-  LogicalResult
-  writeIndex(ArrayRef<std::pair<std::string, std::string>> kernels) {
-    std::string text;
-    llvm::raw_string_ostream os(text);
-    llvm::json::OStream json(os, /*IndentSize=*/2);
-    json.object([&] {
-      json.attributeArray("kernels", [&] {
-        for (const auto &[kernel, spec] : kernels)
-          json.rawValue([&](llvm::raw_ostream &out) {
-            writeIndexEntry(out, kernel, spec);
-          });
-      });
-    });
-    os << "\n";
+  /// index.json (mhc/Support/Bundle.h), written last.
+  LogicalResult writeIndex(const ::mhc::BundleIndex &index) {
     SmallString<256> path(dir);
     llvm::sys::path::append(path, "index.json");
-    return writeFile(path.str().str(), text);
+    return writeFile(path.str().str(), index.toJson());
   }
 
   LogicalResult writeFile(const std::string &path, const std::string &text) {

@@ -11,7 +11,8 @@ The ops are torch.ops.mhc.*: CUDA tensors run kernels specialised for their
 CUDA cases the kernels do not cover fall back to it with a one-time warning
 naming the reason. MHC_FORCE_REFERENCE=1
 forces the reference everywhere; MHC_LOG=1 logs specialisations, compiles and
-cache hits.
+cache hits. Prebuilt kernel bundles (`mhc precompile`) are used before the
+cache and the compiler: MHC_BUNDLE_PATH=dir1:dir2 or mhc.load_bundle(dir).
 """
 
 import os as _os
@@ -34,3 +35,16 @@ from .te import (  # noqa: E402,F401
 )
 
 __version__ = "0.1.0"
+
+
+def load_bundle(directory):
+    """Uses the kernel bundle in `directory` (written by `mhc precompile`,
+    `mhc-compile -o` or `mhc-opt --mhc-write-bundle`) before the cache and the
+    compiler, after MHC_BUNDLE_PATH's. Returns the number of kernels it lists;
+    each is verified (checksums, manifest, spec) when first used. Raises
+    ValueError when `directory` holds no valid bundle index."""
+    path = _os.path.abspath(_os.fspath(directory))
+    try:
+        return _C.load_bundle(path)
+    except RuntimeError as e:
+        raise ValueError(f"mhc.load_bundle(directory={str(directory)!r}): {e}") from None

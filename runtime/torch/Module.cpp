@@ -31,6 +31,28 @@ OptTensor contiguous(const OptTensor &t) {
   return t ? OptTensor(t->contiguous()) : std::nullopt;
 }
 
+/// Where the runtime's kernels came from (KernelCache::Counters); zeros
+/// while the runtime is not set up (an invalid environment variable).
+void addKernelSources(pybind11::dict &d) {
+  int64_t bundle = 0, disk = 0, compiled = 0;
+  try {
+    const auto &c = mhc::rt::Runtime::get().cache().counters();
+    bundle = c.bundleHits, disk = c.diskHits, compiled = c.compiles;
+  } catch (const mhc::rt::Error &) {
+  }
+  d["bundle_hits"] = bundle;
+  d["disk_hits"] = disk;
+  d["compiles"] = compiled;
+}
+
+mhc::KernelSpec parseSpec(const std::string &spec) {
+  std::string error;
+  auto s = mhc::KernelSpec::parse(spec, &error);
+  if (!s)
+    throw std::invalid_argument("invalid kernel spec: " + error);
+  return *s;
+}
+
 void warnInPython(const std::string &message) {
   pybind11::gil_scoped_acquire gil;
   if (PyErr_WarnEx(PyExc_UserWarning, message.c_str(), 1) != 0)
@@ -51,8 +73,10 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
     pybind11::dict d;
     d["kernel_calls"] = mhc::stats::kernelCalls.load();
     d["reference_calls"] = mhc::stats::referenceCalls.load();
+    addKernelSources(d);
     return d;
-  }, "Op calls served by generated kernels and by the reference path (CUDA).");
+  }, "Op calls served by generated kernels and by the reference path (CUDA), and "
+     "kernels taken from bundles, from the disk cache and compiled.");
   // The same dispatcher ops as torch.ops.mhc.* (autograd, CUDA or CPU
   // kernels, dispatch modes), called through their typed handles instead of
   // torch.ops' boxed arguments, with the inputs made contiguous and n read
@@ -113,6 +137,31 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
       throw std::invalid_argument("invalid kernel spec: " + error);
     return s->kernelName();
   }, "The kernel name of a canonical spec string.");
+  // Prebuilt kernel bundles (docs/USAGE.md, "The kernel bundle").
+  m.def("load_bundle", [](const std::string &dir) {
+    return mhc::rt::Runtime::get().cache().addBundle(dir);
+  }, "Adds a bundle directory, searched before the cache and the compiler; returns "
+     "its kernel count. Raises RuntimeError when it has no valid index.json.");
+  m.def("bundles", [] { return mhc::rt::Runtime::get().cache().bundles(); },
+        "The bundle directories in use: MHC_BUNDLE_PATH's, then load_bundle's.");
+  m.def("resolve_kernel", [](const std::string &spec) {
+    mhc::KernelSpec s = parseSpec(spec);
+    mhc::rt::CompiledKernel k;
+    {
+      pybind11::gil_scoped_release noGil;
+      k = mhc::rt::Runtime::get().cache().get(s);
+    }
+    static const char *sources[] = {"disk", "compiled", "bundle"};
+    pybind11::dict d;
+    d["source"] = sources[k.source];
+    d["path"] = k.path;
+    d["compiler"] = k.compiler;
+    return d;
+  }, "Finds (bundle, disk cache) or compiles the kernel of a spec, as a CUDA call "
+     "would, without a GPU: {'source', 'path', 'compiler'}. Raises RuntimeError "
+     "naming the spec when there is none.");
+  m.def("canonical_spec", [](const std::string &spec) { return parseSpec(spec).canonical(); },
+        "The canonical form of a spec string.");
   m.def("unsupported_reason", [](const std::string &spec) {
     std::string error;
     auto s = mhc::KernelSpec::parse(spec, &error);

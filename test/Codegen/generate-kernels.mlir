@@ -18,7 +18,10 @@
 // NVVM: llvm.func @mhc_aggregate_fwd_n4_{{[0-9a-f]+}}_main({{.*}}) attributes {gpu.kernel, gpu.known_block_size = array<i32: 256, 1, 1>, nvvm.kernel, nvvm.maxntid = array<i32: 256, 1, 1>, nvvm.minctasm = 2 : i32}
 // NVVM-NOT: gpu.func
 
-// INDEX: {"kernel": "mhc_aggregate_fwd_n4_{{[0-9a-f]+}}", "spec": "aggregate.fwd;n=4;act=bf16;layout=nc;C=64;arch=sm_90a"}
+// The index lists each kernel with what built it and its files' checksums
+// (FNV-1a 64 and size; docs/USAGE.md).
+// INDEX: "format": 1,
+// INDEX: {"kernel": "mhc_aggregate_fwd_n4_{{[0-9a-f]+}}", "spec": "aggregate.fwd;n=4;act=bf16;layout=nc;C=64;arch=sm_90a", "compiler": "mhc {{.*}}, ptxas {{.*}}", "cubin": "{{[0-9a-f]{16} [1-9][0-9]*}}", "json": "{{[0-9a-f]{16} [1-9][0-9]*}}"}
 // FILES: index.json
 // FILES-NEXT: mhc_aggregate_fwd_n4_{{[0-9a-f]+}}.cubin
 // FILES-NEXT: mhc_aggregate_fwd_n4_{{[0-9a-f]+}}.json

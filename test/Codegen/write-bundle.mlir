@@ -10,6 +10,7 @@ module {
   }
 }
 // CHECK: {
+// CHECK-NEXT:   "format": 1,
 // CHECK-NEXT:   "kernels": []
 // CHECK-NEXT: }
 

@@ -13,6 +13,7 @@
 
 #include "Expect.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
@@ -35,11 +36,32 @@ inline bool exists(const std::string &path) {
   return lstat(path.c_str(), &st) == 0;
 }
 
+/// The number of lines of a file (0 when it does not exist).
+inline int lines(const std::string &path) {
+  std::string text = readAll(path);
+  return static_cast<int>(std::count(text.begin(), text.end(), '\n'));
+}
+
 inline mhc::KernelSpec specFor(int64_t channels) {
   mhc::KernelSpec s;
   s.op = mhc::OpKind::Aggregate;
   s.channels = channels;
   return s;
+}
+
+/// A small valid manifest for `spec` (what the fake compilers write).
+inline mhc::Manifest manifestFor(const mhc::KernelSpec &spec) {
+  mhc::Manifest m;
+  m.spec = spec.canonical();
+  m.arch = spec.arch;
+  m.buffers.push_back({"x", mhc::DType::BF16, mhc::BufferRole::Input, {256, 0, 0}});
+  m.buffers.push_back({"y", mhc::DType::BF16, mhc::BufferRole::Output, {64, 0, 0}});
+  mhc::LaunchDesc l;
+  l.entry = "k";
+  l.params = {"x", "y", "M"};
+  l.grid = mhc::GridRule{1, 0};
+  m.launches = {l};
+  return m;
 }
 
 /// A compiler script (a new file per call) that reports version "fake 1"

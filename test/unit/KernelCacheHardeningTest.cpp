@@ -28,20 +28,6 @@ using namespace mhc::rt;
 
 static std::string scratch;
 
-static Manifest manifestFor(const KernelSpec &spec) {
-  Manifest m;
-  m.spec = spec.canonical();
-  m.arch = spec.arch;
-  m.buffers.push_back({"x", DType::BF16, BufferRole::Input, {256, 0, 0}});
-  m.buffers.push_back({"y", DType::BF16, BufferRole::Output, {64, 0, 0}});
-  LaunchDesc l;
-  l.entry = "k";
-  l.params = {"x", "y", "M"};
-  l.grid = GridRule{1, 0};
-  m.launches = {l};
-  return m;
-}
-
 /// A compiler that writes `json` and a fake cubin, then runs `extra`.
 static std::string goodCompiler(const std::string &json, const std::string &extra = "") {
   std::string source = scratch + "/manifest-" + std::to_string(checks) + ".json";
@@ -75,11 +61,6 @@ static int countEntries(const std::string &dir) {
   return n;
 }
 
-static int lines(const std::string &path) {
-  std::string text = readAll(path);
-  return static_cast<int>(std::count(text.begin(), text.end(), '\n'));
-}
-
 /// Whether process `pid` is gone (or a zombie) within two seconds.
 static bool gone(pid_t pid) {
   for (int i = 0; i < 200; ++i) {
@@ -107,7 +88,8 @@ static void tamperedEntriesAreRecompiled() {
   huge.replace(huge.find("\"max\": 1"), 8, "\"max\": 1e17");
   for (const std::string &bad : {noTokens, wide.toJson(), huge}) {
     writeAll(first.path + "/kernel.json", bad);
-    writeAll(first.path + "/kernel.sum", KernelCache::checksum(spec.canonical(), first.cubin, bad));
+    std::string why;
+    EXPECT(KernelCache::writeEntryIndex(first.path, spec.canonical(), first.compiler, why));
     CompiledKernel again = cache.get(spec);
     EXPECT(again.source == CompiledKernel::Compiled);
     EXPECT(again.manifest.split.tokensPerBlock == 1 && again.manifest.split.maxSplit == 1);
@@ -116,7 +98,7 @@ static void tamperedEntriesAreRecompiled() {
   // A compiler whose manifest fails validation is a failed compile.
   KernelCache badCompiler(optionsIn("invalid", goodCompiler(noTokens)));
   EXPECT(expectError(badCompiler, spec, "field 'split.tokens_per_block'"));
-  EXPECT(countEntries(scratch + "/invalid/v1") == 0);
+  EXPECT(countEntries(scratch + "/invalid/v2") == 0);
 }
 
 // Item 6: the cache directory is the trust boundary.
@@ -124,7 +106,7 @@ static void cacheDirectoryIsPrivate() {
   KernelSpec spec = specFor(64);
   KernelCache::Options o = optionsIn("private/a/b", goodCompiler(manifestFor(spec).toJson()));
   EXPECT(KernelCache(o).get(spec).source == CompiledKernel::Compiled);
-  for (const std::string &dir : {scratch + "/private", o.directory, o.directory + "/v1"}) {
+  for (const std::string &dir : {scratch + "/private", o.directory, o.directory + "/v2"}) {
     struct stat st;
     EXPECT(stat(dir.c_str(), &st) == 0 && (st.st_mode & 0777) == 0700);
   }
@@ -135,9 +117,9 @@ static void cacheDirectoryIsPrivate() {
   EXPECT(freshError(o, spec, "group or others can write it (mode 0775)"));
   chmod(o.directory.c_str(), 0755); // what older versions made: accepted
   EXPECT(KernelCache(o).get(spec).source == CompiledKernel::Disk);
-  chmod((o.directory + "/v1").c_str(), 0757);
-  EXPECT(freshError(o, spec, o.directory + "/v1: group or others"));
-  chmod((o.directory + "/v1").c_str(), 0700);
+  chmod((o.directory + "/v2").c_str(), 0757);
+  EXPECT(freshError(o, spec, o.directory + "/v2: group or others"));
+  chmod((o.directory + "/v2").c_str(), 0700);
   if (geteuid() == 0) {
     EXPECT(chown(o.directory.c_str(), 65534, 65534) == 0);
     EXPECT(freshError(o, spec, "it is owned by uid 65534, not by this user (uid 0)"));
@@ -176,14 +158,15 @@ static void failuresAreRemembered() {
   EXPECT(exists(cache.failurePath(spec)));
   EXPECT(freshError(o, spec, "(recorded in " + cache.failurePath(spec)));
   EXPECT(lines(count) == 1);
-  writeAll(versionFile, "fake 8\n"); // a new version: a new key
+  writeAll(versionFile, "fake 8\n"); // a new version (of a new file): a new key
+  writeAll(compiler, script);
   EXPECT(freshError(o, spec, "failed (exit 3): broken"));
   EXPECT(lines(count) == 2);
   writeAll(compiler, script + "# rebuilt\n"); // the same version, a new file
   EXPECT(freshError(o, spec, "failed (exit 3): broken"));
   EXPECT(lines(count) == 3);
   // No entry was made for it.
-  EXPECT(countEntries(o.directory + "/v1") == 0);
+  EXPECT(countEntries(o.directory + "/v2") == 0);
 
   std::string slowCount = scratch + "/slow-runs";
   KernelCache::Options slow = optionsIn("slow", fakeCompiler(scratch, "echo run >> '" + slowCount + "'; sleep 30"));
@@ -207,12 +190,12 @@ static void leftoversDoNotBlockEntries() {
   cache.get(spec);
   // A damaged entry, and the quarantine name an earlier process of this
   // pid (PIDs repeat in containers) left behind, not empty.
-  writeAll(entry + "/kernel.sum", "garbage");
+  writeAll(entry + "/index.json", "garbage");
   mkdir((entry + ".bad-" + std::to_string(getpid())).c_str(), 0700);
-  writeAll(entry + ".bad-" + std::to_string(getpid()) + "/kernel.sum", "old");
+  writeAll(entry + ".bad-" + std::to_string(getpid()) + "/index.json", "old");
   EXPECT(cache.get(spec).source == CompiledKernel::Compiled);
   EXPECT(cache.get(spec).source == CompiledKernel::Disk);
-  writeAll(entry + "/kernel.sum", "garbage");
+  writeAll(entry + "/index.json", "garbage");
   EXPECT(cache.get(spec).source == CompiledKernel::Compiled);
   // A file where the entry's directory belongs.
   posix::removeTree(entry);
@@ -220,7 +203,7 @@ static void leftoversDoNotBlockEntries() {
   EXPECT(cache.get(spec).source == CompiledKernel::Compiled);
   EXPECT(cache.get(spec).source == CompiledKernel::Disk);
   // Only the entry, the old leftover and no quarantine or staging directory.
-  EXPECT(countEntries(scratch + "/leftovers/v1") == 2);
+  EXPECT(countEntries(scratch + "/leftovers/v2") == 2);
 }
 
 // Item 8: a compile that times out is killed with the processes it started
@@ -249,7 +232,7 @@ static void compilesLeaveNothingBehind() {
   EXPECT(childTmp.rfind(scratch + "/tmp/mhc-compile-", 0) == 0);
   EXPECT(versionTmp.rfind(scratch + "/tmp/mhc-version-", 0) == 0);
   EXPECT(countEntries(scratch + "/tmp") == 0);
-  EXPECT(countEntries(o.directory + "/v1") == 0);
+  EXPECT(countEntries(o.directory + "/v2") == 0);
 
   std::remove(pidFile.c_str());
   KernelCache exits(optionsIn("exits", fakeCompiler(scratch, "sleep 60 & echo $! > '" + pidFile + "'; exit 5")));

@@ -46,11 +46,11 @@ int main(int argc, char **argv) {
   CompiledKernel healed = cache.get(spec);
   EXPECT(healed.source == CompiledKernel::Compiled);
   EXPECT(healed.cubin == first.cubin);
-  // So is a manifest edited behind the checksum's back, and a missing sum.
+  // So is a manifest edited behind the checksum's back, and a missing index.
   std::string json = readAll(first.path + "/kernel.json");
   writeAll(first.path + "/kernel.json", json.substr(0, json.size() - 3));
   EXPECT(cache.get(spec).source == CompiledKernel::Compiled);
-  std::remove((first.path + "/kernel.sum").c_str());
+  std::remove((first.path + "/index.json").c_str());
   EXPECT(cache.get(spec).source == CompiledKernel::Compiled);
   EXPECT(cache.get(spec).source == CompiledKernel::Disk);
 
@@ -90,7 +90,7 @@ int main(int argc, char **argv) {
   bad.compiler = scratch + "/no-such-compiler";
   EXPECT(expectError(*new KernelCache(bad), spec, "cannot run the kernel compiler"));
   // No failed compile left an entry or a temporary directory behind.
-  std::string leftovers = scratch + "/bad-cache/v1";
+  std::string leftovers = scratch + "/bad-cache/v2";
   EXPECT(rmdir(leftovers.c_str()) == 0 || errno == ENOENT);
 
   return summary();

@@ -37,6 +37,24 @@ void checkPrivateDir(const std::string &path);
 /// (symlinks are removed, never followed). Best effort.
 void removeTree(const std::string &path);
 
+/// "<path> <device>:<inode> <size> <mtime> <ctime>" of the file at `path`
+/// (followed), or "" when it does not exist: a replaced or rebuilt file has
+/// another identity (ctime changes on every write, and cannot be set back).
+std::string fileIdentity(const std::string &path);
+
+/// An exclusive flock(2) on `path` (created 0600 when missing), held until
+/// the object dies; released by the system if the process dies first.
+class FileLock {
+public:
+  explicit FileLock(const std::string &path);
+  ~FileLock();
+  FileLock(const FileLock &) = delete;
+  FileLock &operator=(const FileLock &) = delete;
+
+private:
+  int fd = -1;
+};
+
 /// Where temporary files go: $TMPDIR (an absolute path) when set, else /tmp.
 std::string tempRoot();
 

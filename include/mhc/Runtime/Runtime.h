@@ -1,8 +1,9 @@
 //===- Runtime.h - load and launch compiled mhc kernels ---------*- C++ -*-===//
 //
 // The runtime keeps one loaded module per (device, kernel spec) in memory,
-// fetching kernels from the KernelCache (disk, else the JIT), and launches an
-// op's launch sequence on the caller's stream. No MLIR and no PyTorch here.
+// fetching kernels from the KernelCache (a bundle, the disk, else the JIT),
+// and launches an op's launch sequence on the caller's stream. No MLIR and no
+// PyTorch here.
 //
 //===----------------------------------------------------------------------===//
 

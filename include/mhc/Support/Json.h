@@ -36,6 +36,10 @@ struct Value {
 /// Parses `text`; on failure returns false and sets `error` (with offset).
 bool parse(const std::string &text, Value &out, std::string &error);
 
+/// `s` as a JSON string literal ('"' and '\\' escaped; mhc's strings have no
+/// control characters).
+std::string quote(const std::string &s);
+
 } // namespace mhc::json
 
 #endif // MHC_SUPPORT_JSON_H
