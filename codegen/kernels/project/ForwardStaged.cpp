@@ -39,7 +39,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "builder/Rings.h"
+#include "builder/BulkRing.h"
 #include "kernels/project/Fragments.h"
 #include "kernels/project/Project.h"
 

@@ -40,8 +40,9 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "builder/Rings.h"
+#include "builder/BulkRing.h"
 #include "builder/Streams.h"
+#include "builder/WavePacer.h"
 #include "kernels/Kernels.h"
 #include "kernels/project/Fragments.h"
 #include "kernels/project/Project.h"
