@@ -322,15 +322,19 @@ std::string unsupportedReason(const KernelSpec &s) {
       (s.n * s.channels) % 8 != 0)
     return "the projection kernel needs K = n*C to be a multiple of 8";
   if (s.op == OpKind::Sinkhorn && s.dir == Direction::Backward) {
-    // The backward keeps each token's iteration history in shared memory:
-    // a warp's worth must fit in 48 KiB.
-    int64_t floats = s.mode == SinkhornMode::Log ? 2 * s.n * s.iters
-                                                 : (2 * s.iters - 1) * s.n;
-    if (floats * 4 * 32 > 48 * 1024)
+    int64_t floats = sinkhornHistoryFloats(s);
+    int64_t most = kSinkhornHistoryBytes / (4 * 32);
+    if (floats > most)
       return "sinkhorn backward keeps " + std::to_string(floats) +
-             " floats of history per token; at most 384 fit";
+             " floats of history per token; at most " + std::to_string(most) +
+             " fit";
   }
   return "";
+}
+
+int64_t sinkhornHistoryFloats(const KernelSpec &s) {
+  return s.mode == SinkhornMode::Log ? 2 * s.n * s.iters
+                                     : (2 * s.iters - 1) * s.n;
 }
 
 } // namespace mhc

@@ -9,8 +9,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "builder/Rings.h"
 #include "builder/Streams.h"
+#include "builder/TokenRing.h"
 #include "kernels/Kernels.h"
 
 using namespace mlir;

@@ -13,8 +13,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "builder/Rings.h"
 #include "builder/Streams.h"
+#include "builder/TokenRing.h"
 #include "kernels/Kernels.h"
 
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"

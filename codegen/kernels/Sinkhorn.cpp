@@ -194,12 +194,6 @@ struct Sinkhorn {
   }
 };
 
-/// Floats of backward history per token.
-int64_t historyFloats(const ::mhc::KernelSpec &s) {
-  return s.mode == SinkhornMode::Log ? 2 * s.n * s.iters
-                                     : (2 * s.iters - 1) * s.n;
-}
-
 SmallVector<Value> loadMatrix(KernelBuilder &kb, Value buf, Value m,
                               int64_t n) {
   SmallVector<Value> out;
@@ -294,6 +288,27 @@ static LogicalResult buildForward(KernelContext &ctx) {
 }
 
 namespace {
+/// The backward's per-token iteration history in shared memory, thread-minor
+/// so that the accesses are conflict-free: history[k] of this thread is
+/// smem[k * threads + tid].
+struct History {
+  KernelBuilder &kb;
+  Value smem, tid;
+  int64_t threads;
+
+  Value slot(Value k) { return kb.add(kb.mul(k, kb.idx(threads)), tid); }
+  void save(Value base, ArrayRef<Value> v) {
+    for (size_t k = 0; k < v.size(); ++k)
+      kb.store(v[k], smem, slot(kb.add(base, kb.idx(k))));
+  }
+  SmallVector<Value> restore(Value base, int64_t count) {
+    SmallVector<Value> v;
+    for (int64_t k = 0; k < count; ++k)
+      v.push_back(kb.load(smem, slot(kb.add(base, kb.idx(k)))));
+    return v;
+  }
+};
+
 /// The log mode's gradient in the log domain, for the rare tokens whose
 /// scaling-form sums left the safe range: forward in potentials f^t, g^t
 /// (history), then reverse mode through the T iterations. It runs a row (or
@@ -306,8 +321,7 @@ struct LogDomainGrad {
   KernelBuilder &kb;
   int64_t n, T;
   Value logits, gP, G, m;
-  function_ref<void(Value, ArrayRef<Value>)> save;
-  function_ref<SmallVector<Value>(Value, int64_t)> restore;
+  History &history;
 
   Value at(Value i, Value j) {
     return kb.add(kb.mul(m, kb.idx(n * n)), kb.add(kb.mul(i, kb.idx(n)), j));
@@ -333,24 +347,24 @@ struct LogDomainGrad {
             [&](Value t, ValueRange it) {
               SmallVector<Value> g(it.begin(), it.end());
               kb.loop(kb.idx(0), kb.idx(n), kb.idx(1), [&](Value i) {
-                save(kb.add(hist(t, 0), i),
-                     negLog2SumExp2Sum(kb, line(logits, i, true, true), g));
+                history.save(kb.add(hist(t, 0), i),
+                             negLog2SumExp2Sum(kb, line(logits, i, true, true), g));
               });
-              SmallVector<Value> f = restore(hist(t, 0), n);
+              SmallVector<Value> f = history.restore(hist(t, 0), n);
               kb.loop(kb.idx(0), kb.idx(n), kb.idx(1), [&](Value j) {
-                save(kb.add(hist(t, n), j),
-                     negLog2SumExp2Sum(kb, line(logits, j, false, true), f));
+                history.save(kb.add(hist(t, n), j),
+                             negLog2SumExp2Sum(kb, line(logits, j, false, true), f));
               });
-              return restore(hist(t, n), n);
+              return history.restore(hist(t, n), n);
             });
     // Through P = exp2(L + f^{T-1} + g^{T-1}): G = gP * P, gg_j = column sums.
     Value last = kb.idx(T - 1);
-    SmallVector<Value> gT = restore(hist(last, n), n);
+    SmallVector<Value> gT = history.restore(hist(last, n), n);
     SmallVector<Value> gg = kb.loop(
         kb.idx(0), kb.idx(n), kb.idx(1), SmallVector<Value>(n, zero),
         [&](Value i, ValueRange it) {
           SmallVector<Value> acc(it.begin(), it.end());
-          Value fi = restore(kb.add(hist(last, 0), i), 1)[0];
+          Value fi = history.restore(kb.add(hist(last, 0), i), 1)[0];
           SmallVector<Value> P = planRow(kb, line(logits, i, true, true), fi, gT);
           SmallVector<Value> gProw = line(gP, i, true, false);
           for (int64_t j = 0; j < n; ++j) {
@@ -364,18 +378,18 @@ struct LogDomainGrad {
     kb.loop(kb.idx(0), kb.idx(T), kb.idx(1), gg, [&](Value r, ValueRange it) {
       Value t = kb.sub(last, r);
       SmallVector<Value> ggt(it.begin(), it.end());
-      SmallVector<Value> g = restore(hist(t, n), n);
+      SmallVector<Value> g = history.restore(hist(t, n), n);
       // g^{t-1}: g = 0 before the first iteration.
       Value first = kb.eq(t, kb.idx(0));
-      SmallVector<Value> prev =
-          restore(hist(kb.select(first, kb.idx(0), kb.sub(t, kb.idx(1))), n), n);
+      SmallVector<Value> prev = history.restore(
+          hist(kb.select(first, kb.idx(0), kb.sub(t, kb.idx(1))), n), n);
       for (Value &v : prev)
         v = kb.select(first, zero, v);
       return kb.loop(
           kb.idx(0), kb.idx(n), kb.idx(1), SmallVector<Value>(n, zero),
           [&](Value i, ValueRange acc) {
             SmallVector<Value> ggPrev(acc.begin(), acc.end());
-            Value fi = restore(kb.add(hist(t, 0), i), 1)[0];
+            Value fi = history.restore(kb.add(hist(t, 0), i), 1)[0];
             SmallVector<Value> Lrow = line(logits, i, true, true);
             SmallVector<Value> Grow = line(G, i, true, false);
             // g^t_j = -LSE_i(L_ij + f^t_i): A = exp2(L + f^t + g^t).
@@ -404,17 +418,218 @@ struct LogDomainGrad {
     });
   }
 };
+
+/// The log mode's forward in the scaling form, saving u^t, v^t (2n floats
+/// per iteration) at history[t * 2n]: returns u^T, v^T and `ok`, which is
+/// false when a sum left the safe range.
+SmallVector<Value> scalingForward(Sinkhorn &sk, History &history,
+                                  ArrayRef<Value> K, int64_t T) {
+  KernelBuilder &kb = sk.kb;
+  int64_t n = sk.n;
+  SmallVector<Value> start(2 * n, kb.f32(1.0));
+  start.push_back(kb.boolean(true));
+  return kb.loop(
+      kb.idx(0), kb.idx(T), kb.idx(1), start,
+      [&](Value t, ValueRange it) {
+        SmallVector<Value> g(it.begin() + n, it.begin() + 2 * n);
+        Value fine = it[2 * n];
+        SmallVector<Value> u = sk.scale(K, g, true, fine);
+        SmallVector<Value> next = concat(u, sk.scale(K, u, false, fine));
+        history.save(kb.mul(t, kb.idx(2 * n)), next);
+        next.push_back(fine);
+        return next;
+      });
+}
+
+/// Back through iteration t of the scaling form: G (n x n), ggt (n) and
+/// gft (n) are the gradients of the logits, of g^t and of f^t; returns G,
+/// the gradient of g^{t-1} and a zero gf for the iteration before.
+SmallVector<Value> scalingReverseStep(Sinkhorn &sk, History &history,
+                                      ArrayRef<Value> K, Value t,
+                                      SmallVector<Value> G,
+                                      ArrayRef<Value> ggt,
+                                      SmallVector<Value> gft) {
+  KernelBuilder &kb = sk.kb;
+  int64_t n = sk.n;
+  SmallVector<Value> cur = history.restore(kb.mul(t, kb.idx(2 * n)), 2 * n);
+  ArrayRef<Value> f(cur.data(), n), g(cur.data() + n, n);
+  // g^{t-1}: g = 0 (v = 1) before the first iteration.
+  Value first = kb.eq(t, kb.idx(0));
+  Value prevBase = kb.mul(kb.select(first, kb.idx(0), kb.sub(t, kb.idx(1))), kb.idx(2 * n));
+  SmallVector<Value> prev = history.restore(prevBase, 2 * n);
+  SmallVector<Value> gPrev;
+  for (int64_t j = 0; j < n; ++j)
+    gPrev.push_back(kb.select(first, kb.f32(1.0), prev[n + j]));
+  // g^t_j = -LSE_i(L_ij + f^t_i): A = exp(L + f^t + g^t).
+  SmallVector<Value> A = sk.scaledPlan(K, f, g);
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      Value d = kb.mul(ggt[j], A[i * n + j]);
+      G[i * n + j] = kb.sub(G[i * n + j], d);
+      gft[i] = kb.sub(gft[i], d);
+    }
+  // f^t_i = -LSE_j(L_ij + g^{t-1}_j): B = exp(L + g^{t-1} + f^t).
+  SmallVector<Value> B = sk.scaledPlan(K, f, gPrev);
+  SmallVector<Value> ggPrev(n, kb.f32(0.0));
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      Value d = kb.mul(gft[i], B[i * n + j]);
+      G[i * n + j] = kb.sub(G[i * n + j], d);
+      ggPrev[j] = kb.sub(ggPrev[j], d);
+    }
+  SmallVector<Value> zeroF(n, kb.f32(0.0));
+  return concat(concat(G, ggPrev), zeroF);
+}
+
+/// The gradient through the log mode, with the forward run in the scaling
+/// form (plans K_ij u_i v_j); `ok` turns false when a sum leaves the safe
+/// range.
+SmallVector<Value> scalingGrad(Sinkhorn &sk, History &history,
+                               ArrayRef<Value> K, ArrayRef<Value> gP,
+                               int64_t T, Value *ok) {
+  KernelBuilder &kb = sk.kb;
+  int64_t n = sk.n;
+  SmallVector<Value> fg = scalingForward(sk, history, K, T);
+  *ok = fg[2 * n];
+  SmallVector<Value> P = sk.scaledPlan(K, ArrayRef<Value>(fg).take_front(n),
+                                       ArrayRef<Value>(fg).slice(n, n));
+  // Through P = exp(f + L + g).
+  SmallVector<Value> gL0, gf(n, kb.f32(0.0)), gg(n, kb.f32(0.0));
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      Value d = kb.mul(gP[i * n + j], P[i * n + j]);
+      gL0.push_back(d);
+      gf[i] = kb.add(gf[i], d);
+      gg[j] = kb.add(gg[j], d);
+    }
+  // Iterations T..1, as t' = T-1..0 with f^t at history[t'*2n].
+  SmallVector<Value> init = concat(concat(gL0, gg), gf);
+  SmallVector<Value> out = kb.loop(
+      kb.idx(0), kb.idx(T), kb.idx(1), init, [&](Value r, ValueRange it) {
+        Value t = kb.sub(kb.idx(T - 1), r);
+        SmallVector<Value> G(it.begin(), it.begin() + n * n);
+        SmallVector<Value> ggt(it.begin() + n * n, it.begin() + n * n + n);
+        SmallVector<Value> gft(it.begin() + n * n + n, it.end());
+        return scalingReverseStep(sk, history, K, t, std::move(G), ggt,
+                                  std::move(gft));
+      });
+  out.resize(n * n);
+  return out;
+}
+
+/// The log mode's gradient of token m into glogits: the scaling form, and
+/// the log domain for the tokens whose sums left its safe range.
+void emitLogModeGrad(Sinkhorn &sk, History &history, LaunchBuilder &l,
+                     Value m, ArrayRef<Value> L, ArrayRef<Value> gP, int64_t T) {
+  KernelBuilder &kb = sk.kb;
+  int64_t n = sk.n;
+  // Base 2 (see negLog2SumExp2): the plans below are docs/MATH.md's.
+  SmallVector<Value> K = sk.kernelMatrix(toBase2(kb, L));
+  Value ok;
+  SmallVector<Value> fast = scalingGrad(sk, history, K, gP, T, &ok);
+  kb.when(ok, [&] { storeMatrix(kb, fast, l.arg("glogits"), m, n); });
+  kb.when(kb.select(ok, kb.boolean(false), kb.boolean(true)), [&] {
+    LogDomainGrad{kb, n, T, l.arg("logits"), l.arg("gP"), l.arg("glogits"),
+                  m, history}
+        .emit();
+  });
+}
+
+/// Back through y = x / (s + eps): gx = (gy - sum(gy*y)) / (s + eps)
+/// along the normalised axis (rows or columns), then x = y * (s + eps).
+void undoNormalize(Sinkhorn &sk, SmallVector<Value> &Y,
+                   SmallVector<Value> &Gy, ArrayRef<Value> s, bool rows) {
+  KernelBuilder &kb = sk.kb;
+  int64_t n = sk.n;
+  SmallVector<Value> dot(n, kb.f32(0.0)), den, inv;
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      int64_t a = rows ? i : j;
+      dot[a] = kb.fma(Gy[i * n + j], Y[i * n + j], dot[a]);
+    }
+  for (int64_t a = 0; a < n; ++a) {
+    den.push_back(kb.add(s[a], kb.f32(sk.eps)));
+    inv.push_back(kb.div(kb.f32(1.0), den.back()));
+  }
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      int64_t a = rows ? i : j;
+      Gy[i * n + j] = kb.mul(kb.sub(Gy[i * n + j], dot[a]), inv[a]);
+      Y[i * n + j] = kb.mul(Y[i * n + j], den[a]);
+    }
+}
+
+/// The softmax_eps mode's forward from the softmax S, saving each
+/// normalisation's sums: step 0 is the first column step, then rows and
+/// columns alternate (history[(2t - 1) n] holds iteration t's row sums).
+SmallVector<Value> softmaxEpsForward(Sinkhorn &sk, History &history,
+                                     ArrayRef<Value> S, int64_t T) {
+  KernelBuilder &kb = sk.kb;
+  int64_t n = sk.n;
+  SmallVector<Value> P(S.begin(), S.end());
+  for (Value &v : P)
+    v = kb.add(v, kb.f32(sk.eps));
+  SmallVector<Value> c = sk.sums(P, false);
+  history.save(kb.idx(0), c);
+  P = sk.normalize(P, c, false);
+  return kb.loop(kb.idx(1), kb.idx(T), kb.idx(1), P,
+                 [&](Value t, ValueRange it) {
+                   SmallVector<Value> Q(it.begin(), it.end());
+                   Value base = kb.mul(kb.sub(kb.mul(t, kb.idx(2)), kb.idx(1)), kb.idx(n));
+                   SmallVector<Value> r = sk.sums(Q, true);
+                   history.save(base, r);
+                   Q = sk.normalize(Q, r, true);
+                   SmallVector<Value> c2 = sk.sums(Q, false);
+                   history.save(kb.add(base, kb.idx(n)), c2);
+                   return sk.normalize(Q, c2, false);
+                 });
+}
+
+/// The softmax_eps mode's gradient of the logits L: the forward recomputed,
+/// each normalisation undone in reverse, then back through the softmax.
+SmallVector<Value> softmaxEpsGrad(Sinkhorn &sk, History &history,
+                                  ArrayRef<Value> L, ArrayRef<Value> gP,
+                                  int64_t T) {
+  KernelBuilder &kb = sk.kb;
+  int64_t n = sk.n;
+  SmallVector<Value> S = sk.softmax(L);
+  SmallVector<Value> P = softmaxEpsForward(sk, history, S, T);
+  SmallVector<Value> init = concat(P, gP);
+  SmallVector<Value> out = kb.loop(
+      kb.idx(1), kb.idx(T), kb.idx(1), init, [&](Value r, ValueRange it) {
+        Value t = kb.sub(kb.idx(T), r); // T-1 .. 1
+        SmallVector<Value> Y(it.begin(), it.begin() + n * n);
+        SmallVector<Value> Gy(it.begin() + n * n, it.end());
+        Value base = kb.mul(kb.sub(kb.mul(t, kb.idx(2)), kb.idx(1)), kb.idx(n));
+        undoNormalize(sk, Y, Gy, history.restore(kb.add(base, kb.idx(n)), n), false);
+        undoNormalize(sk, Y, Gy, history.restore(base, n), true);
+        return concat(Y, Gy);
+      });
+  SmallVector<Value> Y(out.begin(), out.begin() + n * n);
+  SmallVector<Value> Gy(out.begin() + n * n, out.end());
+  undoNormalize(sk, Y, Gy, history.restore(kb.idx(0), n), false);
+  // Through P0 = softmax_j(L) + eps, with the recomputed softmax.
+  SmallVector<Value> gL;
+  for (int64_t i = 0; i < n; ++i) {
+    Value dot = kb.f32(0.0);
+    for (int64_t j = 0; j < n; ++j)
+      dot = kb.fma(Gy[i * n + j], S[i * n + j], dot);
+    for (int64_t j = 0; j < n; ++j)
+      gL.push_back(kb.mul(kb.sub(Gy[i * n + j], dot), S[i * n + j]));
+  }
+  return gL;
+}
 } // namespace
 
 static LogicalResult buildBackward(KernelContext &ctx) {
   int64_t n = ctx.n(), T = ctx.spec.iters;
-  int64_t hist = historyFloats(ctx.spec);
+  int64_t hist = ::mhc::sinkhornHistoryFloats(ctx.spec);
   ctx.buffer("gP", DType::F32, BufferRole::Input, {n * n, 0});
   ctx.buffer("logits", DType::F32, BufferRole::Input, {n * n, 0});
   ctx.buffer("glogits", DType::F32, BufferRole::Output, {n * n, 0});
-  // As many threads as the history leaves room for in 48 KiB (checked by
-  // unsupportedReason), at most 128.
-  int64_t fit = (48 * 1024) / (hist * 4);
+  // As many threads as the history leaves room for (unsupportedReason
+  // checks that a warp's worth fits), at most 64.
+  int64_t fit = ::mhc::kSinkhornHistoryBytes / (hist * 4);
   const int threads = static_cast<int>(std::min<int64_t>(64, (fit / 32) * 32));
   LaunchBuilder &l = ctx.launch("main");
   l.param("gP").param("logits").param("glogits").param("M").block(threads)
@@ -422,172 +637,16 @@ static LogicalResult buildBackward(KernelContext &ctx) {
   KernelBuilder kb = ctx.begin(l);
   Sinkhorn sk{kb, n, ctx.spec.eps};
   Value tid = kb.threadId();
-  Value smem = l.shared();
-  // history[k] of this thread: smem[k * threads + tid].
-  auto slot = [&](Value k) { return kb.add(kb.mul(k, kb.idx(threads)), tid); };
-  auto save = [&](Value base, ArrayRef<Value> v) {
-    for (size_t k = 0; k < v.size(); ++k)
-      kb.store(v[k], smem, slot(kb.add(base, kb.idx(k))));
-  };
-  auto restore = [&](Value base, int64_t count) {
-    SmallVector<Value> v;
-    for (int64_t k = 0; k < count; ++k)
-      v.push_back(kb.load(smem, slot(kb.add(base, kb.idx(k)))));
-    return v;
-  };
+  History history{kb, l.shared(), tid, threads};
   Value m = kb.add(kb.mul(kb.blockId(), kb.idx(threads)), tid);
   kb.when(kb.lt(m, l.tokens()), [&] {
     SmallVector<Value> L = loadMatrix(kb, l.arg("logits"), m, n);
     SmallVector<Value> gP = loadMatrix(kb, l.arg("gP"), m, n);
-    SmallVector<Value> gL;
     if (ctx.spec.mode == SinkhornMode::Log) {
-      // Base 2 (see negLog2SumExp2): the plans below are docs/MATH.md's.
-      L = toBase2(kb, L);
-      SmallVector<Value> K = sk.kernelMatrix(L);
-      // The gradient through the log mode, with the forward run in the
-      // scaling form: history u^t, v^t (2n floats per iteration), plans
-      // K_ij u_i v_j; `ok` turns false when a sum leaves the safe range.
-      auto scalingGrad = [&](Value *ok) {
-        SmallVector<Value> start(2 * n, kb.f32(1.0));
-        start.push_back(kb.boolean(true));
-        SmallVector<Value> fg = kb.loop(
-            kb.idx(0), kb.idx(T), kb.idx(1), start,
-            [&](Value t, ValueRange it) {
-              SmallVector<Value> g(it.begin() + n, it.begin() + 2 * n);
-              Value fine = it[2 * n];
-              SmallVector<Value> u = sk.scale(K, g, true, fine);
-              SmallVector<Value> next = concat(u, sk.scale(K, u, false, fine));
-              save(kb.mul(t, kb.idx(2 * n)), next);
-              next.push_back(fine);
-              return next;
-            });
-        *ok = fg[2 * n];
-        SmallVector<Value> P = sk.scaledPlan(K, ArrayRef<Value>(fg).take_front(n),
-                                             ArrayRef<Value>(fg).slice(n, n));
-        // Through P = exp(f + L + g).
-        SmallVector<Value> gL0, gf(n, kb.f32(0.0)), gg(n, kb.f32(0.0));
-        for (int64_t i = 0; i < n; ++i)
-          for (int64_t j = 0; j < n; ++j) {
-            Value d = kb.mul(gP[i * n + j], P[i * n + j]);
-            gL0.push_back(d);
-            gf[i] = kb.add(gf[i], d);
-            gg[j] = kb.add(gg[j], d);
-          }
-        // Iterations T..1, as t' = T-1..0 with f^t at history[t'*2n].
-        SmallVector<Value> init = concat(concat(gL0, gg), gf);
-        SmallVector<Value> out = kb.loop(
-            kb.idx(0), kb.idx(T), kb.idx(1), init, [&](Value r, ValueRange it) {
-              Value t = kb.sub(kb.idx(T - 1), r);
-              SmallVector<Value> G(it.begin(), it.begin() + n * n);
-              SmallVector<Value> ggt(it.begin() + n * n, it.begin() + n * n + n);
-              SmallVector<Value> gft(it.begin() + n * n + n, it.end());
-              SmallVector<Value> cur = restore(kb.mul(t, kb.idx(2 * n)), 2 * n);
-              ArrayRef<Value> f(cur.data(), n), g(cur.data() + n, n);
-              // g^{t-1}: g = 0 (v = 1) before the first iteration.
-              Value first = kb.eq(t, kb.idx(0));
-              Value prevBase = kb.mul(kb.select(first, kb.idx(0), kb.sub(t, kb.idx(1))), kb.idx(2 * n));
-              SmallVector<Value> prev = restore(prevBase, 2 * n);
-              SmallVector<Value> gPrev;
-              for (int64_t j = 0; j < n; ++j)
-                gPrev.push_back(kb.select(first, kb.f32(1.0), prev[n + j]));
-              // g^t_j = -LSE_i(L_ij + f^t_i): A = exp(L + f^t + g^t).
-              SmallVector<Value> A = sk.scaledPlan(K, f, g);
-              for (int64_t i = 0; i < n; ++i)
-                for (int64_t j = 0; j < n; ++j) {
-                  Value d = kb.mul(ggt[j], A[i * n + j]);
-                  G[i * n + j] = kb.sub(G[i * n + j], d);
-                  gft[i] = kb.sub(gft[i], d);
-                }
-              // f^t_i = -LSE_j(L_ij + g^{t-1}_j): B = exp(L + g^{t-1} + f^t).
-              SmallVector<Value> B = sk.scaledPlan(K, f, gPrev);
-              SmallVector<Value> ggPrev(n, kb.f32(0.0));
-              for (int64_t i = 0; i < n; ++i)
-                for (int64_t j = 0; j < n; ++j) {
-                  Value d = kb.mul(gft[i], B[i * n + j]);
-                  G[i * n + j] = kb.sub(G[i * n + j], d);
-                  ggPrev[j] = kb.sub(ggPrev[j], d);
-                }
-              SmallVector<Value> zeroF(n, kb.f32(0.0));
-              return concat(concat(G, ggPrev), zeroF);
-            });
-        out.resize(n * n);
-        return out;
-      };
-      Value ok;
-      SmallVector<Value> fast = scalingGrad(&ok);
-      kb.when(ok, [&] { storeMatrix(kb, fast, l.arg("glogits"), m, n); });
-      kb.when(kb.select(ok, kb.boolean(false), kb.boolean(true)), [&] {
-        LogDomainGrad{kb, n, T, l.arg("logits"), l.arg("gP"), l.arg("glogits"),
-                      m, save, restore}
-            .emit();
-      });
+      emitLogModeGrad(sk, history, l, m, L, gP, T);
       return;
-    } else {
-      // Forward, saving each normalisation's sums: step 0 is the first
-      // column step, then rows/columns alternate.
-      SmallVector<Value> S = sk.softmax(L);
-      SmallVector<Value> P = S;
-      for (Value &v : P)
-        v = kb.add(v, kb.f32(ctx.spec.eps));
-      SmallVector<Value> c = sk.sums(P, false);
-      save(kb.idx(0), c);
-      P = sk.normalize(P, c, false);
-      P = kb.loop(kb.idx(1), kb.idx(T), kb.idx(1), P,
-                  [&](Value t, ValueRange it) {
-                    SmallVector<Value> Q(it.begin(), it.end());
-                    Value base = kb.mul(kb.sub(kb.mul(t, kb.idx(2)), kb.idx(1)), kb.idx(n));
-                    SmallVector<Value> r = sk.sums(Q, true);
-                    save(base, r);
-                    Q = sk.normalize(Q, r, true);
-                    SmallVector<Value> c2 = sk.sums(Q, false);
-                    save(kb.add(base, kb.idx(n)), c2);
-                    return sk.normalize(Q, c2, false);
-                  });
-      // Back through y = x / (s + eps): gx = (gy - sum(gy*y)) / (s + eps)
-      // along the normalised axis, then x = y * (s + eps).
-      auto back = [&](SmallVector<Value> &Y, SmallVector<Value> &Gy,
-                      ArrayRef<Value> s, bool rows) {
-        SmallVector<Value> dot(n, kb.f32(0.0)), den, inv;
-        for (int64_t i = 0; i < n; ++i)
-          for (int64_t j = 0; j < n; ++j) {
-            int64_t a = rows ? i : j;
-            dot[a] = kb.fma(Gy[i * n + j], Y[i * n + j], dot[a]);
-          }
-        for (int64_t a = 0; a < n; ++a) {
-          den.push_back(kb.add(s[a], kb.f32(ctx.spec.eps)));
-          inv.push_back(kb.div(kb.f32(1.0), den.back()));
-        }
-        for (int64_t i = 0; i < n; ++i)
-          for (int64_t j = 0; j < n; ++j) {
-            int64_t a = rows ? i : j;
-            Gy[i * n + j] = kb.mul(kb.sub(Gy[i * n + j], dot[a]), inv[a]);
-            Y[i * n + j] = kb.mul(Y[i * n + j], den[a]);
-          }
-      };
-      SmallVector<Value> init = concat(P, gP);
-      SmallVector<Value> out = kb.loop(
-          kb.idx(1), kb.idx(T), kb.idx(1), init, [&](Value r, ValueRange it) {
-            Value t = kb.sub(kb.idx(T), r); // T-1 .. 1
-            SmallVector<Value> Y(it.begin(), it.begin() + n * n);
-            SmallVector<Value> Gy(it.begin() + n * n, it.end());
-            Value base = kb.mul(kb.sub(kb.mul(t, kb.idx(2)), kb.idx(1)), kb.idx(n));
-            back(Y, Gy, restore(kb.add(base, kb.idx(n)), n), false);
-            back(Y, Gy, restore(base, n), true);
-            return concat(Y, Gy);
-          });
-      SmallVector<Value> Y(out.begin(), out.begin() + n * n);
-      SmallVector<Value> Gy(out.begin() + n * n, out.end());
-      back(Y, Gy, restore(kb.idx(0), n), false);
-      // Through P0 = softmax_j(L) + eps, with the recomputed softmax.
-      for (int64_t i = 0; i < n; ++i) {
-        Value dot = kb.f32(0.0);
-        for (int64_t j = 0; j < n; ++j)
-          dot = kb.fma(Gy[i * n + j], S[i * n + j], dot);
-        for (int64_t j = 0; j < n; ++j)
-          gL.push_back(kb.mul(kb.sub(Gy[i * n + j], dot), S[i * n + j]));
-      }
     }
-    storeMatrix(kb, gL, l.arg("glogits"), m, n);
+    storeMatrix(kb, softmaxEpsGrad(sk, history, L, gP, T), l.arg("glogits"), m, n);
   });
   return success();
 }

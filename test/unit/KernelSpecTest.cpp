@@ -133,6 +133,15 @@ static void supportRules() {
   EXPECT(unsupportedReason(k).empty());
   k.iters = 25;
   EXPECT(unsupportedReason(k).find("history") != std::string::npos);
+  EXPECT(sinkhornHistoryFloats(k) == 2 * 8 * 25);
+  // softmax_eps keeps the sums of one column step, then T - 1 row and
+  // column steps: (2T - 1) n floats.
+  k.mode = SinkhornMode::SoftmaxEps;
+  EXPECT(sinkhornHistoryFloats(k) == 49 * 8);
+  EXPECT(unsupportedReason(k).find("392 floats") != std::string::npos);
+  k.iters = 24;
+  EXPECT(sinkhornHistoryFloats(k) == 47 * 8);
+  EXPECT(unsupportedReason(k).empty());
   k.dir = Direction::Forward; // the forward keeps no history
   EXPECT(unsupportedReason(k).empty());
 }

@@ -24,7 +24,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "builder/Rings.h"
+#include "builder/BulkRing.h"
+#include "builder/WavePacer.h"
 #include "builder/Streams.h"
 #include "kernels/project/Fragments.h"
 #include "kernels/project/Project.h"

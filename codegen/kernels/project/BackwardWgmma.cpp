@@ -37,8 +37,9 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "builder/Rings.h"
+#include "builder/BulkRing.h"
 #include "builder/Streams.h"
+#include "builder/WavePacer.h"
 #include "kernels/project/Fragments.h"
 #include "kernels/project/Project.h"
 

@@ -47,7 +47,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "builder/Rings.h"
+#include "builder/BulkRing.h"
+#include "builder/WavePacer.h"
 #include "kernels/project/Fragments.h"
 #include "kernels/project/Project.h"
 

@@ -40,7 +40,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "builder/Rings.h"
+#include "builder/BulkRing.h"
 #include "kernels/project/Fragments.h"
 #include "kernels/project/Project.h"
 

@@ -88,6 +88,14 @@ inline bool operator!=(const KernelSpec &a, const KernelSpec &b) { return !(a ==
 /// one place that decides between a generated kernel and the reference path.
 std::string unsupportedReason(const KernelSpec &spec);
 
+/// Floats of iteration history per token that the sinkhorn backward keeps in
+/// shared memory: log mode the potentials f^t, g^t (2n per iteration),
+/// softmax_eps mode the row and column sums (2 iters - 1 of n). A warp's
+/// worth (32 tokens) must fit in kSinkhornHistoryBytes: unsupportedReason
+/// rejects specs whose history does not.
+int64_t sinkhornHistoryFloats(const KernelSpec &spec);
+inline constexpr int64_t kSinkhornHistoryBytes = 48 * 1024;
+
 } // namespace mhc
 
 #endif // MHC_SUPPORT_KERNELSPEC_H
