@@ -17,7 +17,16 @@ from torch.utils.cpp_extension import BuildExtension, CUDAExtension
 root = os.path.dirname(os.path.abspath(__file__))
 sources = [
     "runtime/torch/Module.cpp",
-    "runtime/torch/Ops.cpp",
+    "runtime/torch/Library.cpp",
+    "runtime/torch/Checks.cpp",
+    "runtime/torch/KernelPath.cpp",
+    "runtime/torch/Specs.cpp",
+    "runtime/torch/ProjectOps.cpp",
+    "runtime/torch/ScaleOps.cpp",
+    "runtime/torch/SinkhornOps.cpp",
+    "runtime/torch/AggregateOps.cpp",
+    "runtime/torch/ExpandCombineOps.cpp",
+    "runtime/torch/PreOps.cpp",
     "runtime/torch/Autograd.cpp",
     "runtime/torch/Reference.cpp",
     "runtime/Bundles.cpp",
@@ -30,6 +39,7 @@ sources = [
     "lib/KernelSpec.cpp",
     "lib/Manifest.cpp",
     "lib/Json.cpp",
+    "lib/OpContract.cpp",
 ]
 
 # Ship the compiler with the package when it has been built here.

@@ -19,12 +19,9 @@ LogicalResult ProjectOp::verifySignature() {
     return failure();
   Signature sig(*this, n);
   Dim N = Dim::fixed(numLogits(n), "N");
-  if (failed(sig.check("operand", "x", getX(), streamDims(n, getLayout()),
-                       ElemKind::Activation)) ||
-      failed(sig.check("operand", "phi", getPhi(), {N, Dim::k()},
-                       ElemKind::Param)) ||
-      (getWeight() && failed(sig.check("operand", "weight", getWeight(),
-                                       {Dim::k()}, ElemKind::Param))) ||
+  if (failed(sig.operand("project", "x", getX(), getLayout())) ||
+      failed(sig.operand("project", "phi", getPhi())) ||
+      (getWeight() && failed(sig.operand("project", "weight", getWeight()))) ||
       failed(sig.check("result", "h", getH(), {Dim::tokens(), N},
                        ElemKind::Mixing)) ||
       failed(sig.check("result", "ms", getMs(), {Dim::tokens()},
@@ -63,16 +60,15 @@ LogicalResult ScaleOp::verifySignature() {
   if (failed(checkStreamCount(*this, n)) || failed(verifyScaleAttrs(*this)))
     return failure();
   Signature sig(*this, n);
-  Dim N = Dim::fixed(numLogits(n), "N"), S = Dim::fixed(n, "n");
+  Dim S = Dim::fixed(n, "n");
   Dim M = Dim::tokens();
-  if (failed(sig.check("operand", "h", getH(), {M, N}, ElemKind::Mixing)) ||
-      failed(sig.check("operand", "ms", getMs(), {M}, ElemKind::Mixing)) ||
-      failed(sig.check("operand", "alpha", getAlpha(), {Dim::fixed(3, "3")},
-                       ElemKind::Param)) ||
-      failed(sig.check("operand", "beta", getBeta(), {N}, ElemKind::Param)) ||
+  if (failed(sig.operand("scale", "h", getH())) ||
+      failed(sig.operand("scale", "ms", getMs())) ||
+      failed(sig.operand("scale", "alpha", getAlpha())) ||
+      failed(sig.operand("scale", "beta", getBeta())) ||
       failed(sig.check("result", "pre", getPre(), {M, S}, ElemKind::Mixing)) ||
-      failed(sig.check("result", "post", getPost(), {M, S},
-                       ElemKind::Mixing)) ||
+      failed(
+          sig.check("result", "post", getPost(), {M, S}, ElemKind::Mixing)) ||
       failed(sig.check("result", "logits", getLogits(), {M, S, S},
                        ElemKind::Mixing)))
     return failure();
@@ -115,8 +111,7 @@ LogicalResult SinkhornOp::verifySignature() {
     return failure();
   Signature sig(*this, n);
   Dim S = Dim::fixed(n, "n");
-  if (failed(sig.check("operand", "logits", getLogits(),
-                       {Dim::tokens(), S, S}, ElemKind::Mixing)) ||
+  if (failed(sig.operand("sinkhorn", "logits", getLogits())) ||
       failed(sig.check("result", "P", getP(), {Dim::tokens(), S, S},
                        ElemKind::Mixing)))
     return failure();
@@ -154,10 +149,8 @@ LogicalResult AggregateOp::verifySignature() {
     return failure();
   Signature sig(*this, n);
   Dim M = Dim::tokens();
-  if (failed(sig.check("operand", "x", getX(), streamDims(n, getLayout()),
-                       ElemKind::Activation)) ||
-      failed(sig.check("operand", "pre", getPre(), {M, Dim::fixed(n, "n")},
-                       ElemKind::Mixing)) ||
+  if (failed(sig.operand("aggregate", "x", getX(), getLayout())) ||
+      failed(sig.operand("aggregate", "pre", getPre())) ||
       failed(sig.check("result", "y", getY(), {M, Dim::channels()},
                        ElemKind::Activation)) ||
       failed(sig.checkSameElementType("result", "y", getY(), getX(), "x")))
@@ -195,19 +188,15 @@ LogicalResult ExpandCombineOp::verifySignature() {
   if (failed(checkStreamCount(*this, n)))
     return failure();
   Signature sig(*this, n);
-  Dim M = Dim::tokens(), S = Dim::fixed(n, "n");
   auto xDims = streamDims(n, getLayout());
-  if (failed(sig.check("operand", "x", getX(), xDims, ElemKind::Activation)) ||
-      failed(sig.check("operand", "f", getF(), {M, Dim::channels()},
-                       ElemKind::Activation)) ||
+  if (failed(sig.operand("expand_combine", "x", getX(), getLayout())) ||
+      failed(sig.operand("expand_combine", "f", getF())) ||
       failed(sig.checkSameElementType("operand", "f", getF(), getX(), "x")) ||
-      failed(sig.check("operand", "post", getPost(), {M, S},
-                       ElemKind::Mixing)) ||
-      failed(sig.check("operand", "P", getP(), {M, S, S}, ElemKind::Mixing)) ||
-      (getBias() && failed(sig.check("operand", "bias", getBias(),
-                                     {Dim::channels()}, ElemKind::Param))) ||
-      failed(sig.check("result", "out", getOut(), xDims,
-                       ElemKind::Activation)) ||
+      failed(sig.operand("expand_combine", "post", getPost())) ||
+      failed(sig.operand("expand_combine", "P", getP())) ||
+      (getBias() && failed(sig.operand("expand_combine", "bias", getBias()))) ||
+      failed(
+          sig.check("result", "out", getOut(), xDims, ElemKind::Activation)) ||
       failed(sig.checkSameElementType("result", "out", getOut(), getX(), "x")))
     return failure();
   return success();

@@ -23,27 +23,22 @@ LogicalResult PreOp::verifySignature() {
   Dim N = Dim::fixed(numLogits(n), "N"), S = Dim::fixed(n, "n");
   Dim M = Dim::tokens();
   Value phi = getPhi();
-  if (failed(sig.check("operand", "x", getX(), streamDims(n, getLayout()),
-                       ElemKind::Activation)) ||
-      failed(sig.check("operand", "phi", phi, {N, Dim::k()},
-                       ElemKind::Param)) ||
-      failed(sig.check("operand", "alpha", getAlpha(), {Dim::fixed(3, "3")},
-                       ElemKind::Param)) ||
+  if (failed(sig.operand("pre", "x", getX(), getLayout())) ||
+      failed(sig.operand("pre", "phi", phi)) ||
+      failed(sig.operand("pre", "alpha", getAlpha())) ||
       failed(sig.checkSameElementType("operand", "alpha", getAlpha(), phi,
                                       "phi")) ||
-      failed(sig.check("operand", "beta", getBeta(), {N}, ElemKind::Param)) ||
-      failed(sig.checkSameElementType("operand", "beta", getBeta(), phi,
-                                      "phi")) ||
-      (getWeight() &&
-       (failed(sig.check("operand", "weight", getWeight(), {Dim::k()},
-                         ElemKind::Param)) ||
-        failed(sig.checkSameElementType("operand", "weight", getWeight(), phi,
-                                        "phi")))) ||
+      failed(sig.operand("pre", "beta", getBeta())) ||
+      failed(
+          sig.checkSameElementType("operand", "beta", getBeta(), phi, "phi")) ||
+      (getWeight() && (failed(sig.operand("pre", "weight", getWeight())) ||
+                       failed(sig.checkSameElementType(
+                           "operand", "weight", getWeight(), phi, "phi")))) ||
       failed(sig.check("result", "h", getH(), {M, N}, ElemKind::Mixing)) ||
       failed(sig.check("result", "ms", getMs(), {M}, ElemKind::Mixing)) ||
       failed(sig.check("result", "pre", getPre(), {M, S}, ElemKind::Mixing)) ||
-      failed(sig.check("result", "post", getPost(), {M, S},
-                       ElemKind::Mixing)) ||
+      failed(
+          sig.check("result", "post", getPost(), {M, S}, ElemKind::Mixing)) ||
       failed(sig.check("result", "logits", getLogits(), {M, S, S},
                        ElemKind::Mixing)) ||
       failed(sig.check("result", "P", getP(), {M, S, S}, ElemKind::Mixing)) ||

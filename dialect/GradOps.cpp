@@ -20,15 +20,14 @@ LogicalResult ProjectGradOp::verifySignature() {
   if (failed(checkStreamCount(*this, n)))
     return failure();
   Signature sig(*this, n);
-  Dim M = Dim::tokens(), N = Dim::fixed(numLogits(n), "N");
+  Dim N = Dim::fixed(numLogits(n), "N");
   auto xDims = streamDims(n, getLayout());
-  if (failed(sig.check("operand", "x", getX(), xDims, ElemKind::Activation)) ||
-      failed(sig.check("operand", "gh", getGh(), {M, N}, ElemKind::Mixing)) ||
-      failed(sig.check("operand", "gms", getGms(), {M}, ElemKind::Mixing)) ||
-      failed(sig.check("operand", "phi", getPhi(), {N, Dim::k()},
-                       ElemKind::Param)) ||
-      (getWeight() && failed(sig.check("operand", "weight", getWeight(),
-                                       {Dim::k()}, ElemKind::Param))) ||
+  if (failed(sig.operand("project_backward", "x", getX(), getLayout())) ||
+      failed(sig.operand("project_backward", "gh", getGh())) ||
+      failed(sig.operand("project_backward", "gms", getGms())) ||
+      failed(sig.operand("project_backward", "phi", getPhi())) ||
+      (getWeight() &&
+       failed(sig.operand("project_backward", "weight", getWeight()))) ||
       failed(sig.check("result", "gx", getGx(), xDims, ElemKind::Activation)) ||
       failed(sig.checkSameElementType("result", "gx", getGx(), getX(), "x")) ||
       failed(sig.check("result", "gphi", getGphi(), {N, Dim::k()},
@@ -79,19 +78,15 @@ LogicalResult ScaleGradOp::verifySignature() {
   if (failed(checkStreamCount(*this, n)) || failed(verifyScaleAttrs(*this)))
     return failure();
   Signature sig(*this, n);
-  Dim M = Dim::tokens(), S = Dim::fixed(n, "n");
+  Dim M = Dim::tokens();
   Dim N = Dim::fixed(numLogits(n), "N"), three = Dim::fixed(3, "3");
-  if (failed(sig.check("operand", "gpre", getGpre(), {M, S},
-                       ElemKind::Mixing)) ||
-      failed(sig.check("operand", "gpost", getGpost(), {M, S},
-                       ElemKind::Mixing)) ||
-      failed(sig.check("operand", "glogits", getGlogits(), {M, S, S},
-                       ElemKind::Mixing)) ||
-      failed(sig.check("operand", "h", getH(), {M, N}, ElemKind::Mixing)) ||
-      failed(sig.check("operand", "ms", getMs(), {M}, ElemKind::Mixing)) ||
-      failed(sig.check("operand", "alpha", getAlpha(), {three},
-                       ElemKind::Param)) ||
-      failed(sig.check("operand", "beta", getBeta(), {N}, ElemKind::Param)) ||
+  if (failed(sig.operand("scale_backward", "gpre", getGpre())) ||
+      failed(sig.operand("scale_backward", "gpost", getGpost())) ||
+      failed(sig.operand("scale_backward", "glogits", getGlogits())) ||
+      failed(sig.operand("scale_backward", "h", getH())) ||
+      failed(sig.operand("scale_backward", "ms", getMs())) ||
+      failed(sig.operand("scale_backward", "alpha", getAlpha())) ||
+      failed(sig.operand("scale_backward", "beta", getBeta())) ||
       failed(sig.check("result", "gh", getGh(), {M, N}, ElemKind::Mixing)) ||
       failed(sig.check("result", "gms", getGms(), {M}, ElemKind::Mixing)) ||
       failed(sig.check("result", "galpha", getGalpha(), {three},
@@ -143,10 +138,8 @@ LogicalResult SinkhornGradOp::verifySignature() {
     return failure();
   Signature sig(*this, n);
   Dim M = Dim::tokens(), S = Dim::fixed(n, "n");
-  if (failed(sig.check("operand", "gP", getGP(), {M, S, S},
-                       ElemKind::Mixing)) ||
-      failed(sig.check("operand", "logits", getLogits(), {M, S, S},
-                       ElemKind::Mixing)) ||
+  if (failed(sig.operand("sinkhorn_backward", "gP", getGP())) ||
+      failed(sig.operand("sinkhorn_backward", "logits", getLogits())) ||
       failed(sig.check("result", "glogits", getGlogits(), {M, S, S},
                        ElemKind::Mixing)))
     return failure();
@@ -185,15 +178,13 @@ LogicalResult AggregateGradOp::verifySignature() {
   Signature sig(*this, n);
   Dim M = Dim::tokens(), S = Dim::fixed(n, "n");
   auto xDims = streamDims(n, getLayout());
-  if (failed(sig.check("operand", "x", getX(), xDims, ElemKind::Activation)) ||
-      failed(sig.check("operand", "gy", getGy(), {M, Dim::channels()},
-                       ElemKind::Activation)) ||
+  if (failed(sig.operand("aggregate_backward", "x", getX(), getLayout())) ||
+      failed(sig.operand("aggregate_backward", "gy", getGy())) ||
       failed(sig.checkSameElementType("operand", "gy", getGy(), getX(), "x")) ||
-      failed(sig.check("operand", "pre", getPre(), {M, S}, ElemKind::Mixing)) ||
+      failed(sig.operand("aggregate_backward", "pre", getPre())) ||
       failed(sig.check("result", "gx", getGx(), xDims, ElemKind::Activation)) ||
       failed(sig.checkSameElementType("result", "gx", getGx(), getX(), "x")) ||
-      failed(sig.check("result", "gpre", getGpre(), {M, S},
-                       ElemKind::Mixing)))
+      failed(sig.check("result", "gpre", getGpre(), {M, S}, ElemKind::Mixing)))
     return failure();
   return success();
 }
@@ -230,22 +221,23 @@ LogicalResult ExpandCombineGradOp::verifySignature() {
   Signature sig(*this, n);
   Dim M = Dim::tokens(), S = Dim::fixed(n, "n"), C = Dim::channels();
   auto xDims = streamDims(n, getLayout());
-  if (failed(sig.check("operand", "x", getX(), xDims, ElemKind::Activation)) ||
-      failed(sig.check("operand", "gout", getGout(), xDims,
-                       ElemKind::Activation)) ||
+  if (failed(
+          sig.operand("expand_combine_backward", "x", getX(), getLayout())) ||
+      failed(sig.operand("expand_combine_backward", "gout", getGout(),
+                         getLayout())) ||
       failed(sig.checkSameElementType("operand", "gout", getGout(), getX(),
                                       "x")) ||
-      failed(sig.check("operand", "f", getF(), {M, C}, ElemKind::Activation)) ||
+      failed(sig.operand("expand_combine_backward", "f", getF())) ||
       failed(sig.checkSameElementType("operand", "f", getF(), getX(), "x")) ||
-      failed(sig.check("operand", "post", getPost(), {M, S},
-                       ElemKind::Mixing)) ||
-      failed(sig.check("operand", "P", getP(), {M, S, S}, ElemKind::Mixing)) ||
+      failed(sig.operand("expand_combine_backward", "post", getPost())) ||
+      failed(sig.operand("expand_combine_backward", "P", getP())) ||
       (getBias() &&
-       failed(sig.check("operand", "bias", getBias(), {C}, ElemKind::Param))) ||
-      failed(sig.check("result", "gf", getGf(), {M, C}, ElemKind::Activation)) ||
+       failed(sig.operand("expand_combine_backward", "bias", getBias()))) ||
+      failed(
+          sig.check("result", "gf", getGf(), {M, C}, ElemKind::Activation)) ||
       failed(sig.checkSameElementType("result", "gf", getGf(), getX(), "x")) ||
-      failed(sig.check("result", "gpost", getGpost(), {M, S},
-                       ElemKind::Mixing)) ||
+      failed(
+          sig.check("result", "gpost", getGpost(), {M, S}, ElemKind::Mixing)) ||
       failed(sig.check("result", "gx", getGx(), xDims, ElemKind::Activation)) ||
       failed(sig.checkSameElementType("result", "gx", getGx(), getX(), "x")) ||
       failed(sig.check("result", "gP", getGP(), {M, S, S}, ElemKind::Mixing)))

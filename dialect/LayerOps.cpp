@@ -10,18 +10,13 @@ LogicalResult LayerOp::verifySignature() {
   if (failed(verifyPreStepAttrs(*this)))
     return failure();
   Signature sig(*this, n);
-  Dim N = Dim::fixed(numLogits(n), "N");
   auto xDims = streamDims(n, getLayout());
-  if (failed(sig.check("operand", "x", getX(), xDims, ElemKind::Activation)) ||
-      failed(sig.check("operand", "phi", getPhi(), {N, Dim::k()},
-                       ElemKind::Param)) ||
-      failed(sig.check("operand", "alpha", getAlpha(), {Dim::fixed(3, "3")},
-                       ElemKind::Param)) ||
-      failed(sig.check("operand", "beta", getBeta(), {N}, ElemKind::Param)) ||
-      (getWeight() && failed(sig.check("operand", "weight", getWeight(),
-                                       {Dim::k()}, ElemKind::Param))) ||
-      (getBias() && failed(sig.check("operand", "bias", getBias(),
-                                     {Dim::channels()}, ElemKind::Param))) ||
+  if (failed(sig.operand("pre", "x", getX(), getLayout())) ||
+      failed(sig.operand("pre", "phi", getPhi())) ||
+      failed(sig.operand("pre", "alpha", getAlpha())) ||
+      failed(sig.operand("pre", "beta", getBeta())) ||
+      (getWeight() && failed(sig.operand("pre", "weight", getWeight()))) ||
+      (getBias() && failed(sig.operand("expand_combine", "bias", getBias()))) ||
       failed(sig.check("result", "x_next", getXNext(), xDims,
                        ElemKind::Activation)) ||
       failed(sig.checkSameElementType("result", "x_next", getXNext(), getX(),
@@ -35,8 +30,7 @@ LogicalResult LayerOp::verifyRegions() {
   // The block maps y = aggregate(x, pre) to f, both [M, C] in x's dtype.
   Signature sig(*this, getN());
   auto yDims = {Dim::tokens(), Dim::channels()};
-  if (failed(sig.check("operand", "x", getX(), streamDims(getN(), getLayout()),
-                       ElemKind::Activation)))
+  if (failed(sig.operand("pre", "x", getX(), getLayout())))
     return failure();
   if (body.getNumArguments() != 1)
     return emitOpError() << "body must take exactly one argument (the block "

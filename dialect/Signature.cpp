@@ -15,6 +15,49 @@ SmallVector<Dim, 3> mlir::mhc::streamDims(int64_t n, Layout layout) {
   return {Dim::tokens(), Dim::channels(), Dim::fixed(n, "n")};
 }
 
+static Dim dimOf(::mhc::Sym sym, int64_t n) {
+  switch (sym) {
+  case ::mhc::Sym::M:
+    return Dim::tokens();
+  case ::mhc::Sym::C:
+    return Dim::channels();
+  case ::mhc::Sym::K:
+    return Dim::k();
+  case ::mhc::Sym::n:
+    return Dim::fixed(n, "n");
+  case ::mhc::Sym::N:
+    return Dim::fixed(numLogits(n), "N");
+  case ::mhc::Sym::Three:
+    return Dim::fixed(3, "3");
+  }
+  llvm_unreachable("unknown dimension symbol");
+}
+
+static ElemKind kindOf(::mhc::ElemClass elem) {
+  switch (elem) {
+  case ::mhc::ElemClass::Activation:
+    return ElemKind::Activation;
+  case ::mhc::ElemClass::Mixing:
+    return ElemKind::Mixing;
+  case ::mhc::ElemClass::Param:
+    return ElemKind::Param;
+  }
+  llvm_unreachable("unknown element class");
+}
+
+LogicalResult Signature::operand(StringRef contractOp, StringRef name,
+                                 Value value, Layout layout) {
+  const ::mhc::ArgRule *rule = ::mhc::argRule(contractOp, name);
+  assert(rule && "an operand without a rule in OpContract.cpp");
+  SmallVector<Dim, 3> dims;
+  if (rule->streams)
+    dims = streamDims(n, layout);
+  else
+    for (::mhc::Sym sym : rule->dims)
+      dims.push_back(dimOf(sym, n));
+  return check("operand", name, value, dims, kindOf(rule->elem));
+}
+
 static bool isKind(Type t, ElemKind kind) {
   switch (kind) {
   case ElemKind::Activation:

@@ -12,6 +12,7 @@
 
 #include "mhc/Dialect/MhcOps.h"
 #include "mhc/Support/KernelLimits.h"
+#include "mhc/Support/OpContract.h"
 
 #include <optional>
 #include <string>
@@ -40,7 +41,7 @@ enum class ElemKind {
 /// The expected dims of x (and its gradient) in `layout`.
 SmallVector<Dim, 3> streamDims(int64_t n, Layout layout);
 /// N = 2n + n^2, for n <= kMaxStreams (checkStreamCount).
-inline int64_t numLogits(int64_t n) { return 2 * n + n * n; }
+using ::mhc::numLogits;
 
 class Signature {
 public:
@@ -49,6 +50,12 @@ public:
   /// Checks shape and element class; `role` is "operand" or "result".
   LogicalResult check(StringRef role, StringRef name, Value value,
                       ArrayRef<Dim> dims, ElemKind kind);
+  /// Checks operand `name` by the rule torch.ops.mhc.<contractOp> checks it
+  /// with (::mhc::argRule, OpContract.h): its dims (a streams tensor's by
+  /// `layout`) and element class. The dialect's own order and dtype
+  /// relations stay with the op.
+  LogicalResult operand(StringRef contractOp, StringRef name, Value value,
+                        Layout layout = Layout::nc);
   /// Checks that `value`'s element type equals `like`'s (named `likeName`).
   LogicalResult checkSameElementType(StringRef role, StringRef name,
                                      Value value, Value like,

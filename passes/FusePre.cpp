@@ -1,6 +1,7 @@
 //===- FusePre.cpp - project + scale + sinkhorn + aggregate -> mhc.pre ----===//
 
 #include "mhc/Passes/Passes.h"
+#include "mhc/Support/OpContract.h"
 
 #include "mlir/IR/Dominance.h"
 #include "mlir/IR/PatternMatch.h"
@@ -67,6 +68,24 @@ FailureOr<int64_t> commonTokens(TypeRange types) {
   return m;
 }
 
+/// Whether the runtime would run this pre step fused at this token count
+/// (::mhc::preStepFuses, which torch.ops.mhc.pre asks too); if not, a remark
+/// on `aggregate` says why the chain stays as four ops.
+bool fusesAt(AggregateOp aggregate, int64_t n, int64_t tokens) {
+  bool dynamic = ShapedType::isDynamic(tokens);
+  if (::mhc::preStepFuses(n, dynamic ? -1 : tokens))
+    return true;
+  InFlightDiagnostic remark = aggregate.emitRemark() << "pre step not fused: ";
+  if (dynamic)
+    remark << "the token count is dynamic";
+  else
+    remark << "M = " << tokens;
+  remark << " and n = " << n << " > " << ::mhc::kFusedPreMaxStreamsAnyM
+         << ", where the fused kernel is slower than the four ops above "
+         << ::mhc::kFusedPreMaxTokens << " tokens";
+  return false;
+}
+
 /// The chain ending in `aggregate`, if it can become one mhc.pre.
 std::optional<PreChain> matchChain(AggregateOp aggregate, DominanceInfo &dom) {
   auto scale = aggregate.getPre().getDefiningOp<ScaleOp>();
@@ -107,7 +126,8 @@ std::optional<PreChain> matchChain(AggregateOp aggregate, DominanceInfo &dom) {
       project.getMs().getType(),     scale.getPre().getType(),
       scale.getPost().getType(),     scale.getLogits().getType(),
       sinkhorn.getP().getType(),     aggregate.getY().getType()};
-  if (failed(commonTokens(types)))
+  FailureOr<int64_t> tokens = commonTokens(types);
+  if (failed(tokens) || !fusesAt(aggregate, n, *tokens))
     return std::nullopt;
   return PreChain{project, scale, sinkhorn, aggregate};
 }

@@ -37,7 +37,7 @@ struct KernelContext {
   int64_t n() const { return spec.n; }
   int64_t C() const { return spec.channels; }
   int64_t K() const { return spec.n * spec.channels; }
-  int64_t N() const { return 2 * spec.n + spec.n * spec.n; }
+  int64_t N() const { return ::mhc::numLogits(spec.n); }
   /// Elements per 16-byte access of the activations, narrowed until it
   /// divides C, so every channel chunk is aligned and no tail is needed.
   int64_t actWidth() const;

@@ -16,10 +16,10 @@ lib = "mhc::"
 
 
 def _N(n, op):
-    """2n + n^2 for an n in the ops' range (the real op's message)."""
+    """N = 2n + n^2 (mhc._C.num_logits) for an n in the ops' range (the real op's message)."""
     if not 1 <= n <= _C.MAX_STREAMS:
         raise ValueError(f"mhc.{op}: n must be >= 1 and <= {_C.MAX_STREAMS}; got {n}")
-    return 2 * n + n * n
+    return _C.num_logits(n)
 
 
 def _mixing(t):
@@ -31,12 +31,19 @@ def _channels(x, layout):
     return x.shape[2] if layout == "nc" else x.shape[1]
 
 
+_ARG_NAMES = {}
+
+
 def _one_device(op, **tensors):
-    """Every tensor (None: absent) on the first one's device, as the real op
-    checks (runtime/torch/Ops.cpp, Checker::tensor): the dispatcher sends a
-    call that mixes meta and CPU tensors here, not to the CPU kernel."""
+    """Every tensor (None: absent) on the first one's device, in the order the
+    real op checks them (mhc._C.arg_names, runtime/torch/Checks.cpp): the
+    dispatcher sends a call that mixes meta and CPU tensors here, not to the
+    CPU kernel."""
+    names = _ARG_NAMES.get(op) or _ARG_NAMES.setdefault(op, tuple(_C.arg_names(op)))
+    assert set(names) == set(tensors), (op, names, tuple(tensors))
     first = None
-    for name, t in tensors.items():
+    for name in names:
+        t = tensors[name]
         if t is None:
             continue
         if first is None:

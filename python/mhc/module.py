@@ -33,7 +33,7 @@ class HyperConnection(nn.Module):
         self.n, self.C, self.layout = n, C, layout
         self.options = dict(tf32=tf32, norm_eps=norm_eps, pre_eps=pre_eps, post_mult=post_mult, mode=mode,
                             iters=iters, eps=eps)
-        N, K = 2 * n + n * n, n * C
+        N, K = _C.num_logits(n), n * C
         kw = dict(device=device, dtype=dtype)
         self.phi = nn.Parameter(torch.empty(N, K, **kw))
         self.alpha = nn.Parameter(torch.empty(3, **kw))

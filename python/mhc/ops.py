@@ -19,6 +19,22 @@ from . import _C
 _LAYOUTS = ("nc", "cn")
 
 
+# N of n for every n in the ops' range, and n of N, asked of mhc._C once: the
+# lookups below also run while torch.compile traces, which cannot call into C++.
+_NUM_LOGITS = [0] + [_C.num_logits(n) for n in range(1, _C.MAX_STREAMS + 1)]
+_STREAMS_OF_LOGITS = {N: n for n, N in enumerate(_NUM_LOGITS) if n}
+
+
+def _num_logits(n):
+    """N of n; 0 for an n outside the ops' range (the op then names it)."""
+    return _NUM_LOGITS[n] if 1 <= n <= _C.MAX_STREAMS else 0
+
+
+def _n_of(x, layout):
+    """n of a streams tensor x [..., n, C] ("nc") or [..., C, n] ("cn")."""
+    return x.shape[-2] if layout == "nc" else x.shape[-1]
+
+
 def _streams(x, layout, name="x"):
     if layout not in _LAYOUTS:
         raise ValueError(f"layout must be 'nc' or 'cn', got {layout!r}")
@@ -26,7 +42,7 @@ def _streams(x, layout, name="x"):
         want = "[..., n, C]" if layout == "nc" else "[..., C, n]"
         got = tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__
         raise ValueError(f"argument '{name}' must be a tensor {want} with at least one leading (token) dim; got {got}")
-    n = x.shape[-2] if layout == "nc" else x.shape[-1]
+    n = _n_of(x, layout)
     C = x.shape[-1] if layout == "nc" else x.shape[-2]
     lead = tuple(x.shape[:-2])
     return lead, math.prod(lead), n, C
@@ -97,8 +113,8 @@ def _eager(entry, tensors, *args):
 
 
 def _streams_from_logits(N):
-    n = int(round((-2 + math.sqrt(4 + 4 * N)) / 2))
-    if 2 * n + n * n != N:
+    n = _STREAMS_OF_LOGITS.get(N)
+    if n is None:
         raise ValueError(f"h has {N} logits per token, which is not 2n + n^2 for any n")
     return n
 
@@ -111,7 +127,7 @@ def project(x, phi, weight=None, *, layout="nc", tf32=False):
             return out
     lead, M, n, C = _streams(x, layout)
     h, ms = torch.ops.mhc.project(_flat(x, M, *x.shape[-2:]), _dense(phi), _dense(weight), n, layout, bool(tf32))
-    return _unflat(h, lead, 2 * n + n * n), _unflat(ms, lead)
+    return _unflat(h, lead, h.shape[-1]), _unflat(ms, lead)
 
 
 def scale(h, ms, alpha, beta, *, norm_eps=1e-6, pre_eps=1e-6, post_mult=2.0):
@@ -166,7 +182,7 @@ def expand_combine(f, post, x, P, bias=None, *, layout="nc"):
         if out is not _TORCH_OPS:
             return out
         return torch.ops.mhc.expand_combine(_dense(f), _dense(post), _dense(x), _dense(P), _dense(bias),
-                                            x.size(1 if layout == "nc" else 2), layout)
+                                            _n_of(x, layout), layout)
     lead, M, n, C = _streams(x, layout)
     out = torch.ops.mhc.expand_combine(_flat(f, M, C), _flat(post, M, n), _flat(x, M, *x.shape[-2:]),
                                        _flat(P, M, n, n), _dense(bias), n, layout)
@@ -190,7 +206,7 @@ def pre(x, phi, alpha, beta, weight=None, *, layout="nc", tf32=False, norm_eps=1
         if out is not _TORCH_OPS:
             return out
         return torch.ops.mhc.pre(_dense(x), _dense(phi), _dense(alpha), _dense(beta), _dense(weight),
-                                 x.size(1 if layout == "nc" else 2), layout, bool(tf32), *scale_args, mode, iters,
+                                 _n_of(x, layout), layout, bool(tf32), *scale_args, mode, iters,
                                  eps)
     lead, M, n, C = _streams(x, layout)
     y, post_w, P = torch.ops.mhc.pre(_flat(x, M, *x.shape[-2:]), _dense(phi), _dense(alpha), _dense(beta),

@@ -40,7 +40,7 @@ def mhc_fused_projection(x, phi, use_tf32=True, norm_weight=None, fused_grad_x_a
 
 def mhc_fused_scale(H, alpha, beta, ms, n):
     """(h_pre, h_post, h_res) with TE's constants; h_res is (M, n*n)."""
-    N = 2 * n + n * n
+    N = ops._num_logits(n)
     h = H[..., :N]
     pre, post, logits = ops.scale(h, ms, alpha, beta.reshape(-1), norm_eps=_FLT_EPSILON, pre_eps=0.0,
                                   post_mult=2.0)

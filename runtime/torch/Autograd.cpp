@@ -12,6 +12,8 @@
 #include "OpHandles.h"
 #include "Reference.h"
 
+#include "mhc/Support/OpContract.h"
+
 #include <torch/autograd.h>
 #include <torch/library.h>
 
@@ -121,7 +123,7 @@ struct Project : torch::autograd::Function<Project> {
     auto s = ctx->get_saved_variables();
     int64_t n = ctx->saved_data["n"].toInt();
     std::string layout = ctx->saved_data["layout"].toStringRef();
-    int64_t M = s[0].size(0), N = 2 * n + n * n;
+    int64_t M = s[0].size(0), N = mhc::numLogits(n);
     auto mixing = s[0].options().dtype(mhc::ref::mixingType(s[0].scalar_type()));
     Tensor gh = g[0].defined() ? g[0].contiguous() : at::zeros({M, N}, mixing);
     Tensor gms = g[1].defined() ? g[1].contiguous() : at::zeros({M}, mixing);

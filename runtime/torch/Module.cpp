@@ -7,6 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "Checks.h"
 #include "OpHandles.h"
 #include "Reference.h"
 #include "Stats.h"
@@ -18,14 +19,17 @@
 namespace {
 using mhc::ops::OptTensor;
 
-/// n of a [M, n, C] ("nc") or [M, C, n] ("cn") x; 0 for any other shape or
-/// layout, which the op rejects (python/mhc/ops.py only calls these entry
-/// points with a 3-D x and a valid layout).
-int64_t streamsOf(const at::Tensor &x, const std::string &layout) {
-  if (x.dim() != 3 || (layout != "nc" && layout != "cn"))
-    return 0;
-  return x.size(layout == "nc" ? 1 : 2);
+/// n of `t`, argument `arg` of torch op `op`, by the op's contract (the
+/// rule looked up once per entry point): every eager entry point derives n
+/// here. python/mhc/ops.py only calls them with a 3-D x (or logits).
+template <const char *op, const char *arg>
+int64_t streamsOf(const at::Tensor &t, const std::string &layout = "nc") {
+  static const mhc::ArgRule &rule = mhc::ops::ruleOf(op, arg);
+  return mhc::ops::streamsOf(rule, t, layout);
 }
+constexpr char kProject[] = "project", kSinkhorn[] = "sinkhorn",
+               kAggregate[] = "aggregate", kCombine[] = "expand_combine",
+               kPre[] = "pre", kX[] = "x", kLogits[] = "logits";
 
 OptTensor contiguous(const OptTensor &t) {
   return t ? OptTensor(t->contiguous()) : std::nullopt;
@@ -89,7 +93,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
                       const std::string &layout, bool tf32) {
     pybind11::gil_scoped_release noGil;
     return mhc::ops::projectOp().call(x.contiguous(), phi.contiguous(), contiguous(weight),
-                                      streamsOf(x, layout), layout, tf32);
+                                      streamsOf<kProject, kX>(x, layout), layout, tf32);
   }, "torch.ops.mhc.project for 3-D x, n from x and the layout (eager entry point).");
   m.def("scale", [](const at::Tensor &h, const at::Tensor &ms, const at::Tensor &alpha,
                     const at::Tensor &beta, int64_t n, double normEps, double preEps,
@@ -101,11 +105,11 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("sinkhorn", [](const at::Tensor &logits, const std::string &mode, int64_t iters,
                        double eps) {
     pybind11::gil_scoped_release noGil;
-    return mhc::ops::sinkhornOp().call(logits.contiguous(), logits.size(-1), mode, iters, eps);
+    return mhc::ops::sinkhornOp().call(logits.contiguous(), streamsOf<kSinkhorn, kLogits>(logits), mode, iters, eps);
   }, "torch.ops.mhc.sinkhorn for 3-D logits, n from the last dim (eager entry point).");
   m.def("aggregate", [](const at::Tensor &x, const at::Tensor &pre, const std::string &layout) {
     pybind11::gil_scoped_release noGil;
-    return mhc::ops::aggregateOp().call(x.contiguous(), pre.contiguous(), streamsOf(x, layout),
+    return mhc::ops::aggregateOp().call(x.contiguous(), pre.contiguous(), streamsOf<kAggregate, kX>(x, layout),
                                         layout);
   }, "torch.ops.mhc.aggregate for 3-D x, n from x and the layout (eager entry point).");
   m.def("pre", [](const at::Tensor &x, const at::Tensor &phi, const at::Tensor &alpha,
@@ -115,7 +119,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
     pybind11::gil_scoped_release noGil;
     return mhc::ops::preOp().call(
         x.contiguous(), phi.contiguous(), alpha.contiguous(), beta.contiguous(),
-        contiguous(weight), streamsOf(x, layout), layout, tf32, normEps, preEps, postMult,
+        contiguous(weight), streamsOf<kPre, kX>(x, layout), layout, tf32, normEps, preEps, postMult,
         mode, iters, eps);
   }, "torch.ops.mhc.pre for 3-D x, n from x and the layout (eager entry point).");
   m.def("expand_combine", [](const at::Tensor &f, const at::Tensor &post, const at::Tensor &x,
@@ -124,9 +128,23 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
     pybind11::gil_scoped_release noGil;
     return mhc::ops::expandCombineOp().call(
         f.contiguous(), post.contiguous(), x.contiguous(), P.contiguous(), contiguous(bias),
-        streamsOf(x, layout), layout);
+        streamsOf<kCombine, kX>(x, layout), layout);
   }, "torch.ops.mhc.expand_combine for 3-D x, n from x and the layout (eager entry point).");
   m.attr("MAX_STREAMS") = mhc::ops::kMaxStreams;
+  // The ops' contract (mhc/Support/OpContract.h), for the Python package.
+  m.def("num_logits", &mhc::numLogits, "N = 2n + n^2, the mixing logits per token.");
+  m.def("pre_step_fuses", &mhc::preStepFuses,
+        "Whether torch.ops.mhc.pre (and mhc-fuse-pre) runs one layer's pre step as the "
+        "fused kernel for n streams and M tokens (M < 0: not known).");
+  m.def("arg_names", [](const std::string &op) {
+    const std::vector<mhc::ArgRule> *rules = mhc::argRules(op);
+    if (!rules)
+      throw std::invalid_argument("no op mhc." + op);
+    std::vector<std::string> names;
+    for (const mhc::ArgRule &rule : *rules)
+      names.emplace_back(rule.name);
+    return names;
+  }, "The tensor arguments of torch.ops.mhc.<op>, in the order the op checks them.");
   m.def("mixing_dtype", &mhc::ref::mixingType,
         "The dtype of the ops' mixing outputs (h, ms, pre, post, logits, P) for an "
         "activation or mixing input of this dtype (the fake kernels' rule).");

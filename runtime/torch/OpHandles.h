@@ -1,8 +1,9 @@
 //===- OpHandles.h - typed dispatcher handles of torch.ops.mhc.* -----------===//
 //
-// The ops' C++ signatures and their handles, looked up once. Used by
-// the autograd wrappers (Autograd.cpp) to call the ops through the
-// dispatcher.
+// Each op's schema, its C++ signature and its handle, looked up once: the
+// registration (Library.cpp), the entries (OpEntries.h), the autograd
+// wrappers (Autograd.cpp) and mhc._C's eager entry points (Module.cpp) read
+// them here.
 //
 //===----------------------------------------------------------------------===//
 
@@ -54,59 +55,70 @@ using PreSig = PreSigOf<std::tuple<Tensor, Tensor, Tensor>>;
 using PreSavedSig = PreSigOf<
     std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor>>;
 
-inline c10::OperatorHandle op(const char *name) {
-  return c10::Dispatcher::singleton().findSchemaOrThrow(name, "");
+/// One op's name and schema; Library.cpp defines it from these, and its
+/// handle below is typed with the signature above (both checked against the
+/// schema by PyTorch: the entries at registration, the handle on lookup).
+struct OpSchema {
+  const char *name;      // "mhc::<op>"
+  const char *schema;
+};
+
+inline constexpr OpSchema kProject{"mhc::project",
+    "project(Tensor x, Tensor phi, Tensor? weight, int n, str layout, bool tf32) -> (Tensor, Tensor)"};
+inline constexpr OpSchema kProjectBackward{"mhc::project_backward",
+    "project_backward(Tensor gh, Tensor gms, Tensor x, Tensor phi, Tensor? weight, int n, str layout, "
+    "bool tf32) -> (Tensor, Tensor, Tensor)"};
+inline constexpr OpSchema kScale{"mhc::scale",
+    "scale(Tensor h, Tensor ms, Tensor alpha, Tensor beta, int n, float norm_eps, float pre_eps, "
+    "float post_mult) -> (Tensor, Tensor, Tensor)"};
+inline constexpr OpSchema kScaleBackward{"mhc::scale_backward",
+    "scale_backward(Tensor gpre, Tensor gpost, Tensor glogits, Tensor h, Tensor ms, Tensor alpha, "
+    "Tensor beta, int n, float norm_eps, float pre_eps, float post_mult) -> (Tensor, Tensor, Tensor, Tensor)"};
+inline constexpr OpSchema kSinkhorn{"mhc::sinkhorn",
+    "sinkhorn(Tensor logits, int n, str mode, int iters, float eps) -> Tensor"};
+inline constexpr OpSchema kSinkhornBackward{"mhc::sinkhorn_backward",
+    "sinkhorn_backward(Tensor gP, Tensor logits, int n, str mode, int iters, float eps) -> Tensor"};
+inline constexpr OpSchema kAggregate{"mhc::aggregate",
+    "aggregate(Tensor x, Tensor pre, int n, str layout) -> Tensor"};
+inline constexpr OpSchema kAggregateBackward{"mhc::aggregate_backward",
+    "aggregate_backward(Tensor gy, Tensor x, Tensor pre, int n, str layout) -> (Tensor, Tensor)"};
+inline constexpr OpSchema kExpandCombine{"mhc::expand_combine",
+    "expand_combine(Tensor f, Tensor post, Tensor x, Tensor P, Tensor? bias, int n, str layout) -> Tensor"};
+inline constexpr OpSchema kExpandCombineBackward{"mhc::expand_combine_backward",
+    "expand_combine_backward(Tensor gout, Tensor f, Tensor post, Tensor x, Tensor P, Tensor? bias, int n, "
+    "str layout) -> (Tensor, Tensor, Tensor, Tensor, Tensor)"};
+// One layer's pre step (project -> scale -> sinkhorn -> aggregate): one
+// call and, on CUDA, one fused kernel. pre_saved also returns what the
+// gradient needs (h, ms, pre, logits); autograd calls it (Autograd.cpp).
+inline constexpr OpSchema kPre{"mhc::pre",
+    "pre(Tensor x, Tensor phi, Tensor alpha, Tensor beta, Tensor? weight, int n, str layout, bool tf32, "
+    "float norm_eps, float pre_eps, float post_mult, str mode, int iters, float eps) -> (Tensor, Tensor, Tensor)"};
+inline constexpr OpSchema kPreSaved{"mhc::pre_saved",
+    "pre_saved(Tensor x, Tensor phi, Tensor alpha, Tensor beta, Tensor? weight, int n, str layout, bool tf32, "
+    "float norm_eps, float pre_eps, float post_mult, str mode, int iters, float eps) -> "
+    "(Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor)"};
+
+/// The typed dispatcher handle of `op`, looked up once per signature.
+template <typename Sig, const OpSchema &op>
+const c10::TypedOperatorHandle<Sig> &handle() {
+  static auto h = c10::Dispatcher::singleton().findSchemaOrThrow(op.name, "").typed<Sig>();
+  return h;
 }
 
-inline const c10::TypedOperatorHandle<ProjectSig> &projectOp() {
-  static auto handle = op("mhc::project").typed<ProjectSig>();
-  return handle;
+inline const auto &projectOp() { return handle<ProjectSig, kProject>(); }
+inline const auto &scaleOp() { return handle<ScaleSig, kScale>(); }
+inline const auto &sinkhornOp() { return handle<SinkhornSig, kSinkhorn>(); }
+inline const auto &aggregateOp() { return handle<AggregateSig, kAggregate>(); }
+inline const auto &expandCombineOp() { return handle<ExpandCombineSig, kExpandCombine>(); }
+inline const auto &projectBackwardOp() { return handle<ProjectBackwardSig, kProjectBackward>(); }
+inline const auto &scaleBackwardOp() { return handle<ScaleBackwardSig, kScaleBackward>(); }
+inline const auto &sinkhornBackwardOp() { return handle<SinkhornBackwardSig, kSinkhornBackward>(); }
+inline const auto &aggregateBackwardOp() { return handle<AggregateBackwardSig, kAggregateBackward>(); }
+inline const auto &expandCombineBackwardOp() {
+  return handle<ExpandCombineBackwardSig, kExpandCombineBackward>();
 }
-inline const c10::TypedOperatorHandle<ScaleSig> &scaleOp() {
-  static auto handle = op("mhc::scale").typed<ScaleSig>();
-  return handle;
-}
-inline const c10::TypedOperatorHandle<SinkhornSig> &sinkhornOp() {
-  static auto handle = op("mhc::sinkhorn").typed<SinkhornSig>();
-  return handle;
-}
-inline const c10::TypedOperatorHandle<AggregateSig> &aggregateOp() {
-  static auto handle = op("mhc::aggregate").typed<AggregateSig>();
-  return handle;
-}
-inline const c10::TypedOperatorHandle<ExpandCombineSig> &expandCombineOp() {
-  static auto handle = op("mhc::expand_combine").typed<ExpandCombineSig>();
-  return handle;
-}
-
-inline const c10::TypedOperatorHandle<ProjectBackwardSig> &projectBackwardOp() {
-  static auto handle = op("mhc::project_backward").typed<ProjectBackwardSig>();
-  return handle;
-}
-inline const c10::TypedOperatorHandle<ScaleBackwardSig> &scaleBackwardOp() {
-  static auto handle = op("mhc::scale_backward").typed<ScaleBackwardSig>();
-  return handle;
-}
-inline const c10::TypedOperatorHandle<SinkhornBackwardSig> &sinkhornBackwardOp() {
-  static auto handle = op("mhc::sinkhorn_backward").typed<SinkhornBackwardSig>();
-  return handle;
-}
-inline const c10::TypedOperatorHandle<AggregateBackwardSig> &aggregateBackwardOp() {
-  static auto handle = op("mhc::aggregate_backward").typed<AggregateBackwardSig>();
-  return handle;
-}
-inline const c10::TypedOperatorHandle<ExpandCombineBackwardSig> &expandCombineBackwardOp() {
-  static auto handle = op("mhc::expand_combine_backward").typed<ExpandCombineBackwardSig>();
-  return handle;
-}
-inline const c10::TypedOperatorHandle<PreSig> &preOp() {
-  static auto handle = op("mhc::pre").typed<PreSig>();
-  return handle;
-}
-inline const c10::TypedOperatorHandle<PreSavedSig> &preSavedOp() {
-  static auto handle = op("mhc::pre_saved").typed<PreSavedSig>();
-  return handle;
-}
+inline const auto &preOp() { return handle<PreSig, kPre>(); }
+inline const auto &preSavedOp() { return handle<PreSavedSig, kPreSaved>(); }
 
 } // namespace mhc::ops
 

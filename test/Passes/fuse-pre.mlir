@@ -1,5 +1,6 @@
 // RUN: mhc-opt %s -split-input-file -mhc-fuse-pre | FileCheck %s
 // RUN: mhc-opt %s -split-input-file -mhc-expand-layers -canonicalize -cse -mhc-fuse-pre -mhc-specialize=arch=sm_90a | FileCheck %s --check-prefix=PIPE
+// RUN: mhc-opt %s -split-input-file -mhc-fuse-pre -verify-diagnostics -o /dev/null
 
 // One layer's pre step becomes one mhc.pre with the four ops' attributes;
 // every use reads its results.
@@ -264,4 +265,68 @@ func.func @pipeline(%x: tensor<?x4x64xbf16>, %phi: tensor<24x256xf32>, %a: tenso
     mhc.yield %f : tensor<?x64xbf16>
   }
   return %x1 : tensor<?x4x64xbf16>
+}
+
+// -----
+
+// Whether a chain fuses at its token count is the runtime's rule
+// (mhc::preStepFuses): with n <= 4 at any M.
+// CHECK-LABEL: func @n4_many_tokens
+// CHECK-NEXT: mhc.pre nc
+// CHECK-NOT: mhc.aggregate
+func.func @n4_many_tokens(%x: tensor<65536x4x8xf32>, %phi: tensor<24x32xf32>, %a: tensor<3xf32>, %b: tensor<24xf32>)
+    -> (tensor<65536x8xf32>, tensor<65536x4x4xf32>) {
+  %h, %ms = mhc.project nc %x, %phi {n = 4 : i64} : (tensor<65536x4x8xf32>, tensor<24x32xf32>) -> (tensor<65536x24xf32>, tensor<65536xf32>)
+  %pre, %post, %l = mhc.scale %h, %ms, %a, %b {n = 4 : i64} : (tensor<65536x24xf32>, tensor<65536xf32>, tensor<3xf32>, tensor<24xf32>) -> (tensor<65536x4xf32>, tensor<65536x4xf32>, tensor<65536x4x4xf32>)
+  %P = mhc.sinkhorn log %l {n = 4 : i64} : (tensor<65536x4x4xf32>) -> tensor<65536x4x4xf32>
+  %y = mhc.aggregate nc %x, %pre {n = 4 : i64} : (tensor<65536x4x8xf32>, tensor<65536x4xf32>) -> tensor<65536x8xf32>
+  return %y, %P : tensor<65536x8xf32>, tensor<65536x4x4xf32>
+}
+
+// -----
+
+// With n > 4, up to 512 tokens.
+// CHECK-LABEL: func @n6_512_tokens
+// CHECK-NEXT: mhc.pre nc
+// CHECK-NOT: mhc.aggregate
+func.func @n6_512_tokens(%x: tensor<512x6x8xf32>, %phi: tensor<48x48xf32>, %a: tensor<3xf32>, %b: tensor<48xf32>)
+    -> (tensor<512x8xf32>, tensor<512x6x6xf32>) {
+  %h, %ms = mhc.project nc %x, %phi {n = 6 : i64} : (tensor<512x6x8xf32>, tensor<48x48xf32>) -> (tensor<512x48xf32>, tensor<512xf32>)
+  %pre, %post, %l = mhc.scale %h, %ms, %a, %b {n = 6 : i64} : (tensor<512x48xf32>, tensor<512xf32>, tensor<3xf32>, tensor<48xf32>) -> (tensor<512x6xf32>, tensor<512x6xf32>, tensor<512x6x6xf32>)
+  %P = mhc.sinkhorn log %l {n = 6 : i64} : (tensor<512x6x6xf32>) -> tensor<512x6x6xf32>
+  %y = mhc.aggregate nc %x, %pre {n = 6 : i64} : (tensor<512x6x8xf32>, tensor<512x6xf32>) -> tensor<512x8xf32>
+  return %y, %P : tensor<512x8xf32>, tensor<512x6x6xf32>
+}
+
+// -----
+
+// One token more, and the four ops stay (the runtime runs them too).
+// CHECK-LABEL: func @n6_513_tokens
+// CHECK-NOT: mhc.pre
+// CHECK: mhc.aggregate
+func.func @n6_513_tokens(%x: tensor<513x6x8xf32>, %phi: tensor<48x48xf32>, %a: tensor<3xf32>, %b: tensor<48xf32>)
+    -> (tensor<513x8xf32>, tensor<513x6x6xf32>) {
+  %h, %ms = mhc.project nc %x, %phi {n = 6 : i64} : (tensor<513x6x8xf32>, tensor<48x48xf32>) -> (tensor<513x48xf32>, tensor<513xf32>)
+  %pre, %post, %l = mhc.scale %h, %ms, %a, %b {n = 6 : i64} : (tensor<513x48xf32>, tensor<513xf32>, tensor<3xf32>, tensor<48xf32>) -> (tensor<513x6xf32>, tensor<513x6xf32>, tensor<513x6x6xf32>)
+  %P = mhc.sinkhorn log %l {n = 6 : i64} : (tensor<513x6x6xf32>) -> tensor<513x6x6xf32>
+  // expected-remark @below {{pre step not fused: M = 513 and n = 6 > 4, where the fused kernel is slower than the four ops above 512 tokens}}
+  %y = mhc.aggregate nc %x, %pre {n = 6 : i64} : (tensor<513x6x8xf32>, tensor<513x6xf32>) -> tensor<513x8xf32>
+  return %y, %P : tensor<513x8xf32>, tensor<513x6x6xf32>
+}
+
+// -----
+
+// With n > 4 and a dynamic token count the rule cannot be decided here:
+// the four ops stay, as they would for any M > 512.
+// CHECK-LABEL: func @n6_dynamic_tokens
+// CHECK-NOT: mhc.pre
+// CHECK: mhc.aggregate
+func.func @n6_dynamic_tokens(%x: tensor<?x6x8xf32>, %phi: tensor<48x48xf32>, %a: tensor<3xf32>, %b: tensor<48xf32>)
+    -> (tensor<?x8xf32>, tensor<?x6x6xf32>) {
+  %h, %ms = mhc.project nc %x, %phi {n = 6 : i64} : (tensor<?x6x8xf32>, tensor<48x48xf32>) -> (tensor<?x48xf32>, tensor<?xf32>)
+  %pre, %post, %l = mhc.scale %h, %ms, %a, %b {n = 6 : i64} : (tensor<?x48xf32>, tensor<?xf32>, tensor<3xf32>, tensor<48xf32>) -> (tensor<?x6xf32>, tensor<?x6xf32>, tensor<?x6x6xf32>)
+  %P = mhc.sinkhorn log %l {n = 6 : i64} : (tensor<?x6x6xf32>) -> tensor<?x6x6xf32>
+  // expected-remark @below {{pre step not fused: the token count is dynamic and n = 6 > 4, where the fused kernel is slower than the four ops above 512 tokens}}
+  %y = mhc.aggregate nc %x, %pre {n = 6 : i64} : (tensor<?x6x8xf32>, tensor<?x6xf32>) -> tensor<?x8xf32>
+  return %y, %P : tensor<?x8xf32>, tensor<?x6x6xf32>
 }

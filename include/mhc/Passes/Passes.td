@@ -61,12 +61,13 @@ def FusePre : Pass<"mhc-fuse-pre"> {
     Run after `mhc-expand-layers --canonicalize --cse` (so a unit weight is
     gone and duplicates are merged) and before `mhc-specialize`.
 
-    Cost: three launches instead of six, the same bits. For n <= 4 the
-    fused kernel is as fast as the four at any M (H100); for n >= 6 its
-    per-token Sinkhorn thread needs enough registers to cap the tail at two
-    blocks per SM, and past a few hundred tokens the four kernels are faster
-    (torch.ops.mhc.pre switches to them above 512 tokens). Leave this pass
-    out for graphs with n >= 6 and many tokens.
+    Cost: three launches instead of six, the same bits. Whether a chain is
+    fused at its token count M is `mhc::preStepFuses` (OpContract.h), the
+    rule `torch.ops.mhc.pre` follows at run time: always for n <= 4; for
+    n > 4 only when M is static and at most 512 (the fused tail's per-token
+    Sinkhorn thread caps it at two blocks per SM, and past a few hundred
+    tokens the four kernels are faster). A chain with n > 4 and a larger or
+    dynamic M stays as four ops, with a remark saying why.
 
     ```mlir
     %h, %ms = mhc.project nc %x, %phi {n = 4 : i64} : ...

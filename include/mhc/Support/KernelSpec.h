@@ -11,6 +11,8 @@
 #ifndef MHC_SUPPORT_KERNELSPEC_H
 #define MHC_SUPPORT_KERNELSPEC_H
 
+#include "mhc/Support/OpContract.h" // N of n and the ops' other shape facts
+
 #include <cstdint>
 #include <optional>
 #include <string>

@@ -1,0 +1,110 @@
+//===- OpContract.cpp - each torch op's tensor arguments ------------------===//
+
+#include "mhc/Support/OpContract.h"
+
+#include <cmath>
+#include <map>
+
+namespace mhc {
+
+int64_t streamsOfLogits(int64_t N) {
+  // numLogits(n) = (n + 1)^2 - 1; the rounded root, confirmed exactly.
+  if (N < numLogits(1))
+    return 0;
+  auto n = static_cast<int64_t>(std::llround(std::sqrt(double(N) + 1))) - 1;
+  return numLogits(n) == N ? n : 0;
+}
+
+std::string_view symbolName(Sym s) {
+  switch (s) {
+  case Sym::M: return "M";
+  case Sym::C: return "C";
+  case Sym::n: return "n";
+  case Sym::N: return "N";
+  case Sym::K: return "K";
+  case Sym::Three: return "3";
+  }
+  return "?";
+}
+
+namespace {
+
+using E = ElemClass;
+
+ArgRule streams(std::string_view name, std::string_view sameTypeAs = {}) {
+  return {name, {}, {}, E::Activation, /*streams=*/true, false, sameTypeAs};
+}
+ArgRule tensor(std::string_view name, std::vector<Sym> dims, E elem,
+               std::string_view sameTypeAs = {}) {
+  return {name, std::move(dims), {}, elem, false, false, sameTypeAs};
+}
+ArgRule optional(ArgRule rule) {
+  rule.optional = true;
+  return rule;
+}
+
+std::vector<ArgRule> concat(std::vector<ArgRule> a, const std::vector<ArgRule> &b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+std::map<std::string_view, std::vector<ArgRule>> buildTable() {
+  const ArgRule phi{"phi", {Sym::N, Sym::K}, "[N, K] = [2n + n^2, n*C]", E::Param};
+  const std::vector<ArgRule> project{
+      streams("x"), phi,
+      optional(tensor("weight", {Sym::K}, E::Param, "phi"))};
+  const std::vector<ArgRule> scale{
+      tensor("h", {Sym::M, Sym::N}, E::Mixing),
+      tensor("ms", {Sym::M}, E::Mixing),
+      tensor("alpha", {Sym::Three}, E::Param),
+      tensor("beta", {Sym::N}, E::Param, "alpha")};
+  const ArgRule logits = tensor("logits", {Sym::M, Sym::n, Sym::n}, E::Mixing);
+  const std::vector<ArgRule> aggregate{
+      streams("x"), tensor("pre", {Sym::M, Sym::n}, E::Mixing)};
+  const std::vector<ArgRule> combine{
+      streams("x"),
+      tensor("f", {Sym::M, Sym::C}, E::Activation, "x"),
+      tensor("post", {Sym::M, Sym::n}, E::Mixing),
+      tensor("P", {Sym::M, Sym::n, Sym::n}, E::Mixing),
+      optional(tensor("bias", {Sym::C}, E::Param))};
+  return {
+      {"project", project},
+      {"project_backward",
+       concat(project, {tensor("gh", {Sym::M, Sym::N}, E::Mixing),
+                        tensor("gms", {Sym::M}, E::Mixing)})},
+      {"scale", scale},
+      {"scale_backward",
+       concat(scale, {tensor("gpre", {Sym::M, Sym::n}, E::Mixing),
+                      tensor("gpost", {Sym::M, Sym::n}, E::Mixing),
+                      tensor("glogits", {Sym::M, Sym::n, Sym::n}, E::Mixing)})},
+      {"sinkhorn", {logits}},
+      {"sinkhorn_backward",
+       {tensor("gP", {Sym::M, Sym::n, Sym::n}, E::Mixing), logits}},
+      {"aggregate", aggregate},
+      {"aggregate_backward",
+       concat(aggregate, {tensor("gy", {Sym::M, Sym::C}, E::Activation, "x")})},
+      {"expand_combine", combine},
+      {"expand_combine_backward", concat(combine, {streams("gout", "x")})},
+      // The fused pre step: project's arguments, then scale's parameters.
+      {"pre", concat(project, {scale[2], scale[3]})},
+      {"pre_saved", concat(project, {scale[2], scale[3]})},
+  };
+}
+
+} // namespace
+
+const std::vector<ArgRule> *argRules(std::string_view op) {
+  static const auto table = buildTable();
+  auto it = table.find(op);
+  return it == table.end() ? nullptr : &it->second;
+}
+
+const ArgRule *argRule(std::string_view op, std::string_view name) {
+  if (const std::vector<ArgRule> *rules = argRules(op))
+    for (const ArgRule &rule : *rules)
+      if (rule.name == name)
+        return &rule;
+  return nullptr;
+}
+
+} // namespace mhc

@@ -1,0 +1,66 @@
+//===- AggregateOps.cpp - torch.ops.mhc.aggregate and its gradient --------===//
+
+#include "OpEntries.h"
+
+namespace mhc::ops {
+
+namespace {
+Checker checkAggregate(const char *op, const Tensor &x, const Tensor &pre,
+                       int64_t n, Str layout) {
+  checkLayout(op, layout);
+  Checker c(op, n);
+  c.args({&x, &pre}, layout);
+  return c;
+}
+} // namespace
+
+Tensor aggregate_ref(const Tensor &x, const Tensor &pre, int64_t n, Str layout) {
+  checkAggregate("aggregate", x, pre, n, layout);
+  return mhc::ref::aggregate(x, pre, std::string(layout));
+}
+
+Tensor aggregate_cuda(const Tensor &x, const Tensor &pre, int64_t n, Str layout) {
+  Checker c = checkAggregate("aggregate", x, pre, n, layout);
+  auto spec = aggregateSpec(mhc::Direction::Forward, n, x, layout, c.C);
+  auto *k = select("aggregate", spec, {&x, &pre}, c.M);
+  if (!k)
+    return mhc::ref::aggregate(x, pre, std::string(layout));
+  Tensor y = at::empty({c.M, c.C}, x.options());
+  launch(*k, c.M, {{"x", &x}, {"pre", &pre}, {"y", &y}}, x);
+  return y;
+}
+
+namespace {
+Checker checkAggregateBackward(const Tensor &gy, const Tensor &x,
+                               const Tensor &pre, int64_t n, Str layout) {
+  Checker c = checkAggregate("aggregate_backward", x, pre, n, layout);
+  c.args({&gy}, layout, /*first=*/2);
+  return c;
+}
+} // namespace
+
+std::tuple<Tensor, Tensor> aggregate_backward_ref(const Tensor &gy,
+                                                  const Tensor &x,
+                                                  const Tensor &pre, int64_t n,
+                                                  Str layout) {
+  checkAggregateBackward(gy, x, pre, n, layout);
+  return mhc::ref::aggregate_backward(gy, x, pre, std::string(layout));
+}
+
+std::tuple<Tensor, Tensor> aggregate_backward_cuda(const Tensor &gy,
+                                                   const Tensor &x,
+                                                   const Tensor &pre,
+                                                   int64_t n, Str layout) {
+  Checker c = checkAggregateBackward(gy, x, pre, n, layout);
+  auto spec = aggregateSpec(mhc::Direction::Backward, n, x, layout, c.C);
+  auto *k = select("aggregate_backward", spec, {&x, &pre, &gy}, c.M);
+  if (!k)
+    return mhc::ref::aggregate_backward(gy, x, pre, std::string(layout));
+  Tensor gx = at::empty_like(x), gpre = at::empty_like(pre);
+  launch(*k, c.M, {{"gy", &gy}, {"x", &x}, {"pre", &pre}, {"gx", &gx},
+                   {"gpre", &gpre}},
+         x);
+  return {gx, gpre};
+}
+
+} // namespace mhc::ops

@@ -1,0 +1,79 @@
+//===- ExpandCombineOps.cpp - torch.ops.mhc.expand_combine and gradient ---===//
+
+#include "OpEntries.h"
+
+namespace mhc::ops {
+
+namespace {
+Checker checkCombine(const char *op, const Tensor &f, const Tensor &post,
+                     const Tensor &x, const Tensor &P, const OptTensor &bias,
+                     int64_t n, Str layout) {
+  checkLayout(op, layout);
+  Checker c(op, n);
+  c.args({&x, &f, &post, &P, bias ? &*bias : nullptr}, layout);
+  return c;
+}
+
+Checker checkCombineBackward(const Tensor &gout, const Tensor &f,
+                             const Tensor &post, const Tensor &x,
+                             const Tensor &P, const OptTensor &bias, int64_t n,
+                             Str layout) {
+  Checker c = checkCombine("expand_combine_backward", f, post, x, P, bias, n, layout);
+  c.args({&gout}, layout, /*first=*/5);
+  return c;
+}
+} // namespace
+
+Tensor expand_combine_ref(const Tensor &f, const Tensor &post, const Tensor &x,
+                          const Tensor &P, const OptTensor &bias, int64_t n,
+                          Str layout) {
+  checkCombine("expand_combine", f, post, x, P, bias, n, layout);
+  return mhc::ref::expand_combine(f, post, x, P, bias, std::string(layout));
+}
+
+Tensor expand_combine_cuda(const Tensor &f, const Tensor &post, const Tensor &x,
+                           const Tensor &P, const OptTensor &bias, int64_t n,
+                           Str layout) {
+  Checker c = checkCombine("expand_combine", f, post, x, P, bias, n, layout);
+  auto spec = combineSpec(mhc::Direction::Forward, n, x, layout, c.C, bias);
+  Tensor b = orUndefined(bias);
+  auto *k = select("expand_combine", spec, {&x, &f, &post, &P, &b}, c.M);
+  if (!k)
+    return mhc::ref::expand_combine(f, post, x, P, bias, std::string(layout));
+  Tensor out = at::empty_like(x);
+  launch(*k, c.M, {{"f", &f}, {"post", &post}, {"x", &x}, {"P", &P},
+                   {"bias", &b}, {"out", &out}},
+         x);
+  return out;
+}
+
+std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> expand_combine_backward_ref(
+    const Tensor &gout, const Tensor &f, const Tensor &post, const Tensor &x,
+    const Tensor &P, const OptTensor &bias, int64_t n, Str layout) {
+  checkCombineBackward(gout, f, post, x, P, bias, n, layout);
+  return mhc::ref::expand_combine_backward(gout, f, post, x, P, bias,
+                                           std::string(layout));
+}
+
+std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> expand_combine_backward_cuda(
+    const Tensor &gout, const Tensor &f, const Tensor &post, const Tensor &x,
+    const Tensor &P, const OptTensor &bias, int64_t n, Str layout) {
+  Checker c = checkCombineBackward(gout, f, post, x, P, bias, n, layout);
+  auto spec = combineSpec(mhc::Direction::Backward, n, x, layout, c.C, bias);
+  Tensor b = orUndefined(bias);
+  auto *k = select("expand_combine_backward", spec,
+                   {&x, &gout, &f, &post, &P, &b}, c.M);
+  if (!k)
+    return mhc::ref::expand_combine_backward(gout, f, post, x, P, bias,
+                                             std::string(layout));
+  Tensor gf = at::empty_like(f), gpost = at::empty_like(post);
+  Tensor gx = at::empty_like(x), gP = at::empty_like(P);
+  Tensor gbias = bias ? at::empty_like(*bias) : at::empty({0}, x.options());
+  launch(*k, c.M, {{"gout", &gout}, {"f", &f}, {"post", &post}, {"x", &x},
+                   {"P", &P}, {"bias", &b}, {"gf", &gf}, {"gpost", &gpost},
+                   {"gx", &gx}, {"gP", &gP}, {"gbias", &gbias}},
+         x);
+  return {gf, gpost, gx, gP, gbias};
+}
+
+} // namespace mhc::ops

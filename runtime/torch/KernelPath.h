@@ -1,0 +1,40 @@
+//===- KernelPath.h - generated kernel or reference, and launch -*- C++ -*-===//
+//
+// On CUDA an op asks select() for its kernel; any reason not to use it
+// (MHC_FORCE_REFERENCE, M = 0, a non-contiguous/misaligned/float64 input,
+// unsupportedReason, a compile failure) sends the call to the ATen reference
+// with a one-time warning. launch() runs the kernel on the current stream.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MHC_TORCH_KERNELPATH_H
+#define MHC_TORCH_KERNELPATH_H
+
+#include "Checks.h"
+
+#include "mhc/Runtime/Runtime.h"
+
+#include <initializer_list>
+#include <utility>
+
+namespace mhc::ops {
+
+/// The loaded kernel for `spec`, or nullptr (after a one-time warning naming
+/// the reason) when this call must take the reference path.
+const mhc::rt::LoadedKernel *select(const char *op, mhc::KernelSpec spec,
+                                    std::initializer_list<const Tensor *> inputs,
+                                    int64_t M);
+
+/// Launches `kernel` with the named tensors; an output named with a null
+/// tensor is written to the workspace and dropped.
+void launch(const mhc::rt::LoadedKernel &kernel, int64_t M,
+            std::initializer_list<std::pair<const char *, const Tensor *>> named,
+            const Tensor &like);
+
+/// An optional input: undefined when absent (the kernel then has no such
+/// buffer, and select() skips it).
+inline Tensor orUndefined(const OptTensor &t) { return t ? *t : Tensor(); }
+
+} // namespace mhc::ops
+
+#endif // MHC_TORCH_KERNELPATH_H

@@ -1,0 +1,41 @@
+//===- OpEntries.h - the functions behind torch.ops.mhc.* -------*- C++ -*-===//
+//
+// Each op's CPU entry (<op>_ref: checks, then the ATen reference) and CUDA
+// entry (<op>_cuda: checks, then the generated kernel or the reference),
+// declared with the op's signature from OpHandles.h; Library.cpp registers
+// them. One file per op family defines them.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MHC_TORCH_OPENTRIES_H
+#define MHC_TORCH_OPENTRIES_H
+
+#include "Checks.h"
+#include "KernelPath.h"
+#include "OpHandles.h"
+#include "Reference.h"
+#include "Specs.h"
+
+namespace mhc::ops {
+
+ProjectSig project_ref, project_cuda;
+ProjectBackwardSig project_backward_ref, project_backward_cuda;
+ScaleSig scale_ref, scale_cuda;
+ScaleBackwardSig scale_backward_ref, scale_backward_cuda;
+SinkhornSig sinkhorn_ref, sinkhorn_cuda;
+SinkhornBackwardSig sinkhorn_backward_ref, sinkhorn_backward_cuda;
+AggregateSig aggregate_ref, aggregate_cuda;
+AggregateBackwardSig aggregate_backward_ref, aggregate_backward_cuda;
+ExpandCombineSig expand_combine_ref, expand_combine_cuda;
+ExpandCombineBackwardSig expand_combine_backward_ref, expand_combine_backward_cuda;
+PreSig pre_ref, pre_cuda;
+PreSavedSig pre_saved_ref, pre_saved_cuda;
+
+/// project's checks (layout, n, x, phi, weight) for `op`: project,
+/// project_backward and pre, whose rules begin with project's.
+Checker checkProject(const char *op, const Tensor &x, const Tensor &phi,
+                     const OptTensor &weight, int64_t n, Str layout);
+
+} // namespace mhc::ops
+
+#endif // MHC_TORCH_OPENTRIES_H

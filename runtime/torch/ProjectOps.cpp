@@ -1,0 +1,75 @@
+//===- ProjectOps.cpp - torch.ops.mhc.project and its gradient ------------===//
+
+#include "OpEntries.h"
+
+namespace mhc::ops {
+
+Checker checkProject(const char *op, const Tensor &x, const Tensor &phi,
+                     const OptTensor &weight, int64_t n, Str layout) {
+  checkLayout(op, layout);
+  Checker c(op, n);
+  c.args({&x, &phi, weight ? &*weight : nullptr}, layout);
+  return c;
+}
+
+std::tuple<Tensor, Tensor> project_ref(const Tensor &x, const Tensor &phi,
+                                       const OptTensor &weight, int64_t n,
+                                       Str layout, bool tf32) {
+  checkProject("project", x, phi, weight, n, layout);
+  return mhc::ref::project(x, phi, weight);
+}
+
+std::tuple<Tensor, Tensor> project_cuda(const Tensor &x, const Tensor &phi,
+                                        const OptTensor &weight, int64_t n,
+                                        Str layout, bool tf32) {
+  Checker c = checkProject("project", x, phi, weight, n, layout);
+  int64_t M = c.M, N = mhc::numLogits(n);
+  auto spec = projectSpec(mhc::Direction::Forward, n, x, layout, c.C, phi, weight, tf32);
+  Tensor w = orUndefined(weight);
+  auto *k = select("project", spec, {&x, &phi, &w}, M);
+  if (!k)
+    return mhc::ref::project(x, phi, weight);
+  auto mixing = x.options().dtype(mhc::ref::mixingType(x.scalar_type()));
+  Tensor h = at::empty({M, N}, mixing);
+  Tensor ms = at::empty({M}, mixing);
+  launch(*k, M, {{"x", &x}, {"phi", &phi}, {"weight", &w}, {"h", &h}, {"ms", &ms}}, x);
+  return {h, ms};
+}
+
+namespace {
+Checker checkProjectBackward(const Tensor &gh, const Tensor &gms,
+                             const Tensor &x, const Tensor &phi,
+                             const OptTensor &weight, int64_t n, Str layout) {
+  Checker c = checkProject("project_backward", x, phi, weight, n, layout);
+  c.args({&gh, &gms}, layout, /*first=*/3);
+  return c;
+}
+} // namespace
+
+std::tuple<Tensor, Tensor, Tensor> project_backward_ref(
+    const Tensor &gh, const Tensor &gms, const Tensor &x, const Tensor &phi,
+    const OptTensor &weight, int64_t n, Str layout, bool tf32) {
+  checkProjectBackward(gh, gms, x, phi, weight, n, layout);
+  return mhc::ref::project_backward(gh, gms, x, phi, weight);
+}
+
+std::tuple<Tensor, Tensor, Tensor> project_backward_cuda(
+    const Tensor &gh, const Tensor &gms, const Tensor &x, const Tensor &phi,
+    const OptTensor &weight, int64_t n, Str layout, bool tf32) {
+  Checker c = checkProjectBackward(gh, gms, x, phi, weight, n, layout);
+  int64_t M = c.M;
+  auto spec = projectSpec(mhc::Direction::Backward, n, x, layout, c.C, phi, weight, tf32);
+  Tensor w = orUndefined(weight);
+  auto *k = select("project_backward", spec, {&x, &phi, &w, &gh, &gms}, M);
+  if (!k)
+    return mhc::ref::project_backward(gh, gms, x, phi, weight);
+  Tensor gx = at::empty_like(x);
+  Tensor gphi = at::empty_like(phi);
+  Tensor gw = weight ? at::empty_like(*weight) : at::empty({0}, phi.options());
+  launch(*k, M, {{"gh", &gh}, {"gms", &gms}, {"x", &x}, {"phi", &phi},
+                 {"weight", &w}, {"gx", &gx}, {"gphi", &gphi}, {"gweight", &gw}},
+         x);
+  return {gx, gphi, gw};
+}
+
+} // namespace mhc::ops

@@ -1,0 +1,42 @@
+//===- Specs.h - the kernel spec of each torch op call ----------*- C++ -*-===//
+//
+// Every spec field an op call sets, from its tensors and attributes: the
+// fields of one op family are filled here once, and the fused pre step's
+// spec is its parts' fields together.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MHC_TORCH_SPECS_H
+#define MHC_TORCH_SPECS_H
+
+#include "Checks.h"
+
+#include "mhc/Support/KernelSpec.h"
+
+namespace mhc::ops {
+
+/// The kernel dtype of `t` (f32 for one codegen has no kernel for, which
+/// select() then sends to the reference).
+std::optional<mhc::DType> dtypeOf(const Tensor &t);
+
+mhc::KernelSpec projectSpec(mhc::Direction dir, int64_t n, const Tensor &x,
+                            Str layout, int64_t C, const Tensor &phi,
+                            const OptTensor &weight, bool tf32);
+mhc::KernelSpec scaleSpec(mhc::Direction dir, int64_t n, const Tensor &beta,
+                          double normEps, double preEps, double postMult);
+mhc::KernelSpec sinkhornSpec(mhc::Direction dir, int64_t n, Str mode,
+                             int64_t iters, double eps);
+mhc::KernelSpec aggregateSpec(mhc::Direction dir, int64_t n, const Tensor &x,
+                              Str layout, int64_t C);
+mhc::KernelSpec combineSpec(mhc::Direction dir, int64_t n, const Tensor &x,
+                            Str layout, int64_t C, const OptTensor &bias);
+/// The fused pre step's: project's fields (one param dtype, phi's), then
+/// scale's and sinkhorn's attributes.
+mhc::KernelSpec preSpec(int64_t n, const Tensor &x, Str layout, int64_t C,
+                        const Tensor &phi, const OptTensor &weight, bool tf32,
+                        double normEps, double preEps, double postMult,
+                        Str mode, int64_t iters, double eps);
+
+} // namespace mhc::ops
+
+#endif // MHC_TORCH_SPECS_H
