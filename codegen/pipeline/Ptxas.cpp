@@ -50,9 +50,9 @@ static std::string describeFailure(ArrayRef<std::string> argv, int rc,
   return command + " exited with code " + std::to_string(rc);
 }
 
-/// Runs `argv` for at most `timeoutSeconds`, its stdout and stderr in
-/// `output`. Unless it exits with 0, returns false and `output` starts with
-/// a line that says how it failed.
+/// Runs `argv` for at most `timeoutSeconds` (0: no limit), its stdout and
+/// stderr in `output`. Unless it exits with 0, returns false and `output`
+/// starts with a line that says how it failed.
 static bool runTool(ArrayRef<std::string> argv, unsigned timeoutSeconds,
                     std::string &output) {
   SmallString<128> outPath;
@@ -70,8 +70,9 @@ static bool runTool(ArrayRef<std::string> argv, unsigned timeoutSeconds,
   auto start = std::chrono::steady_clock::now();
   int rc = llvm::sys::ExecuteAndWait(argv.front(), args, std::nullopt,
                                      redirects, timeoutSeconds, 0, &err);
-  bool timedOut = std::chrono::steady_clock::now() - start >=
-                  std::chrono::seconds(timeoutSeconds);
+  bool timedOut = timeoutSeconds > 0 &&
+                  std::chrono::steady_clock::now() - start >=
+                      std::chrono::seconds(timeoutSeconds);
   std::string printed;
   if (auto buf = llvm::MemoryBuffer::getFile(outPath))
     printed = (*buf)->getBuffer().str();
