@@ -5,6 +5,7 @@
 
 #include "mlir/IR/Dominance.h"
 #include "mlir/IR/PatternMatch.h"
+#include "mlir/IR/TypeUtilities.h" // getElementTypeOrSelf
 
 namespace mlir::mhc {
 #define GEN_PASS_DEF_FUSEPRE

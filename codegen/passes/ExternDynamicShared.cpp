@@ -6,14 +6,14 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "mhc/Passes/Passes.h"
+#include "mhc/Codegen/Passes.h"
 
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 
 namespace mlir::mhc {
 #define GEN_PASS_DEF_EXTERNDYNAMICSHARED
-#include "mhc/Passes/Passes.h.inc"
+#include "mhc/Codegen/Passes.h.inc"
 } // namespace mlir::mhc
 
 using namespace mlir;

@@ -1,7 +1,8 @@
 //===- GenerateKernels.cpp - specialised mhc ops -> gpu.module kernels -----===//
 
 #include "mhc/Codegen/Codegen.h"
-#include "mhc/Passes/Passes.h"
+#include "mhc/Codegen/Passes.h"
+#include "mhc/Passes/Passes.h" // kSpecAttrName, kFallbackAttrName
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
@@ -14,7 +15,7 @@
 
 namespace mlir::mhc {
 #define GEN_PASS_DEF_GENERATEKERNELS
-#include "mhc/Passes/Passes.h.inc"
+#include "mhc/Codegen/Passes.h.inc"
 } // namespace mlir::mhc
 
 using namespace mlir;

@@ -9,7 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "mhc/Passes/Passes.h"
+#include "mhc/Codegen/Passes.h"
 
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
@@ -17,7 +17,7 @@
 
 namespace mlir::mhc {
 #define GEN_PASS_DEF_KERNELNOALIAS
-#include "mhc/Passes/Passes.h.inc"
+#include "mhc/Codegen/Passes.h.inc"
 } // namespace mlir::mhc
 
 using namespace mlir;

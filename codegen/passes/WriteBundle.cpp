@@ -1,7 +1,7 @@
 //===- WriteBundle.cpp - kernel modules -> PTX, cubin, manifests on disk ---===//
 
 #include "mhc/Codegen/Codegen.h"
-#include "mhc/Passes/Passes.h"
+#include "mhc/Codegen/Passes.h"
 #include "mhc/Support/Bundle.h"
 
 #include "mlir/IR/IRMapping.h"
@@ -12,7 +12,7 @@
 
 namespace mlir::mhc {
 #define GEN_PASS_DEF_WRITEBUNDLE
-#include "mhc/Passes/Passes.h.inc"
+#include "mhc/Codegen/Passes.h.inc"
 } // namespace mlir::mhc
 
 using namespace mlir;
@@ -95,7 +95,8 @@ struct WriteBundlePass : mlir::mhc::impl::WriteBundleBase<WriteBundlePass> {
       std::string log;
       if (!assembleCubin(toolkit, ptxText, parsed->arch, (base + ".cubin").str(),
                          manifest, log))
-        return module.emitError() << "ptxas failed:\n" << log;
+        return module.emitError()
+               << "ptxas failed for '" << manifest.spec << "': " << log;
       auto image = llvm::MemoryBuffer::getFile(base + ".cubin");
       if (!image)
         return module.emitError() << "cannot read " << base << ".cubin";

@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "mhc/Codegen/Codegen.h"
+#include "mhc/Codegen/Passes.h"
 #include "mhc/Dialect/MhcOps.h"
 #include "mhc/Passes/Passes.h"
 
@@ -86,6 +87,7 @@ int main(int argc, char **argv) {
   mlir::registerTransformsPasses();
   mlir::registerGpuModuleToBinaryPass();
   mlir::mhc::registerMhcPasses();
+  mlir::mhc::registerMhcCodegenPasses();
   mlir::PassPipelineRegistration<>(
       "mhc-lower-to-nvvm",
       "lower the kernels of every gpu.module to NVVM (LLVM dialect)",

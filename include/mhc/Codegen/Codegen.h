@@ -43,12 +43,22 @@ lowerToPTX(ModuleOp top, const std::string &toolkit);
 /// The CUDA toolkit to use: $MHC_CUDA_HOME, $CUDA_HOME, else /usr/local/cuda.
 std::string defaultToolkitPath();
 
+/// How long one ptxas run may take before it is killed and reported. The
+/// largest kernel assembles in about a second; the limit stays below the
+/// JIT's default budget for a whole mhc-compile (MHC_COMPILE_TIMEOUT, 300 s)
+/// so that a hung ptxas is reported by the compiler, with its output and the
+/// spec, rather than only timed out by the JIT.
+inline constexpr unsigned kPtxasTimeoutSeconds = 120;
+
 /// Runs ptxas on `ptx` for `arch`, writing `cubinPath`; fills each launch's
-/// resources from ptxas' -v report and `ptxasVersion`. On failure returns
-/// false and puts ptxas' output in `log`.
+/// resources from ptxas' -v report and the manifest's `ptxas` version. On
+/// failure (it could not start, exited non-zero, crashed or ran past
+/// `timeoutSeconds`) returns false with `log` saying which, with the
+/// command line, then ptxas' output (stdout and stderr).
 bool assembleCubin(const std::string &toolkit, const std::string &ptx,
                    const std::string &arch, const std::string &cubinPath,
-                   ::mhc::Manifest &manifest, std::string &log);
+                   ::mhc::Manifest &manifest, std::string &log,
+                   unsigned timeoutSeconds = kPtxasTimeoutSeconds);
 
 /// Compiles one spec to `dir`/<name>.{ptx,cubin,json}, name defaulting to
 /// the kernel name. With `cubin` false only PTX and the manifest are written.

@@ -1,17 +1,14 @@
 //===- Passes.h - mhc transformation passes ---------------------*- C++ -*-===//
+//
+// The mhc -> mhc graph passes of mhc/Passes/Passes.td (the code generation
+// passes are in mhc/Codegen/Passes.h).
+//
+//===----------------------------------------------------------------------===//
 
 #ifndef MHC_PASSES_PASSES_H
 #define MHC_PASSES_PASSES_H
 
 #include "mhc/Dialect/MhcOps.h"
-#include "mlir/Dialect/Arith/IR/Arith.h"
-#include "mlir/Dialect/GPU/IR/GPUDialect.h"
-#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
-#include "mlir/Dialect/Math/IR/Math.h"
-#include "mlir/Dialect/MemRef/IR/MemRef.h"
-#include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
-#include "mlir/Dialect/SCF/IR/SCF.h"
-#include "mlir/Dialect/Vector/IR/VectorOps.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/Pass.h"
 
