@@ -6,7 +6,6 @@
 
 #include <cstdint>
 #include <cstdio>
-#include <sstream>
 
 namespace mhc {
 
@@ -38,18 +37,21 @@ void BundleIndex::put(const BundleKernel &k) {
 }
 
 std::string BundleIndex::toJson() const {
+  // Plain string appends: the torch extension writes this too, and numeric
+  // stream insertion there crashed in a libstdc++ other than its headers'.
   using json::quote;
-  std::ostringstream os;
-  os << "{\n  \"format\": " << kFormat << ",\n  \"kernels\": [";
+  std::string out = "{\n  \"format\": " + std::to_string(kFormat) +
+                    ",\n  \"kernels\": [";
   for (size_t i = 0; i < kernels.size(); ++i) {
     const BundleKernel &k = kernels[i];
-    os << (i ? ",\n" : "\n") << "    {\"kernel\": " << quote(k.kernel)
-       << ", \"spec\": " << quote(k.spec) << ", \"compiler\": "
-       << quote(k.compiler) << ", \"cubin\": " << quote(k.cubin)
-       << ", \"json\": " << quote(k.json) << "}";
+    out += (i ? ",\n" : "\n");
+    out += "    {\"kernel\": " + quote(k.kernel) + ", \"spec\": " +
+           quote(k.spec) + ", \"compiler\": " + quote(k.compiler) +
+           ", \"cubin\": " + quote(k.cubin) + ", \"json\": " +
+           quote(k.json) + "}";
   }
-  os << (kernels.empty() ? "]\n}\n" : "\n  ]\n}\n");
-  return os.str();
+  out += kernels.empty() ? "]\n}\n" : "\n  ]\n}\n";
+  return out;
 }
 
 bool BundleIndex::fromJson(const std::string &text, BundleIndex &out,

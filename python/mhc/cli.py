@@ -41,6 +41,9 @@ def _tool(name, given, env):
 
 
 def _with_arch(spec, arch):
+    """`spec` for `arch`; without --arch (arch None) the spec's own arch."""
+    if arch is None:
+        return spec
     fields = [f for f in spec.split(";") if f and not f.startswith("arch=")]
     return ";".join(fields + ([f"arch={arch}"] if arch else []))
 

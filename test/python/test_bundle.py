@@ -162,3 +162,14 @@ def test_precompile_a_model_graph(tmp_path):
 
 def _index_specs(bundle_dir):
     return [k["spec"] for k in json.loads((bundle_dir / "index.json").read_text())["kernels"]]
+
+
+def test_precompile_keeps_a_specs_own_arch_without_arch_option(tmp_path):
+    # The spec names its arch (as MHC_LOG prints it); with no --arch that arch is built.
+    spec = canonical(SPECS[0], "sm_100a")
+    out = tmp_path / "bundle"
+    run = cli("precompile", "--spec", spec, "-o", str(out), "--mhc-compile", tool("mhc-compile"))
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert (out / f"{_C.kernel_name(spec)}.cubin").stat().st_size > 0
+    index = json.loads((out / "index.json").read_text())
+    assert [k["spec"] for k in index["kernels"]] == [spec]
