@@ -9,6 +9,7 @@
 #ifndef MHC_TORCH_CHECKS_H
 #define MHC_TORCH_CHECKS_H
 
+#include "OpHandles.h"
 #include "mhc/Support/OpContract.h"
 
 #include <ATen/ATen.h>
@@ -19,10 +20,6 @@
 #include <string>
 
 namespace mhc::ops {
-
-using at::Tensor;
-using OptTensor = std::optional<Tensor>;
-using Str = c10::string_view;
 
 /// Numbers for error messages, formatted without std::ostream: on the GPU
 /// machine's torch build an integer inserted into an ostream from this

@@ -113,11 +113,7 @@ static void eightProcessesCompileOnce() {
     }
     children.push_back(pid);
   }
-  for (pid_t pid : children) {
-    int status = 0;
-    waitpid(pid, &status, 0);
-    EXPECT(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-  }
+  expectChildrenSucceed(children);
   for (const KernelSpec &s : specs)
     EXPECT(count(scratch + "/ranks.calls", "--spec " + s.canonical()) == 1);
 }

@@ -19,6 +19,8 @@
 #include <sstream>
 #include <string>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <vector>
 
 inline std::string readAll(const std::string &path) {
   std::ifstream in(path, std::ios::binary);
@@ -85,6 +87,15 @@ inline bool expectError(mhc::rt::KernelCache &cache, const mhc::KernelSpec &spec
     return false;
   }
   return false;
+}
+
+/// Waits for every forked child; each must have exited with status 0.
+inline void expectChildrenSucceed(const std::vector<pid_t> &children) {
+  for (pid_t pid : children) {
+    int status = 0;
+    waitpid(pid, &status, 0);
+    EXPECT(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  }
 }
 
 #endif // MHC_TEST_UNIT_CACHETESTUTIL_H

@@ -70,11 +70,7 @@ int main(int argc, char **argv) {
     }
     children.push_back(pid);
   }
-  for (pid_t pid : children) {
-    int status = 0;
-    waitpid(pid, &status, 0);
-    EXPECT(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-  }
+  expectChildrenSucceed(children);
   EXPECT(cache.get(shared).source == CompiledKernel::Disk);
 
   // Failing compilers: crash, hang (time limit), nonzero exit, missing.
