@@ -1,0 +1,46 @@
+//===- BackwardMmaPlan.h - the mma.sync backward's plan ---------*- C++ -*-===//
+//
+// Everything about the mma.sync projection backward that is a constant of
+// the spec (tiles, warps, token shares, the ring's stages), computed apart
+// from the IR that BackwardMma.cpp emits from it.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MHC_CODEGEN_KERNELS_PROJECT_BACKWARDMMAPLAN_H
+#define MHC_CODEGEN_KERNELS_PROJECT_BACKWARDMMAPLAN_H
+
+#include "builder/KernelContext.h"
+
+namespace mlir::mhc {
+
+// Steps (8 tokens each) per run of the two-level sums (precise mode).
+constexpr int64_t kRun = 8;
+// Pacing of the producer warps (WavePacer): steps per epoch, epochs of lag.
+constexpr int64_t kEpoch = 3, kPaceLag = 1;
+
+/// The kernel's plan, all constants of the spec: tiles and warps, the
+/// token split, the stage layout of the ring and its depth.
+struct MmaPlan {
+  int64_t N, K;
+  bool hasW, precise, splitX, roundX;
+  int64_t rSteps, parts; // 8-row steps of N; tf32 parts of phi and gh
+  int64_t T;             // k-tiles (16 columns) per warp
+  int warps, blocksPerSM, threads;
+  int64_t actBytes;
+  bool staged, paced; // block ring by bulk copies; with a producer warp
+  int64_t laneCols, blockCols, slices, width, shares;
+  // A stage of the ring (floats), x's pieces (per-warp ring) and rows
+  // (block ring), gh's row stride and the phi fragments' slots.
+  int64_t unit, copies, xFloats, ghFloats, ghPieces, stageFloats, phiFloats;
+  int64_t depth, rowBytes, ghStride;
+  // The paced producers' wave counters.
+  int64_t waveBlocks, waves, paceTokens;
+  int64_t nAcc() const { return T * rSteps; }
+};
+
+
+MmaPlan planMma(const KernelContext &ctx);
+
+} // namespace mlir::mhc
+
+#endif // MHC_CODEGEN_KERNELS_PROJECT_BACKWARDMMAPLAN_H
