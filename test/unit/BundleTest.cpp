@@ -55,11 +55,7 @@ static std::string loggingCompiler(const std::string &name,
 }
 
 static KernelCache::Options optionsFor(const std::string &cache, const std::string &compiler) {
-  KernelCache::Options o;
-  o.directory = scratch + "/" + cache;
-  o.compiler = compiler;
-  o.timeoutSeconds = 20;
-  return o;
+  return cacheOptions(scratch + "/" + cache, compiler);
 }
 
 static void hitsRunNoCompiler() {

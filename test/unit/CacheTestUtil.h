@@ -89,6 +89,16 @@ inline bool expectError(mhc::rt::KernelCache &cache, const mhc::KernelSpec &spec
   return false;
 }
 
+/// Cache options for `directory` and `compiler`, with a 20 s compile limit.
+inline mhc::rt::KernelCache::Options cacheOptions(const std::string &directory,
+                                                  const std::string &compiler) {
+  mhc::rt::KernelCache::Options o;
+  o.directory = directory;
+  o.compiler = compiler;
+  o.timeoutSeconds = 20;
+  return o;
+}
+
 /// Waits for every forked child; each must have exited with status 0.
 inline void expectChildrenSucceed(const std::vector<pid_t> &children) {
   for (pid_t pid : children) {

@@ -43,11 +43,7 @@ static bool freshError(const KernelCache::Options &o, const KernelSpec &spec,
 }
 
 static KernelCache::Options optionsIn(const std::string &dir, const std::string &compiler) {
-  KernelCache::Options o;
-  o.directory = scratch + "/" + dir;
-  o.compiler = compiler;
-  o.timeoutSeconds = 20;
-  return o;
+  return cacheOptions(scratch + "/" + dir, compiler);
 }
 
 /// The names in `dir` (none when it does not exist).
