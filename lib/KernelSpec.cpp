@@ -21,6 +21,7 @@ const char *toString(OpKind k) {
   case OpKind::Aggregate: return "aggregate";
   case OpKind::ExpandCombine: return "expand_combine";
   case OpKind::Pre: return "pre";
+  case OpKind::PostPre: return "post_pre";
   }
   return "?";
 }
@@ -45,11 +46,29 @@ bool isSupportedArch(std::string_view arch) {
 
 bool KernelSpec::usesActivations() const {
   return op == OpKind::Project || op == OpKind::Aggregate ||
-         op == OpKind::ExpandCombine || op == OpKind::Pre;
+         op == OpKind::ExpandCombine || op == OpKind::Pre ||
+         op == OpKind::PostPre;
 }
 bool KernelSpec::usesParams() const {
-  return op == OpKind::Project || op == OpKind::Scale || op == OpKind::Pre ||
+  return usesProjectFields() || op == OpKind::Scale ||
          (op == OpKind::ExpandCombine && hasBias);
+}
+bool KernelSpec::usesProjectFields() const {
+  return op == OpKind::Project || op == OpKind::Pre || op == OpKind::PostPre;
+}
+bool KernelSpec::usesScaleFields() const {
+  return op == OpKind::Scale || op == OpKind::Pre || op == OpKind::PostPre;
+}
+bool KernelSpec::usesSinkhornFields() const {
+  return op == OpKind::Sinkhorn || op == OpKind::Pre || op == OpKind::PostPre;
+}
+bool KernelSpec::usesBias() const {
+  return op == OpKind::ExpandCombine || op == OpKind::PostPre;
+}
+bool KernelSpec::acceptsAcc() const {
+  return dir == Direction::Backward &&
+         (op == OpKind::Aggregate || op == OpKind::Project ||
+          op == OpKind::ExpandCombine);
 }
 
 static std::string formatFloat(float v) {
@@ -75,9 +94,9 @@ std::string KernelSpec::canonical() const {
     add("layout", toString(layout));
     add("C", std::to_string(channels));
   }
-  bool project = op == OpKind::Project || op == OpKind::Pre;
-  bool scale = op == OpKind::Scale || op == OpKind::Pre;
-  bool sinkhorn = op == OpKind::Sinkhorn || op == OpKind::Pre;
+  bool project = usesProjectFields();
+  bool scale = usesScaleFields();
+  bool sinkhorn = usesSinkhornFields();
   if (project) {
     add("tf32", tf32 ? "1" : "0");
     add("weight", hasWeight ? "1" : "0");
@@ -93,8 +112,10 @@ std::string KernelSpec::canonical() const {
     if (mode == SinkhornMode::SoftmaxEps)
       add("eps", formatFloat(eps));
   }
-  if (op == OpKind::ExpandCombine)
+  if (usesBias())
     add("bias", hasBias ? "1" : "0");
+  if (acc)
+    add("acc", "1");
   add("arch", arch);
   return s;
 }
@@ -133,7 +154,8 @@ uint64_t KernelSpec::structuralHash() const {
   mix(static_cast<uint64_t>(param));
   mix(static_cast<uint64_t>(layout));
   mix(static_cast<uint64_t>(channels));
-  mix((tf32 ? 1u : 0u) | (hasWeight ? 2u : 0u) | (hasBias ? 4u : 0u));
+  mix((tf32 ? 1u : 0u) | (hasWeight ? 2u : 0u) | (hasBias ? 4u : 0u) |
+      (acc ? 8u : 0u));
   mix(bits(normEps));
   mix(bits(preEps));
   mix(bits(postMult));
@@ -211,7 +233,8 @@ std::optional<KernelSpec> KernelSpec::parse(std::string_view text,
     return fail("expected '<op>.<fwd|bwd>' at the start, got '" + head + "'");
   if (!parseEnum(head.substr(0, dot),
                  {OpKind::Project, OpKind::Scale, OpKind::Sinkhorn,
-                  OpKind::Aggregate, OpKind::ExpandCombine, OpKind::Pre},
+                  OpKind::Aggregate, OpKind::ExpandCombine, OpKind::Pre,
+                  OpKind::PostPre},
                  spec.op))
     return fail("unknown op '" + head.substr(0, dot) + "'");
   if (!parseEnum(head.substr(dot + 1), {Direction::Forward, Direction::Backward},
@@ -244,6 +267,7 @@ std::optional<KernelSpec> KernelSpec::parse(std::string_view text,
   if (take("tf32", v)) ok &= parseBool(v, spec.tf32);
   if (take("weight", v)) ok &= parseBool(v, spec.hasWeight);
   if (take("bias", v)) ok &= parseBool(v, spec.hasBias);
+  if (take("acc", v)) ok &= parseBool(v, spec.acc);
   if (take("norm_eps", v)) ok &= parseFloat(v, spec.normEps);
   if (take("pre_eps", v)) ok &= parseFloat(v, spec.preEps);
   if (take("post_mult", v)) ok &= parseFloat(v, spec.postMult);
@@ -287,8 +311,12 @@ std::string invalidReason(const KernelSpec &s) {
   std::string r = outOfRange("n", s.n, 1, kMaxStreams);
   if (r.empty() && s.usesLayout())
     r = outOfRange("C", s.channels, 0, kMaxChannels);
-  bool scale = s.op == OpKind::Scale || s.op == OpKind::Pre;
-  bool sinkhorn = s.op == OpKind::Sinkhorn || s.op == OpKind::Pre;
+  bool scale = s.usesScaleFields();
+  bool sinkhorn = s.usesSinkhornFields();
+  if (r.empty() && s.acc && !s.acceptsAcc())
+    r = std::string("acc is only a field of the backward of aggregate, "
+                    "project and expand_combine, not of ") +
+        toString(s.op) + "." + toString(s.dir);
   if (r.empty() && sinkhorn)
     r = outOfRange("iters", s.iters, 1, kMaxSinkhornIters);
   if (r.empty() && sinkhorn && s.mode == SinkhornMode::SoftmaxEps)
@@ -318,8 +346,12 @@ std::string unsupportedReason(const KernelSpec &s) {
   if (s.op == OpKind::Pre && s.dir == Direction::Backward)
     return "the fused pre step has no backward kernel (its gradient is the "
            "four ops' backward kernels)";
-  if ((s.op == OpKind::Project || s.op == OpKind::Pre) &&
-      (s.n * s.channels) % 8 != 0)
+  if (s.op == OpKind::PostPre)
+    return "the layer seam's kernels are not generated yet (issue 34)";
+  if (s.acc)
+    return "in-kernel accumulation of x's gradient is not generated yet "
+           "(issue 34)";
+  if (s.usesProjectFields() && (s.n * s.channels) % 8 != 0)
     return "the projection kernel needs K = n*C to be a multiple of 8";
   if (s.op == OpKind::Sinkhorn && s.dir == Direction::Backward) {
     int64_t floats = sinkhornHistoryFloats(s);

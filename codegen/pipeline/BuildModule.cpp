@@ -57,6 +57,8 @@ static LogicalResult buildFamily(KernelContext &kc, ::mhc::OpKind op) {
     return buildExpandCombine(kc);
   case ::mhc::OpKind::Pre:
     return buildPre(kc);
+  case ::mhc::OpKind::PostPre:
+    return failure(); // unsupportedReason stops it first
   }
   return failure();
 }

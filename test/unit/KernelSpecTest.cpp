@@ -19,7 +19,8 @@ using namespace mhc;
 
 static void roundTripsEveryOp() {
   for (OpKind op : {OpKind::Project, OpKind::Scale, OpKind::Sinkhorn,
-                    OpKind::Aggregate, OpKind::ExpandCombine})
+                    OpKind::Aggregate, OpKind::ExpandCombine, OpKind::Pre,
+                    OpKind::PostPre})
     for (Direction dir : {Direction::Forward, Direction::Backward})
       for (SinkhornMode mode : {SinkhornMode::Log, SinkhornMode::SoftmaxEps}) {
         KernelSpec s;
@@ -40,6 +41,7 @@ static void roundTripsEveryOp() {
         s.mode = mode;
         s.iters = 7;
         s.eps = 3e-5f;
+        s.acc = s.acceptsAcc();
         std::string error;
         auto parsed = KernelSpec::parse(s.canonical(), &error);
         EXPECT(parsed.has_value());
@@ -188,8 +190,35 @@ static void hardLimits() {
   EXPECT(invalidReason(p).empty());
 }
 
+// The seam's spec has the fields of its five ops; acc is a flag of three
+// backward ops, printed only when set.
+static void seamAndAcc() {
+  KernelSpec s;
+  s.op = OpKind::PostPre;
+  s.channels = 64;
+  s.hasBias = true;
+  EXPECT(s.canonical() ==
+         "post_pre.fwd;n=4;act=bf16;param=f32;layout=nc;C=64;tf32=0;weight=0;"
+         "norm_eps=9.99999997e-07;pre_eps=9.99999997e-07;post_mult=2;mode=log;"
+         "iters=20;bias=1;arch=sm_90a");
+  KernelSpec a;
+  a.op = OpKind::Aggregate;
+  a.dir = Direction::Backward;
+  a.channels = 64;
+  std::string plain = a.canonical();
+  a.acc = true;
+  EXPECT(a.canonical() == plain.substr(0, plain.size() - 12) + ";acc=1;arch=sm_90a");
+  EXPECT(KernelSpec::parse(a.canonical()).has_value());
+  std::string error;
+  EXPECT(!KernelSpec::parse(plain.substr(0, plain.size() - 12) + ";acc=0;arch=sm_90a", &error));
+  EXPECT(error.find("not in canonical form") != std::string::npos);
+  EXPECT(!KernelSpec::parse("aggregate.fwd;n=4;act=bf16;layout=nc;C=64;acc=1;arch=sm_90a", &error));
+  EXPECT(error.find("acc is only a field") != std::string::npos);
+}
+
 int main() {
   roundTripsEveryOp();
+  seamAndAcc();
   leavesOutUnusedFields();
   floatsRoundTripExactly();
   hashIsStable();

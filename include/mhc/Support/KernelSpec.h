@@ -21,8 +21,10 @@
 namespace mhc {
 
 /// Pre is one layer's pre step fused (project -> scale -> sinkhorn ->
-/// aggregate, forward only): the fields of those ops together.
-enum class OpKind { Project, Scale, Sinkhorn, Aggregate, ExpandCombine, Pre };
+/// aggregate, forward only): the fields of those ops together. PostPre is the
+/// layer seam (docs/design/seam.md): expand_combine of layer l, then the pre
+/// step of layer l+1, forward and backward: the fields of all five ops.
+enum class OpKind { Project, Scale, Sinkhorn, Aggregate, ExpandCombine, Pre, PostPre };
 enum class Direction { Forward, Backward };
 enum class DType { BF16, F16, F32 };
 enum class Layout { NC, CN };
@@ -50,7 +52,12 @@ struct KernelSpec {
   // Variant parameters; only those the op uses enter the canonical string.
   bool tf32 = false;         // project
   bool hasWeight = false;    // project
-  bool hasBias = false;      // expand_combine
+  bool hasBias = false;      // expand_combine, post_pre
+  /// Backward of aggregate, project, expand_combine: gx = acc + the op's
+  /// own gradient of x, summed in the kernel (x's gradient from its other
+  /// users, so autograd adds nothing). Printed only when set ("acc=1"), so
+  /// the specs without it keep their names.
+  bool acc = false;
   float normEps = 1e-6f;     // scale
   float preEps = 1e-6f;      // scale
   float postMult = 2.0f;     // scale
@@ -62,6 +69,15 @@ struct KernelSpec {
   bool usesActivations() const;
   bool usesLayout() const { return usesActivations(); }
   bool usesParams() const;
+  /// Whether the op has the projection's, scale's, sinkhorn's fields (its
+  /// own, or as part of a fused op).
+  bool usesProjectFields() const;
+  bool usesScaleFields() const;
+  bool usesSinkhornFields() const;
+  bool usesBias() const;
+  /// Whether `acc` may be set: the backward of aggregate, project and
+  /// expand_combine.
+  bool acceptsAcc() const;
 
   /// "project.fwd;n=4;act=bf16;param=f32;layout=nc;C=7168;tf32=0;weight=0;arch=sm_90a".
   /// Fields an op does not depend on are left out, so specs that generate the
