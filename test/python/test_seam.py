@@ -10,6 +10,8 @@ import math
 import pytest
 import torch
 from torch import nn
+from torch.overrides import TorchFunctionMode
+from torch.utils._python_dispatch import TorchDispatchMode
 
 import mhc
 from mhc import reference as ref
@@ -169,6 +171,55 @@ def test_leading_dims_and_empty_tokens():
         assert g.shape == leaves[name].shape
         if name in ("bias", "phi", "alpha", "beta", "weight"):
             assert torch.equal(g, torch.zeros_like(g)), name
+
+
+class _Seen:
+    """Records the functions a mode sees."""
+
+    def __init__(self):
+        self.funcs = []
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        self.funcs.append(func)
+        return func(*args, **(kwargs or {}))
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.funcs.append(func)
+        return func(*args, **(kwargs or {}))
+
+
+class FunctionMode(_Seen, TorchFunctionMode):
+    pass
+
+
+class DispatchMode(_Seen, TorchDispatchMode):
+    pass
+
+
+def test_eager_entry_point_is_the_dispatcher_op():
+    """In eager mode mhc.post_pre calls mhc._C's typed entry point: torch.ops'
+    results and gradients bit for bit, seen by dispatch modes (below
+    autograd: post_pre_saved); a __torch_function__ mode gets the torch.ops
+    call; a non-tensor argument an error naming it."""
+    M, n, C = 5, 3, 8
+    t = seam_inputs(M, n, C, "cn")
+    leaves = {k: v.requires_grad_() for k, v in leaves_of(t).items()}
+    got = call(t, "cn", "log", 5, 0.0)
+    want = torch.ops.mhc.post_pre(*(t[k] for k in ("f", "post", "x", "P", "bias", "phi", "alpha", "beta", "weight")),
+                                  n, "cn", False, 1e-6, 1e-6, 2.0, "log", 5, 0.0)
+    assert all(torch.equal(a, b) for a, b in zip(got, want))
+    g = [torch.randn_like(o) for o in got]
+    wrt = list(leaves.values())
+    for a, b in zip(torch.autograd.grad(got, wrt, g), torch.autograd.grad(want, wrt, g)):
+        assert torch.equal(a, b)
+    with DispatchMode() as d:
+        call(t, "cn", "log", 5, 0.0)
+    assert torch.ops.mhc.post_pre_saved.default in d.funcs
+    with FunctionMode() as f:
+        call(t, "cn", "log", 5, 0.0)
+    assert torch.ops.mhc.post_pre in f.funcs
+    with pytest.raises((TypeError, RuntimeError), match="phi"):
+        mhc.post_pre(t["f"], t["post"], t["x"], t["P"], "phi", t["alpha"], t["beta"], layout="cn")
 
 
 # --- opcheck and torch.compile ---------------------------------------------------
