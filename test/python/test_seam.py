@@ -138,12 +138,13 @@ def test_saved_op_and_backward_op_are_the_contract():
     gpost_next, gP_next = torch.randn_like(post_next), torch.randn_like(P_next)
     grads = torch.ops.mhc.post_pre_backward(gx_next, gy, gpost_next, gP_next, t["f"], t["post"], t["x"], t["P"], None,
                                             x_next, h, ms, pre, logits, t["phi"], t["alpha"], t["beta"], None, *attrs)
-    gx_agg, gpre = torch.ops.mhc.aggregate_backward(gy, x_next, pre, n, layout)
+    g1, gpre = torch.ops.mhc.aggregate_backward(gy, x_next, pre, n, layout, acc=gx_next)
     glogits = torch.ops.mhc.sinkhorn_backward(gP_next, logits, n, "log", 5, 0.0)
     gh, gms, galpha, gbeta = torch.ops.mhc.scale_backward(gpre, gpost_next, glogits, h, ms, t["alpha"], t["beta"], n,
                                                           1e-6, 1e-6, 2.0)
-    gx_proj, gphi, gw = torch.ops.mhc.project_backward(gh, gms, x_next, t["phi"], None, n, layout, False)
-    g = (gx_next + gx_agg) + gx_proj
+    g, gphi, gw = torch.ops.mhc.project_backward(gh, gms, x_next, t["phi"], None, n, layout, False, acc=g1)
+    assert torch.equal(g, (gx_next + torch.ops.mhc.aggregate_backward(gy, x_next, pre, n, layout)[0])
+                       + torch.ops.mhc.project_backward(gh, gms, x_next, t["phi"], None, n, layout, False)[0])
     gf, gpost, gx, gP, gbias = torch.ops.mhc.expand_combine_backward(g, t["f"], t["post"], t["x"], t["P"], None, n,
                                                                      layout)
     for a, b in zip(grads, (gx, gf, gpost, gP, gbias, gphi, galpha, gbeta, gw)):
