@@ -198,6 +198,7 @@ CONFIGS = [dict(n=n, act=act, layout=lay, C=C, M=M, mode=mode, tf32=tf32, weight
                (8, "bf16", "cn", 2048, 300, "log", True, False, True, 1e-6, 1e-6, None),
                (8, "bf16", "nc", 1024, 1000, "softmax_eps", True, False, False, 1e-6, 1e-6, None),  # not fused
                (8, "f32", "nc", 96, 3, "log", False, True, True, 1e-6, 1e-6, None),
+               (8, "bf16", "nc", 1001, 65, "log", True, True, True, 1e-6, 1e-6, None),  # odd C
            ]]
 
 
