@@ -288,6 +288,27 @@ def test_fused_is_post_then_pre(cfg):
         assert err <= b, (name, err)
 
 
+def test_mixed_parameter_dtypes_run_the_separate_ops():
+    """bf16 alpha, beta and bias with f32 phi: no single seam spec (one
+    param dtype); the separate ops run, each with its own kernel: mhc.post
+    then mhc.pre's bits, forward and gradients."""
+    cfg = dict(CONFIGS[1], M=40, C=512)
+    gen = torch.Generator(device="cuda").manual_seed(case_seed("mixed"))
+    t = inputs(cfg, gen)
+    t.update(alpha=t["alpha"].bfloat16(), beta=t["beta"].bfloat16(), bias=t["bias"].bfloat16())
+    a = attrs(cfg)
+    before = mhc._C.stats()
+    got = torch.ops.mhc.post_pre(*(t[k] for k in FWD_ARGS), *a)
+    after = mhc._C.stats()
+    x_next = torch.ops.mhc.expand_combine(t["f"], t["post"], t["x"], t["P"], t["bias"], cfg["n"], cfg["layout"])
+    want = (x_next, *torch.ops.mhc.pre(x_next, t["phi"], t["alpha"], t["beta"], t["weight"], *a))
+    for u, v in zip(got, want):
+        assert torch.equal(u, v)
+    # expand_combine, then the pre step as four ops (no fused pre spec either).
+    assert after["kernel_calls"] - before["kernel_calls"] == 5, (before, after)
+    assert after["reference_calls"] == before["reference_calls"], (before, after)
+
+
 def _stack(fused, n=4, C=512, L=4, dtype=torch.bfloat16, **kw):
     torch.manual_seed(7)
     blocks = [nn.Sequential(nn.Linear(C, C), nn.GELU()) for _ in range(L)]

@@ -116,6 +116,18 @@ def test_seam_is_post_then_pre(layout, bias, weight):
             assert rel(a, b) <= 1e-6, (name, rel(a, b))
 
 
+def test_mixed_parameter_dtypes():
+    """bf16 alpha, beta and bias with float32 phi and weight (accepted, as
+    mhc.pre accepts them): mhc.post then mhc.pre's bits."""
+    t = seam_inputs(5, 3, 8, "nc")
+    t.update(alpha=t["alpha"].bfloat16(), beta=t["beta"].bfloat16(), bias=t["bias"].bfloat16())
+    got = call(t, "nc", "log", 4, 0.0)
+    x_next = mhc.post(t["f"], t["post"], t["x"], t["P"], t["bias"])
+    want = (x_next, *mhc.pre(x_next, t["phi"], t["alpha"], t["beta"], t["weight"], mode="log", iters=4, eps=0.0,
+                             **OPTS))
+    assert all(torch.equal(a, b) for a, b in zip(got, want))
+
+
 def test_saved_op_and_backward_op_are_the_contract():
     """post_pre_saved's eight results in the contract's order (x_next, h, ms,
     pre, post_next, logits, P_next, y), post_pre's four of them, and
