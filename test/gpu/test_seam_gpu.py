@@ -96,7 +96,8 @@ def inputs(cfg, gen):
     return dict(f=rnd(M, C, dtype=act), post=2 * torch.sigmoid(rnd(M, n)), x=x,
                 P=torch.softmax(rnd(M, n, n), -2), bias=rnd(C, scale=0.5, dtype=param) if cfg["bias"] else None,
                 phi=rnd(N, K, scale=K ** -0.5, dtype=param), alpha=(rnd(3).abs() + 0.5).to(param),
-                beta=rnd(N, scale=0.5, dtype=param), weight=(1 + rnd(K, scale=0.1)).to(param) if cfg["weight"] else None)
+                beta=rnd(N, scale=0.5, dtype=param),
+                weight=(1 + rnd(K, scale=0.1)).to(param) if cfg["weight"] else None)
 
 
 def attrs(cfg):

@@ -545,6 +545,44 @@ def test_each_x_is_saved_once_per_layer(layout):
     assert totals[True] <= totals[False], totals
 
 
+class _Adds(TorchDispatchMode):
+    """Counts the element-wise adds whose result has `shape` (an n-stream tensor's)."""
+
+    def __init__(self, shape):
+        super().__init__()
+        self.shape, self.count = shape, 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        if func in (torch.ops.aten.add.Tensor, torch.ops.aten.add_.Tensor) and tuple(out.shape) == self.shape:
+            self.count += 1
+        return out
+
+
+def _backward_adds(fn, shape):
+    out = fn()
+    with _Adds(shape) as adds:
+        sum(o.sum() for o in (out if isinstance(out, tuple) else (out,))).backward()
+    return adds.count
+
+
+def test_seams_add_no_n_stream_tensors_in_the_backward():
+    """The backward of a fused stack adds no n-stream tensors but those of
+    the first layer's pre step (as mhc.pre alone does): the seams sum x's
+    contributions inside their backward ops (acc), and autograd has nothing
+    to sum (each x_l has one user). The unfused stack's autograd and pre
+    nodes add them per layer."""
+    L, n, C, M = 3, 4, 16, 5
+    x = torch.randn(M, n, C)
+    hc = mhc.HyperConnection(n, C)
+    pre_adds = _backward_adds(lambda: hc.pre(x)[0], x.shape)
+    counts = {}
+    for fused in (True, False):
+        stack = mhc.HyperConnectionStack([Double() for _ in range(L)], n, C, fused=fused, bias=True)
+        counts[fused] = _backward_adds(lambda: stack(x), x.shape)
+    assert counts[True] == pre_adds and counts[False] >= counts[True] + 2 * (L - 1), (counts, pre_adds)
+
+
 def test_pre_keeps_no_y():
     """mhc.pre's node keeps x and its mixing values, not y (nor post)."""
     t = seam_inputs(5, 4, 16, "nc")
