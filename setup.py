@@ -11,6 +11,7 @@ or build it first so that build/bin/mhc-compile is packaged as mhc/bin/).
 import os
 import shutil
 
+import torch
 from setuptools import setup
 from torch.utils.cpp_extension import BuildExtension, CUDAExtension
 
@@ -50,6 +51,10 @@ if os.path.exists(compiler):
     shutil.copy2(compiler, os.path.join(root, "python", "mhc", "bin", "mhc-compile"))
     package_data["mhc"] = ["bin/mhc-compile"]
 
+# The extension is built against this torch's C++ ABI, which changes between
+# minor releases: the package requires the same major.minor.
+major, minor = (int(v) for v in torch.__version__.split("+")[0].split(".")[:2])
+
 setup(
     name="mhc",
     version="0.1.0",
@@ -69,4 +74,5 @@ setup(
     cmdclass={"build_ext": BuildExtension},
     entry_points={"console_scripts": ["mhc = mhc.cli:main"]},
     python_requires=">=3.9",
+    install_requires=[f"torch>={major}.{minor},<{major}.{minor + 1}"],
 )
