@@ -33,19 +33,19 @@ LogicalResult verifyPostOperands(Signature &sig, OpT op, StringRef contract) {
 
 /// Layer l+1's parameters phi, alpha, beta and the optional weight (mhc.pre's
 /// rules), and the one parameter dtype, phi's, that they and bias share.
-template <typename OpT>
-LogicalResult verifyNextParams(Signature &sig, OpT op) {
+template <typename OpT> LogicalResult verifyNextParams(Signature &sig, OpT op) {
   Value phi = op.getPhi();
   auto sameAsPhi = [&](StringRef name, Value v) {
-    return !v || succeeded(sig.checkSameElementType("operand", name, v, phi,
-                                                    "phi"));
+    return !v ||
+           succeeded(sig.checkSameElementType("operand", name, v, phi, "phi"));
   };
   if (failed(sig.operand("pre", "phi", phi)) ||
       failed(sig.operand("pre", "alpha", op.getAlpha())) ||
       !sameAsPhi("alpha", op.getAlpha()) ||
       failed(sig.operand("pre", "beta", op.getBeta())) ||
       !sameAsPhi("beta", op.getBeta()) ||
-      (op.getWeight() && failed(sig.operand("pre", "weight", op.getWeight()))) ||
+      (op.getWeight() &&
+       failed(sig.operand("pre", "weight", op.getWeight()))) ||
       !sameAsPhi("weight", op.getWeight()) || !sameAsPhi("bias", op.getBias()))
     return failure();
   return success();
@@ -66,12 +66,13 @@ LogicalResult checkParamGrad(Signature &sig, Operation *op, StringRef name,
                              Value grad, StringRef paramName, Value param,
                              ArrayRef<Dim> dims) {
   if (static_cast<bool>(param) != static_cast<bool>(grad))
-    return op->emitOpError() << "must have a '" << name
-                             << "' result exactly when it has a '" << paramName
-                             << "' operand";
-  if (param && (failed(sig.check("result", name, grad, dims, ElemKind::Param)) ||
-                failed(sig.checkSameElementType("result", name, grad, param,
-                                                paramName))))
+    return op->emitOpError()
+           << "must have a '" << name << "' result exactly when it has a '"
+           << paramName << "' operand";
+  if (param &&
+      (failed(sig.check("result", name, grad, dims, ElemKind::Param)) ||
+       failed(
+           sig.checkSameElementType("result", name, grad, param, paramName))))
     return failure();
   return success();
 }
@@ -126,19 +127,19 @@ LogicalResult PostPreOp::inferReturnTypes(MLIRContext *ctx,
                                           Adaptor adaptor,
                                           SmallVectorImpl<Type> &types) {
   Value x = adaptor.getX();
-  int64_t m = inferTokens(
-      {adaptor.getF(), adaptor.getPost(), x, adaptor.getP()});
+  int64_t m =
+      inferTokens({adaptor.getF(), adaptor.getPost(), x, adaptor.getP()});
   int64_t n = adaptor.getN();
   Type f32 = Float32Type::get(ctx);
-  types.push_back(withTokens(x, m));                  // x_next
-  types.push_back(tensorOf({m, numLogits(n)}, f32));  // h
-  types.push_back(tensorOf({m}, f32));                // ms
-  types.push_back(tensorOf({m, n}, f32));             // pre
-  types.push_back(tensorOf({m, n}, f32));             // post_next
-  types.push_back(tensorOf({m, n, n}, f32));          // logits
-  types.push_back(tensorOf({m, n, n}, f32));          // P_next
+  types.push_back(withTokens(x, m));                 // x_next
+  types.push_back(tensorOf({m, numLogits(n)}, f32)); // h
+  types.push_back(tensorOf({m}, f32));               // ms
+  types.push_back(tensorOf({m, n}, f32));            // pre
+  types.push_back(tensorOf({m, n}, f32));            // post_next
+  types.push_back(tensorOf({m, n, n}, f32));         // logits
+  types.push_back(tensorOf({m, n, n}, f32));         // P_next
   types.push_back(tensorOf({m, channelsOf(x, adaptor.getLayout())},
-                           elementTypeOf(x)));        // y
+                           elementTypeOf(x))); // y
   return success();
 }
 
@@ -197,8 +198,8 @@ LogicalResult verifyGradResults(Signature &sig, PostPreGradOp op) {
       failed(sig.checkSameElementType("result", "gf", op.getGf(), x, "x")) ||
       failed(sig.check("result", "gpost", op.getGpost(), {M, S},
                        ElemKind::Mixing)) ||
-      failed(sig.check("result", "gP", op.getGP(), {M, S, S},
-                       ElemKind::Mixing)) ||
+      failed(
+          sig.check("result", "gP", op.getGP(), {M, S, S}, ElemKind::Mixing)) ||
       failed(checkParamGrad(sig, op, "gbias", op.getGbias(), "bias",
                             op.getBias(), {C})) ||
       failed(checkParamGrad(sig, op, "gphi", op.getGphi(), "phi", op.getPhi(),
@@ -230,10 +231,10 @@ LogicalResult PostPreGradOp::inferReturnTypes(MLIRContext *ctx,
                                               std::optional<Location>,
                                               Adaptor adaptor,
                                               SmallVectorImpl<Type> &types) {
-  int64_t m = inferTokens({adaptor.getGxNext(), adaptor.getGy(),
-                           adaptor.getGpostNext(), adaptor.getGPNext(),
-                           adaptor.getF(), adaptor.getPost(), adaptor.getX(),
-                           adaptor.getP()});
+  int64_t m =
+      inferTokens({adaptor.getGxNext(), adaptor.getGy(), adaptor.getGpostNext(),
+                   adaptor.getGPNext(), adaptor.getF(), adaptor.getPost(),
+                   adaptor.getX(), adaptor.getP()});
   int64_t n = adaptor.getN();
   Type f32 = Float32Type::get(ctx);
   types.push_back(withTokens(adaptor.getX(), m)); // gx

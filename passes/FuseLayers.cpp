@@ -74,8 +74,8 @@ FailureOr<Block::iterator> placement(ArrayRef<Operation *> chain,
 /// One parameter dtype per seam kernel: `v` (bias, alpha, beta, weight; may
 /// be absent) has phi's element type.
 bool sameParamType(Value v, Value phi) {
-  return !v ||
-         getElementTypeOrSelf(v.getType()) == getElementTypeOrSelf(phi.getType());
+  return !v || getElementTypeOrSelf(v.getType()) ==
+                   getElementTypeOrSelf(phi.getType());
 }
 
 /// Whether the seam's pre step runs fused at `tokens` (::mhc::preStepFuses);
@@ -135,14 +135,13 @@ std::optional<ForwardSeam> matchForward(ExpandCombineOp post) {
 bool fuseForward(ForwardSeam s, IRRewriter &rewriter) {
   ExpandCombineOp post = s.post;
   PreOp pre = s.pre;
-  SmallVector<Value> operands{post.getF(),     post.getPost(), post.getX(),
-                              post.getP(),     post.getBias(), pre.getPhi(),
-                              pre.getAlpha(),  pre.getBeta(),  pre.getWeight()};
+  SmallVector<Value> operands{post.getF(),    post.getPost(), post.getX(),
+                              post.getP(),    post.getBias(), pre.getPhi(),
+                              pre.getAlpha(), pre.getBeta(),  pre.getWeight()};
   llvm::erase(operands, Value());
   SmallVector<Value> results{post.getOut()};
   llvm::append_range(results, pre->getResults());
-  FailureOr<Block::iterator> at =
-      placement({post, pre}, operands, results);
+  FailureOr<Block::iterator> at = placement({post, pre}, operands, results);
   if (failed(at))
     return false;
   rewriter.setInsertionPoint(post->getBlock(), *at);
@@ -272,8 +271,8 @@ struct BackwardSeam {
   AggregateGradOp aggregate; // acc = gx_next
   SinkhornGradOp sinkhorn;
   ScaleGradOp scale;
-  ProjectGradOp project;     // acc = aggregate's gx
-  ExpandCombineGradOp post;  // gout = project's gx
+  ProjectGradOp project;    // acc = aggregate's gx
+  ExpandCombineGradOp post; // gout = project's gx
 };
 
 /// The chain's ops, linked as the contract links them, or nullopt.
@@ -305,9 +304,8 @@ std::optional<BackwardSeam> matchBackward(ExpandCombineGradOp post) {
     return std::nullopt;
   Block *block = post->getBlock();
   uint64_t n = post.getN();
-  for (Operation *op : {s->aggregate.getOperation(),
-                        s->sinkhorn.getOperation(), s->scale.getOperation(),
-                        s->project.getOperation()})
+  for (Operation *op : {s->aggregate.getOperation(), s->sinkhorn.getOperation(),
+                        s->scale.getOperation(), s->project.getOperation()})
     if (op->getBlock() != block)
       return std::nullopt;
   Value phi = s->project.getPhi();
@@ -334,17 +332,19 @@ std::optional<BackwardSeam> matchBackward(ExpandCombineGradOp post) {
 
 bool fuseBackward(BackwardSeam s, IRRewriter &rewriter) {
   ExpandCombineGradOp post = s.post;
-  SmallVector<Value> operands{
-      s.aggregate.getAcc(),  s.aggregate.getGy(),    s.scale.getGpost(),
-      s.sinkhorn.getGP(),    post.getF(),            post.getPost(),
-      post.getX(),           post.getP(),            post.getBias(),
-      s.aggregate.getX(),    s.scale.getH(),         s.scale.getMs(),
-      s.aggregate.getPre(),  s.sinkhorn.getLogits(), s.project.getPhi(),
-      s.scale.getAlpha(),    s.scale.getBeta(),      s.project.getWeight()};
+  SmallVector<Value> operands{s.aggregate.getAcc(), s.aggregate.getGy(),
+                              s.scale.getGpost(),   s.sinkhorn.getGP(),
+                              post.getF(),          post.getPost(),
+                              post.getX(),          post.getP(),
+                              post.getBias(),       s.aggregate.getX(),
+                              s.scale.getH(),       s.scale.getMs(),
+                              s.aggregate.getPre(), s.sinkhorn.getLogits(),
+                              s.project.getPhi(),   s.scale.getAlpha(),
+                              s.scale.getBeta(),    s.project.getWeight()};
   SmallVector<Value> results(post->getResults());
-  llvm::append_range(results,
-                     ValueRange{s.project.getGphi(), s.scale.getGalpha(),
-                                s.scale.getGbeta()});
+  llvm::append_range(
+      results,
+      ValueRange{s.project.getGphi(), s.scale.getGalpha(), s.scale.getGbeta()});
   if (s.project.getGweight())
     results.push_back(s.project.getGweight());
   SmallVector<Operation *> chain{s.aggregate, s.sinkhorn, s.scale, s.project,
@@ -361,15 +361,15 @@ bool fuseBackward(BackwardSeam s, IRRewriter &rewriter) {
   Value gweight = s.project.getGweight(), gbias = post.getGbias();
   auto fused = PostPreGradOp::create(
       rewriter, rewriter.getFusedLoc(locs), post.getGx().getType(),
-      post.getGf().getType(), post.getGpost().getType(),
-      post.getGP().getType(), gbias ? gbias.getType() : Type(),
-      s.project.getGphi().getType(), s.scale.getGalpha().getType(),
-      s.scale.getGbeta().getType(), gweight ? gweight.getType() : Type(),
-      operands[0], operands[1], operands[2], operands[3], operands[4],
-      operands[5], operands[6], operands[7], operands[8], operands[9],
-      operands[10], operands[11], operands[12], operands[13], operands[14],
-      operands[15], operands[16], operands[17], post.getNAttr(),
-      post.getLayoutAttr(), s.project.getTf32Attr(), s.scale.getNormEpsAttr(),
+      post.getGf().getType(), post.getGpost().getType(), post.getGP().getType(),
+      gbias ? gbias.getType() : Type(), s.project.getGphi().getType(),
+      s.scale.getGalpha().getType(), s.scale.getGbeta().getType(),
+      gweight ? gweight.getType() : Type(), operands[0], operands[1],
+      operands[2], operands[3], operands[4], operands[5], operands[6],
+      operands[7], operands[8], operands[9], operands[10], operands[11],
+      operands[12], operands[13], operands[14], operands[15], operands[16],
+      operands[17], post.getNAttr(), post.getLayoutAttr(),
+      s.project.getTf32Attr(), s.scale.getNormEpsAttr(),
       s.scale.getPreEpsAttr(), s.scale.getPostMultAttr(),
       s.sinkhorn.getModeAttr(), s.sinkhorn.getItersAttr(),
       s.sinkhorn.getEpsAttr());
