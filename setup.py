@@ -4,13 +4,16 @@
 
 against the installed torch. The extension holds the MLIR-free runtime and
 torch.ops.mhc.*; kernels are compiled at run time by `mhc-compile` (the
-compiler this repository builds with CMake: set MHC_COMPILER, put it on PATH,
-or build it first so that build/bin/mhc-compile is packaged as mhc/bin/).
+compiler this repository builds with CMake: build it first and the package
+carries it, self-contained, in mhc/bin and mhc/lib; or set MHC_COMPILER, or
+put it on PATH).
 """
 
 import os
 import shutil
+import subprocess
 
+import torch
 from setuptools import setup
 from torch.utils.cpp_extension import BuildExtension, CUDAExtension
 
@@ -44,13 +47,53 @@ sources = [
     "lib/OpContract.cpp",
 ]
 
-# Ship the compiler with the package when it has been built here.
-compiler = os.path.join(root, "build", "bin", "mhc-compile")
-package_data = {}
-if os.path.exists(compiler):
-    os.makedirs(os.path.join(root, "python", "mhc", "bin"), exist_ok=True)
-    shutil.copy2(compiler, os.path.join(root, "python", "mhc", "bin", "mhc-compile"))
-    package_data["mhc"] = ["bin/mhc-compile"]
+# The wheel carries the compiler with every shared library it loads beyond the
+# C/C++ runtime (LLVM, z3, libxml2, ...), so kernels compile on a machine
+# without LLVM: mhc/bin/mhc-compile is a wrapper that puts mhc/lib first on the
+# loader's path and runs mhc/bin/mhc-compile.bin. Without a built compiler
+# (or with MHC_SHIP_COMPILER=0) the package has none: kernels then come from
+# bundles (MHC_BUNDLE_PATH, mhc.load_bundle), else MHC_COMPILER / PATH, else
+# the reference path, with a warning naming the spec.
+SYSTEM_LIBS = ("linux-vdso", "ld-linux", "libc.so", "libm.so", "libstdc++.so", "libgcc_s.so",
+               "libpthread.so", "libdl.so", "librt.so")
+WRAPPER = """#!/bin/sh
+# mhc-compile with the shared libraries shipped beside it (setup.py).
+here=$(dirname "$(readlink -f "$0")")
+LD_LIBRARY_PATH="$here/../lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" exec "$here/mhc-compile.bin" "$@"
+"""
+
+
+def shared_libraries(binary):
+    """The resolved paths of the libraries `binary` loads, less the C/C++ runtime's."""
+    out = subprocess.run(["ldd", binary], check=True, capture_output=True, text=True).stdout
+    paths = [line.split("=>")[1].split("(")[0].strip() for line in out.splitlines() if "=>" in line]
+    return [p for p in paths if p and not any(os.path.basename(p).startswith(s) for s in SYSTEM_LIBS)]
+
+
+def ship_compiler():
+    compiler = os.path.join(root, "build", "bin", "mhc-compile")
+    pkg = os.path.join(root, "python", "mhc")
+    for d in ("bin", "lib"):
+        shutil.rmtree(os.path.join(pkg, d), ignore_errors=True)
+    if not os.path.exists(compiler) or os.environ.get("MHC_SHIP_COMPILER") == "0":
+        return {}
+    os.makedirs(os.path.join(pkg, "bin"))
+    os.makedirs(os.path.join(pkg, "lib"))
+    shutil.copy2(compiler, os.path.join(pkg, "bin", "mhc-compile.bin"))
+    for lib in shared_libraries(compiler):
+        shutil.copy2(lib, os.path.join(pkg, "lib", os.path.basename(lib)))  # follows symlinks
+    wrapper = os.path.join(pkg, "bin", "mhc-compile")
+    with open(wrapper, "w") as f:
+        f.write(WRAPPER)
+    os.chmod(wrapper, 0o755)
+    return {"mhc": ["bin/mhc-compile", "bin/mhc-compile.bin", "lib/*"]}
+
+
+package_data = ship_compiler()
+
+# The extension is built against this torch's C++ ABI, which changes between
+# minor releases: the package requires the same major.minor.
+major, minor = (int(v) for v in torch.__version__.split("+")[0].split(".")[:2])
 
 setup(
     name="mhc",
@@ -71,4 +114,5 @@ setup(
     cmdclass={"build_ext": BuildExtension},
     entry_points={"console_scripts": ["mhc = mhc.cli:main"]},
     python_requires=">=3.9",
+    install_requires=[f"torch>={major}.{minor},<{major}.{minor + 1}"],
 )

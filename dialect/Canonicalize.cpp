@@ -1,8 +1,9 @@
 //===- Canonicalize.cpp - canonicalisation patterns of mhc ops ------------===//
 //
 // Only rewrites that are exact in IEEE arithmetic: an all-ones RMSNorm weight
-// multiplies by 1, an all-zero bias adds 0 (up to the sign of a zero result).
-// Dropping the operand lets specialisation pick the simpler kernel.
+// multiplies by 1, an all-zero bias or gradient accumulator (`acc`) adds 0
+// (up to the sign of a zero result). Dropping the operand lets
+// specialisation pick the simpler kernel.
 //
 //===----------------------------------------------------------------------===//
 
@@ -45,10 +46,11 @@ struct DropUnitWeightGrad : OpRewritePattern<ProjectGradOp> {
     if (!isSplatOf(op.getWeight(), 1.0) || !op.getGweight().use_empty())
       return failure();
     auto simpler = ProjectGradOp::create(
-        rewriter, op.getLoc(),
-        TypeRange{op.getGx().getType(), op.getGphi().getType()},
-        ValueRange{op.getGh(), op.getGms(), op.getX(), op.getPhi()},
-        op->getAttrs());
+        rewriter, op.getLoc(), op.getGx().getType(), op.getGphi().getType(),
+        /*gweight=*/Type(), op.getGh(), op.getGms(), op.getX(), op.getPhi(),
+        /*weight=*/Value(), op.getAcc(), op.getNAttr(), op.getLayoutAttr(),
+        op.getTf32Attr());
+    simpler->setDiscardableAttrs(op->getDiscardableAttrDictionary());
     rewriter.replaceAllUsesWith(op.getGx(), simpler.getGx());
     rewriter.replaceAllUsesWith(op.getGphi(), simpler.getGphi());
     rewriter.eraseOp(op);
@@ -76,15 +78,27 @@ struct DropZeroBiasGrad : OpRewritePattern<ExpandCombineGradOp> {
     if (!isSplatOf(op.getBias(), 0.0) || !op.getGbias().use_empty())
       return failure();
     auto simpler = ExpandCombineGradOp::create(
-        rewriter, op.getLoc(),
-        TypeRange{op.getGf().getType(), op.getGpost().getType(),
-                  op.getGx().getType(), op.getGP().getType()},
-        ValueRange{op.getGout(), op.getF(), op.getPost(), op.getX(),
-                   op.getP()},
-        op->getAttrs());
+        rewriter, op.getLoc(), op.getGf().getType(), op.getGpost().getType(),
+        op.getGx().getType(), op.getGP().getType(), /*gbias=*/Type(),
+        op.getGout(), op.getF(), op.getPost(), op.getX(), op.getP(),
+        /*bias=*/Value(), op.getAcc(), op.getNAttr(), op.getLayoutAttr());
+    simpler->setDiscardableAttrs(op->getDiscardableAttrDictionary());
     for (unsigned i = 0; i < 4; ++i)
       rewriter.replaceAllUsesWith(op->getResult(i), simpler->getResult(i));
     rewriter.eraseOp(op);
+    return success();
+  }
+};
+
+/// A backward op's acc = 0 (x's gradient from no other user) -> no acc.
+template <typename OpT>
+struct DropZeroAcc : OpRewritePattern<OpT> {
+  using OpRewritePattern<OpT>::OpRewritePattern;
+  LogicalResult matchAndRewrite(OpT op,
+                                PatternRewriter &rewriter) const override {
+    if (!isSplatOf(op.getAcc(), 0.0))
+      return failure();
+    rewriter.modifyOpInPlace(op, [&] { op.getAccMutable().clear(); });
     return success();
   }
 };
@@ -98,7 +112,7 @@ void ProjectOp::getCanonicalizationPatterns(RewritePatternSet &results,
 
 void ProjectGradOp::getCanonicalizationPatterns(RewritePatternSet &results,
                                                 MLIRContext *context) {
-  results.add<DropUnitWeightGrad>(context);
+  results.add<DropUnitWeightGrad, DropZeroAcc<ProjectGradOp>>(context);
 }
 
 void ExpandCombineOp::getCanonicalizationPatterns(RewritePatternSet &results,
@@ -108,5 +122,10 @@ void ExpandCombineOp::getCanonicalizationPatterns(RewritePatternSet &results,
 
 void ExpandCombineGradOp::getCanonicalizationPatterns(
     RewritePatternSet &results, MLIRContext *context) {
-  results.add<DropZeroBiasGrad>(context);
+  results.add<DropZeroBiasGrad, DropZeroAcc<ExpandCombineGradOp>>(context);
+}
+
+void AggregateGradOp::getCanonicalizationPatterns(RewritePatternSet &results,
+                                                  MLIRContext *context) {
+  results.add<DropZeroAcc<AggregateGradOp>>(context);
 }

@@ -28,6 +28,7 @@ LogicalResult ProjectGradOp::verifySignature() {
       failed(sig.operand("project_backward", "phi", getPhi())) ||
       (getWeight() &&
        failed(sig.operand("project_backward", "weight", getWeight()))) ||
+      failed(checkAcc(sig, getAcc(), getX(), n, getLayout())) ||
       failed(sig.check("result", "gx", getGx(), xDims, ElemKind::Activation)) ||
       failed(sig.checkSameElementType("result", "gx", getGx(), getX(), "x")) ||
       failed(sig.check("result", "gphi", getGphi(), {N, Dim::k()},
@@ -67,6 +68,7 @@ void ProjectGradOp::describeKernel(::mhc::KernelSpec &spec) {
   spec.op = ::mhc::OpKind::Project;
   spec.dir = ::mhc::Direction::Backward;
   describeProjectFields(spec, *this);
+  spec.acc = static_cast<bool>(getAcc());
 }
 
 //===----------------------------------------------------------------------===//
@@ -182,6 +184,7 @@ LogicalResult AggregateGradOp::verifySignature() {
       failed(sig.operand("aggregate_backward", "gy", getGy())) ||
       failed(sig.checkSameElementType("operand", "gy", getGy(), getX(), "x")) ||
       failed(sig.operand("aggregate_backward", "pre", getPre())) ||
+      failed(checkAcc(sig, getAcc(), getX(), n, getLayout())) ||
       failed(sig.check("result", "gx", getGx(), xDims, ElemKind::Activation)) ||
       failed(sig.checkSameElementType("result", "gx", getGx(), getX(), "x")) ||
       failed(sig.check("result", "gpre", getGpre(), {M, S}, ElemKind::Mixing)))
@@ -208,6 +211,7 @@ void AggregateGradOp::describeKernel(::mhc::KernelSpec &spec) {
   spec.op = ::mhc::OpKind::Aggregate;
   spec.dir = ::mhc::Direction::Backward;
   describeStreams(spec, getN(), getLayout(), getX());
+  spec.acc = static_cast<bool>(getAcc());
 }
 
 //===----------------------------------------------------------------------===//
@@ -233,6 +237,7 @@ LogicalResult ExpandCombineGradOp::verifySignature() {
       failed(sig.operand("expand_combine_backward", "P", getP())) ||
       (getBias() &&
        failed(sig.operand("expand_combine_backward", "bias", getBias()))) ||
+      failed(checkAcc(sig, getAcc(), getX(), n, getLayout())) ||
       failed(
           sig.check("result", "gf", getGf(), {M, C}, ElemKind::Activation)) ||
       failed(sig.checkSameElementType("result", "gf", getGf(), getX(), "x")) ||
@@ -280,4 +285,5 @@ void ExpandCombineGradOp::describeKernel(::mhc::KernelSpec &spec) {
   spec.hasBias = static_cast<bool>(getBias());
   if (getBias())
     spec.param = paramDType(getBias());
+  spec.acc = static_cast<bool>(getAcc());
 }

@@ -48,6 +48,49 @@ static void printSinkhornMode(OpAsmPrinter &printer, Operation *,
   printer << stringifySinkhornMode(attr.getValue());
 }
 
+// mhc.post_pre_grad's result types, printed as functional-type prints them:
+// `(gx, gf, gpost, gP[, gbias], gphi, galpha, gbeta[, gweight])`. Whether
+// gbias and gweight are there follows from the bias and weight operands, so
+// the parser can split the list into the op's result segments.
+static ParseResult parseSeamGradResultTypes(
+    OpAsmParser &parser, std::optional<OpAsmParser::UnresolvedOperand> bias,
+    std::optional<OpAsmParser::UnresolvedOperand> weight, Type &gx, Type &gf,
+    Type &gpost, Type &gP, Type &gbias, Type &gphi, Type &galpha, Type &gbeta,
+    Type &gweight) {
+  SmallVector<Type> types;
+  SMLoc loc = parser.getCurrentLocation();
+  if (parser.parseLParen() || parser.parseTypeList(types) ||
+      parser.parseRParen())
+    return failure();
+  size_t expected = 7 + (bias ? 1 : 0) + (weight ? 1 : 0);
+  if (types.size() != expected)
+    return parser.emitError(loc)
+           << "expected " << expected << " result types (gx, gf, gpost, gP, "
+           << (bias ? "gbias, " : "") << "gphi, galpha, gbeta"
+           << (weight ? ", gweight" : "") << "), got " << types.size();
+  Type *slots[] = {&gx, &gf, &gpost, &gP, bias ? &gbias : nullptr,
+                   &gphi, &galpha, &gbeta, weight ? &gweight : nullptr};
+  auto next = types.begin();
+  for (Type *slot : slots)
+    if (slot)
+      *slot = *next++;
+  return success();
+}
+
+static void printSeamGradResultTypes(OpAsmPrinter &printer, Operation *op,
+                                     Value, Value, Type gx, Type gf,
+                                     Type gpost, Type gP, Type gbias,
+                                     Type gphi, Type galpha, Type gbeta,
+                                     Type gweight) {
+  SmallVector<Type> types;
+  for (Type t : {gx, gf, gpost, gP, gbias, gphi, galpha, gbeta, gweight})
+    if (t)
+      types.push_back(t);
+  printer << "(";
+  llvm::interleaveComma(types, printer);
+  printer << ")";
+}
+
 #define GET_ATTRDEF_CLASSES
 #include "mhc/Dialect/MhcAttrs.cpp.inc"
 

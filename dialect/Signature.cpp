@@ -345,3 +345,14 @@ LogicalResult mlir::mhc::checkStreamCount(Operation *op, int64_t n) {
   return op->emitOpError() << "attribute 'n' must be at most "
                            << ::mhc::kMaxStreams << ", got " << n;
 }
+
+LogicalResult mlir::mhc::checkAcc(Signature &sig, Value acc, Value x,
+                                  int64_t n, Layout layout) {
+  if (!acc)
+    return success();
+  if (failed(sig.check("operand", "acc", acc, streamDims(n, layout),
+                       ElemKind::Activation)) ||
+      failed(sig.checkSameElementType("operand", "acc", acc, x, "x")))
+    return failure();
+  return success();
+}

@@ -131,6 +131,11 @@ LogicalResult verifyPreStepAttrs(OpT op) {
   return success();
 }
 
+/// The optional `acc` operand of a backward op (x's gradient from its other
+/// users): x's shape in `layout` and x's element type. Success when absent.
+LogicalResult checkAcc(Signature &sig, Value acc, Value x, int64_t n,
+                       Layout layout);
+
 /// Kernel-spec fields of an op family, shared by the forward op, its grad
 /// op and mhc.pre (whose spec holds those of its parts).
 template <typename OpT>

@@ -6,7 +6,11 @@
 //
 // Lower it with the README's main command, or by hand:
 //   mhc-opt examples/transformer_n4.mlir --mhc-expand-layers --canonicalize \
-//       --cse --mhc-fuse-pre --mhc-specialize=arch=sm_90a --mhc-report-kernels
+//       --cse --mhc-fuse-pre --mhc-fuse-layers --mhc-specialize=arch=sm_90a \
+//       --mhc-report-kernels
+// The four layers become the first layer's pre step (mhc.pre), three layer
+// seams (mhc.post_pre: a layer's post step and the next layer's pre step)
+// and the last layer's post step (mhc.expand_combine).
 
 func.func private @attention(%y: tensor<?x2048xbf16>) -> tensor<?x2048xbf16>
 func.func private @mlp(%y: tensor<?x2048xbf16>) -> tensor<?x2048xbf16>

@@ -38,7 +38,8 @@ namespace {
 const std::vector<std::vector<const char *>> kPipelines = {
     {"canonicalize", "cse"},
     {"mhc-expand-layers", "canonicalize", "cse", "mhc-fuse-pre",
-     "mhc-specialize{arch=sm_90a}", "mhc-report-kernels"},
+     "mhc-fuse-layers", "mhc-specialize{arch=sm_90a}", "mhc-report-kernels"},
+    {"mhc-fuse-layers", "canonicalize", "cse"},
     {"mhc-fuse-pre", "mhc-specialize{arch=sm_100a}", "canonicalize",
      "mhc-report-kernels"},
     {"mhc-specialize{arch=sm_80}", "mhc-expand-layers", "cse"},

@@ -1,7 +1,7 @@
 //===- FusePre.cpp - project + scale + sinkhorn + aggregate -> mhc.pre ----===//
 
+#include "FusionRules.h"
 #include "mhc/Passes/Passes.h"
-#include "mhc/Support/OpContract.h"
 
 #include "mlir/IR/Dominance.h"
 #include "mlir/IR/PatternMatch.h"
@@ -54,36 +54,14 @@ SinkhornOp pickSinkhorn(ScaleOp scale) {
   return first;
 }
 
-/// The static token count shared by `types`, or dynamic; failure when two
-/// disagree (each op verified on its own, but one op must agree with itself).
-FailureOr<int64_t> commonTokens(TypeRange types) {
-  int64_t m = ShapedType::kDynamic;
-  for (Type t : types) {
-    int64_t d = cast<RankedTensorType>(t).getDimSize(0);
-    if (ShapedType::isDynamic(d))
-      continue;
-    if (!ShapedType::isDynamic(m) && m != d)
-      return failure();
-    m = d;
-  }
-  return m;
-}
-
 /// Whether the runtime would run this pre step fused at this token count
 /// (::mhc::preStepFuses, which torch.ops.mhc.pre asks too); if not, a remark
 /// on `aggregate` says why the chain stays as four ops.
 bool fusesAt(AggregateOp aggregate, int64_t n, int64_t tokens) {
-  bool dynamic = ShapedType::isDynamic(tokens);
-  if (::mhc::preStepFuses(n, dynamic ? -1 : tokens))
+  std::string slow = preStepSlowReason(n, tokens);
+  if (slow.empty())
     return true;
-  InFlightDiagnostic remark = aggregate.emitRemark() << "pre step not fused: ";
-  if (dynamic)
-    remark << "the token count is dynamic";
-  else
-    remark << "M = " << tokens;
-  remark << " and n = " << n << " > " << ::mhc::kFusedPreMaxStreamsAnyM
-         << ", where the fused kernel is slower than the four ops above "
-         << ::mhc::kFusedPreMaxTokens << " tokens";
+  aggregate.emitRemark() << "pre step not fused: " << slow;
   return false;
 }
 

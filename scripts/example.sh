@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The main job on the shipped example: lower examples/transformer_n4.mlir (two
-# transformer blocks, four mHC layers) through the whole pipeline to a kernel
-# bundle (PTX, cubin, manifest per kernel), printing each stage and the kernels.
+# transformer blocks, four mHC layers: a pre step, three layer seams, a post
+# step) through the whole pipeline to a kernel bundle (PTX, cubin, manifest
+# per kernel), printing each stage and the kernels. Ops on the reference path
+# (mhc.fallback, e.g. the seams until their kernels exist) get no kernel.
 #   scripts/example.sh [model.mlir] [bundle-dir]     (MHC_ARCH=sm_90a by default)
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -11,14 +13,15 @@ opt="$build/bin/mhc-opt"
 model="${1:-$root/examples/transformer_n4.mlir}"
 bundle="${2:-$build/example-bundle}"
 arch="${MHC_ARCH:-sm_90a}"
-front=(--mhc-expand-layers --canonicalize --cse --mhc-fuse-pre --mhc-specialize=arch="$arch")
+fuse=(--mhc-expand-layers --canonicalize --cse --mhc-fuse-pre --mhc-fuse-layers)
+front=("${fuse[@]}" --mhc-specialize=arch="$arch")
 
 echo
 echo "== $model: $("$opt" "$model" | grep -c "mhc.layer") mhc.layer ops"
 echo
-echo "== after --mhc-expand-layers --canonicalize --cse --mhc-fuse-pre (first layer)"
-"$opt" "$model" --mhc-expand-layers --canonicalize --cse --mhc-fuse-pre |
-  awk '/mhc.pre /{p=1} p{print} /mhc.expand_combine/{if(p) exit}'
+echo "== after ${fuse[*]} (the first layer's pre step, its block and the first seam)"
+"$opt" "$model" "${fuse[@]}" |
+  awk '/mhc.pre /{p=1} p{print} /mhc.post_pre /{if(p) exit}'
 echo
 echo "== after --mhc-specialize=arch=$arch --mhc-generate-kernels: kernels as gpu.func"
 "$opt" "$model" "${front[@]}" --mhc-generate-kernels | grep -E "^\s+gpu.func" | sed 's/(.*//'

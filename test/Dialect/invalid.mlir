@@ -537,6 +537,326 @@ func.func @combine_grad_gout(%g: tensor<?x4x32xbf16>, %f: tensor<?x64xbf16>, %po
   return
 }
 
+//===--- the layer seam: mhc.post_pre, mhc.post_pre_grad -------------------===//
+
+// -----
+
+func.func @post_pre_f_dtype(%f: tensor<?x64xf16>, %post: tensor<?x4xf32>, %x: tensor<?x4x64xbf16>, %P: tensor<?x4x4xf32>, %phi: tensor<24x256xf32>, %alpha: tensor<3xf32>, %beta: tensor<24xf32>) {
+  // expected-error @+1 {{operand 'f' must have the element type of 'x' ('bf16'), got 'f16'}}
+  %0:8 = mhc.post_pre nc %f, %post, %x, %P next %phi, %alpha, %beta sinkhorn log {n = 4 : i64}
+      : (tensor<?x64xf16>, tensor<?x4xf32>, tensor<?x4x64xbf16>, tensor<?x4x4xf32>, tensor<24x256xf32>, tensor<3xf32>, tensor<24xf32>)
+      -> (tensor<?x4x64xbf16>, tensor<?x24xf32>, tensor<?xf32>, tensor<?x4xf32>, tensor<?x4xf32>, tensor<?x4x4xf32>, tensor<?x4x4xf32>, tensor<?x64xbf16>)
+  return
+}
+
+// -----
+
+func.func @post_pre_P(%f: tensor<?x64xbf16>, %post: tensor<?x4xf32>, %x: tensor<?x4x64xbf16>, %P: tensor<?x16xf32>, %phi: tensor<24x256xf32>, %alpha: tensor<3xf32>, %beta: tensor<24xf32>) {
+  // expected-error @+1 {{operand 'P' must have shape [M, n, n] = [M, 4, 4] (n = 4), got 'tensor<?x16xf32>'}}
+  %0:8 = mhc.post_pre nc %f, %post, %x, %P next %phi, %alpha, %beta sinkhorn log {n = 4 : i64}
+      : (tensor<?x64xbf16>, tensor<?x4xf32>, tensor<?x4x64xbf16>, tensor<?x16xf32>, tensor<24x256xf32>, tensor<3xf32>, tensor<24xf32>)
+      -> (tensor<?x4x64xbf16>, tensor<?x24xf32>, tensor<?xf32>, tensor<?x4xf32>, tensor<?x4xf32>, tensor<?x4x4xf32>, tensor<?x4x4xf32>, tensor<?x64xbf16>)
+  return
+}
+
+// -----
+
+// One parameter dtype per kernel: layer l's bias follows layer l+1's phi.
+func.func @post_pre_bias_dtype(%f: tensor<?x64xbf16>, %post: tensor<?x4xf32>, %x: tensor<?x4x64xbf16>, %P: tensor<?x4x4xf32>, %bias: tensor<64xbf16>, %phi: tensor<24x256xf32>, %alpha: tensor<3xf32>, %beta: tensor<24xf32>) {
+  // expected-error @+1 {{operand 'bias' must have the element type of 'phi' ('f32'), got 'bf16'}}
+  %0:8 = mhc.post_pre nc %f, %post, %x, %P bias %bias next %phi, %alpha, %beta sinkhorn log {n = 4 : i64}
+      : (tensor<?x64xbf16>, tensor<?x4xf32>, tensor<?x4x64xbf16>, tensor<?x4x4xf32>, tensor<64xbf16>, tensor<24x256xf32>, tensor<3xf32>, tensor<24xf32>)
+      -> (tensor<?x4x64xbf16>, tensor<?x24xf32>, tensor<?xf32>, tensor<?x4xf32>, tensor<?x4xf32>, tensor<?x4x4xf32>, tensor<?x4x4xf32>, tensor<?x64xbf16>)
+  return
+}
+
+// -----
+
+func.func @post_pre_beta_dtype(%f: tensor<?x64xbf16>, %post: tensor<?x4xf32>, %x: tensor<?x4x64xbf16>, %P: tensor<?x4x4xf32>, %phi: tensor<24x256xf32>, %alpha: tensor<3xf32>, %beta: tensor<24xbf16>) {
+  // expected-error @+1 {{operand 'beta' must have the element type of 'phi' ('f32'), got 'bf16'}}
+  %0:8 = mhc.post_pre nc %f, %post, %x, %P next %phi, %alpha, %beta sinkhorn log {n = 4 : i64}
+      : (tensor<?x64xbf16>, tensor<?x4xf32>, tensor<?x4x64xbf16>, tensor<?x4x4xf32>, tensor<24x256xf32>, tensor<3xf32>, tensor<24xbf16>)
+      -> (tensor<?x4x64xbf16>, tensor<?x24xf32>, tensor<?xf32>, tensor<?x4xf32>, tensor<?x4xf32>, tensor<?x4x4xf32>, tensor<?x4x4xf32>, tensor<?x64xbf16>)
+  return
+}
+
+// -----
+
+func.func @post_pre_weight_shape(%f: tensor<?x64xbf16>, %post: tensor<?x4xf32>, %x: tensor<?x4x64xbf16>, %P: tensor<?x4x4xf32>, %phi: tensor<24x256xf32>, %alpha: tensor<3xf32>, %beta: tensor<24xf32>, %weight: tensor<64xf32>) {
+  // expected-error @+1 {{operand 'weight' must have shape [K] = [256] (n = 4), got 'tensor<64xf32>': dimension 0 must be K = n*C = 256 (C = 64 from 'x')}}
+  %0:8 = mhc.post_pre nc %f, %post, %x, %P next %phi, %alpha, %beta weight %weight sinkhorn log {n = 4 : i64}
+      : (tensor<?x64xbf16>, tensor<?x4xf32>, tensor<?x4x64xbf16>, tensor<?x4x4xf32>, tensor<24x256xf32>, tensor<3xf32>, tensor<24xf32>, tensor<64xf32>)
+      -> (tensor<?x4x64xbf16>, tensor<?x24xf32>, tensor<?xf32>, tensor<?x4xf32>, tensor<?x4xf32>, tensor<?x4x4xf32>, tensor<?x4x4xf32>, tensor<?x64xbf16>)
+  return
+}
+
+// -----
+
+func.func @post_pre_phi_cols(%f: tensor<?x64xbf16>, %post: tensor<?x4xf32>, %x: tensor<?x4x64xbf16>, %P: tensor<?x4x4xf32>, %phi: tensor<24x128xf32>, %alpha: tensor<3xf32>, %beta: tensor<24xf32>) {
+  // expected-error @+1 {{operand 'phi' must have shape [N, K] = [24, 256] (n = 4), got 'tensor<24x128xf32>': dimension 1 must be K = n*C = 256 (C = 64 from 'x')}}
+  %0:8 = mhc.post_pre nc %f, %post, %x, %P next %phi, %alpha, %beta sinkhorn log {n = 4 : i64}
+      : (tensor<?x64xbf16>, tensor<?x4xf32>, tensor<?x4x64xbf16>, tensor<?x4x4xf32>, tensor<24x128xf32>, tensor<3xf32>, tensor<24xf32>)
+      -> (tensor<?x4x64xbf16>, tensor<?x24xf32>, tensor<?xf32>, tensor<?x4xf32>, tensor<?x4xf32>, tensor<?x4x4xf32>, tensor<?x4x4xf32>, tensor<?x64xbf16>)
+  return
+}
+
+// -----
+
+func.func @post_pre_tokens(%f: tensor<16x64xbf16>, %post: tensor<?x4xf32>, %x: tensor<8x4x64xbf16>, %P: tensor<?x4x4xf32>, %phi: tensor<24x256xf32>, %alpha: tensor<3xf32>, %beta: tensor<24xf32>) {
+  // expected-error @+1 {{operand 'f' must have shape [M, C] = [8, 64] (n = 4), got 'tensor<16x64xbf16>': its token count 16 differs from M = 8 of 'x'}}
+  %0:8 = mhc.post_pre nc %f, %post, %x, %P next %phi, %alpha, %beta sinkhorn log {n = 4 : i64}
+      : (tensor<16x64xbf16>, tensor<?x4xf32>, tensor<8x4x64xbf16>, tensor<?x4x4xf32>, tensor<24x256xf32>, tensor<3xf32>, tensor<24xf32>)
+      -> (tensor<?x4x64xbf16>, tensor<?x24xf32>, tensor<?xf32>, tensor<?x4xf32>, tensor<?x4xf32>, tensor<?x4x4xf32>, tensor<?x4x4xf32>, tensor<?x64xbf16>)
+  return
+}
+
+// -----
+
+func.func @post_pre_x_next(%f: tensor<?x64xbf16>, %post: tensor<?x4xf32>, %x: tensor<?x4x64xbf16>, %P: tensor<?x4x4xf32>, %phi: tensor<24x256xf32>, %alpha: tensor<3xf32>, %beta: tensor<24xf32>) {
+  // expected-error @+1 {{result 'x_next' must have the element type of 'x' ('bf16'), got 'f32'}}
+  %0:8 = mhc.post_pre nc %f, %post, %x, %P next %phi, %alpha, %beta sinkhorn log {n = 4 : i64}
+      : (tensor<?x64xbf16>, tensor<?x4xf32>, tensor<?x4x64xbf16>, tensor<?x4x4xf32>, tensor<24x256xf32>, tensor<3xf32>, tensor<24xf32>)
+      -> (tensor<?x4x64xf32>, tensor<?x24xf32>, tensor<?xf32>, tensor<?x4xf32>, tensor<?x4xf32>, tensor<?x4x4xf32>, tensor<?x4x4xf32>, tensor<?x64xbf16>)
+  return
+}
+
+// -----
+
+func.func @post_pre_P_next(%f: tensor<?x64xbf16>, %post: tensor<?x4xf32>, %x: tensor<?x4x64xbf16>, %P: tensor<?x4x4xf32>, %phi: tensor<24x256xf32>, %alpha: tensor<3xf32>, %beta: tensor<24xf32>) {
+  // expected-error @+1 {{result 'P_next' must have shape [M, n, n] = [M, 4, 4] (n = 4), got 'tensor<?x4x3xf32>': dimension 2 must be n = 4}}
+  %0:8 = mhc.post_pre nc %f, %post, %x, %P next %phi, %alpha, %beta sinkhorn log {n = 4 : i64}
+      : (tensor<?x64xbf16>, tensor<?x4xf32>, tensor<?x4x64xbf16>, tensor<?x4x4xf32>, tensor<24x256xf32>, tensor<3xf32>, tensor<24xf32>)
+      -> (tensor<?x4x64xbf16>, tensor<?x24xf32>, tensor<?xf32>, tensor<?x4xf32>, tensor<?x4xf32>, tensor<?x4x4xf32>, tensor<?x4x3xf32>, tensor<?x64xbf16>)
+  return
+}
+
+// -----
+
+func.func @post_pre_y(%f: tensor<?x64xbf16>, %post: tensor<?x4xf32>, %x: tensor<?x4x64xbf16>, %P: tensor<?x4x4xf32>, %phi: tensor<24x256xf32>, %alpha: tensor<3xf32>, %beta: tensor<24xf32>) {
+  // expected-error @+1 {{result 'y' must have shape [M, C] = [M, 64] (n = 4), got 'tensor<?x32xbf16>': its channel count 32 differs from C = 64 of 'x'}}
+  %0:8 = mhc.post_pre nc %f, %post, %x, %P next %phi, %alpha, %beta sinkhorn log {n = 4 : i64}
+      : (tensor<?x64xbf16>, tensor<?x4xf32>, tensor<?x4x64xbf16>, tensor<?x4x4xf32>, tensor<24x256xf32>, tensor<3xf32>, tensor<24xf32>)
+      -> (tensor<?x4x64xbf16>, tensor<?x24xf32>, tensor<?xf32>, tensor<?x4xf32>, tensor<?x4xf32>, tensor<?x4x4xf32>, tensor<?x4x4xf32>, tensor<?x32xbf16>)
+  return
+}
+
+// -----
+
+func.func @post_pre_eps(%f: tensor<?x64xbf16>, %post: tensor<?x4xf32>, %x: tensor<?x4x64xbf16>, %P: tensor<?x4x4xf32>, %phi: tensor<24x256xf32>, %alpha: tensor<3xf32>, %beta: tensor<24xf32>) {
+  // expected-error @+1 {{attribute 'eps' is only meaningful in softmax_eps mode; log mode has no eps}}
+  %0:8 = mhc.post_pre nc %f, %post, %x, %P next %phi, %alpha, %beta sinkhorn log {n = 4 : i64, eps = 0.0 : f32}
+      : (tensor<?x64xbf16>, tensor<?x4xf32>, tensor<?x4x64xbf16>, tensor<?x4x4xf32>, tensor<24x256xf32>, tensor<3xf32>, tensor<24xf32>)
+      -> (tensor<?x4x64xbf16>, tensor<?x24xf32>, tensor<?xf32>, tensor<?x4xf32>, tensor<?x4xf32>, tensor<?x4x4xf32>, tensor<?x4x4xf32>, tensor<?x64xbf16>)
+  return
+}
+
+// -----
+
+func.func @post_pre_post_mult(%f: tensor<?x64xbf16>, %post: tensor<?x4xf32>, %x: tensor<?x4x64xbf16>, %P: tensor<?x4x4xf32>, %phi: tensor<24x256xf32>, %alpha: tensor<3xf32>, %beta: tensor<24xf32>) {
+  // expected-error @+1 {{attribute 'post_mult' must be finite and > 0, got 0.000000e+00}}
+  %0:8 = mhc.post_pre nc %f, %post, %x, %P next %phi, %alpha, %beta sinkhorn softmax_eps {n = 4 : i64, post_mult = 0.0 : f32}
+      : (tensor<?x64xbf16>, tensor<?x4xf32>, tensor<?x4x64xbf16>, tensor<?x4x4xf32>, tensor<24x256xf32>, tensor<3xf32>, tensor<24xf32>)
+      -> (tensor<?x4x64xbf16>, tensor<?x24xf32>, tensor<?xf32>, tensor<?x4xf32>, tensor<?x4xf32>, tensor<?x4x4xf32>, tensor<?x4x4xf32>, tensor<?x64xbf16>)
+  return
+}
+
+// -----
+
+// x_next's incoming gradient has x's shape in the op's layout.
+func.func @post_pre_grad_gx_next(%gx_next: tensor<?x64x4xbf16>, %gy: tensor<?x64xbf16>, %gpost_next: tensor<?x4xf32>, %gP_next: tensor<?x4x4xf32>, %f: tensor<?x64xbf16>, %post: tensor<?x4xf32>, %x: tensor<?x4x64xbf16>, %P: tensor<?x4x4xf32>, %x_next: tensor<?x4x64xbf16>, %h: tensor<?x24xf32>, %ms: tensor<?xf32>, %pre: tensor<?x4xf32>, %logits: tensor<?x4x4xf32>, %phi: tensor<24x256xf32>, %alpha: tensor<3xf32>, %beta: tensor<24xf32>) {
+  // expected-error @+1 {{operand 'gx_next' must have shape [M, n, C] = [M, 4, 64] (n = 4), got 'tensor<?x64x4xbf16>': dimension 1 must be n = 4}}
+  %0:7 = mhc.post_pre_grad nc %gx_next, %gy, %gpost_next, %gP_next, %f, %post, %x, %P next %x_next, %h, %ms, %pre, %logits, %phi, %alpha, %beta sinkhorn log {n = 4 : i64}
+      : (tensor<?x64x4xbf16>, tensor<?x64xbf16>, tensor<?x4xf32>, tensor<?x4x4xf32>, tensor<?x64xbf16>, tensor<?x4xf32>, tensor<?x4x64xbf16>, tensor<?x4x4xf32>, tensor<?x4x64xbf16>, tensor<?x24xf32>, tensor<?xf32>, tensor<?x4xf32>, tensor<?x4x4xf32>, tensor<24x256xf32>, tensor<3xf32>, tensor<24xf32>)
+      -> (tensor<?x4x64xbf16>, tensor<?x64xbf16>, tensor<?x4xf32>, tensor<?x4x4xf32>, tensor<24x256xf32>, tensor<3xf32>, tensor<24xf32>)
+  return
+}
+
+// -----
+
+func.func @post_pre_grad_gx_next_dtype(%gx_next: tensor<?x4x64xf32>, %gy: tensor<?x64xbf16>, %gpost_next: tensor<?x4xf32>, %gP_next: tensor<?x4x4xf32>, %f: tensor<?x64xbf16>, %post: tensor<?x4xf32>, %x: tensor<?x4x64xbf16>, %P: tensor<?x4x4xf32>, %x_next: tensor<?x4x64xbf16>, %h: tensor<?x24xf32>, %ms: tensor<?xf32>, %pre: tensor<?x4xf32>, %logits: tensor<?x4x4xf32>, %phi: tensor<24x256xf32>, %alpha: tensor<3xf32>, %beta: tensor<24xf32>) {
+  // expected-error @+1 {{operand 'gx_next' must have the element type of 'x' ('bf16'), got 'f32'}}
+  %0:7 = mhc.post_pre_grad nc %gx_next, %gy, %gpost_next, %gP_next, %f, %post, %x, %P next %x_next, %h, %ms, %pre, %logits, %phi, %alpha, %beta sinkhorn log {n = 4 : i64}
+      : (tensor<?x4x64xf32>, tensor<?x64xbf16>, tensor<?x4xf32>, tensor<?x4x4xf32>, tensor<?x64xbf16>, tensor<?x4xf32>, tensor<?x4x64xbf16>, tensor<?x4x4xf32>, tensor<?x4x64xbf16>, tensor<?x24xf32>, tensor<?xf32>, tensor<?x4xf32>, tensor<?x4x4xf32>, tensor<24x256xf32>, tensor<3xf32>, tensor<24xf32>)
+      -> (tensor<?x4x64xbf16>, tensor<?x64xbf16>, tensor<?x4xf32>, tensor<?x4x4xf32>, tensor<24x256xf32>, tensor<3xf32>, tensor<24xf32>)
+  return
+}
+
+// -----
+
+func.func @post_pre_grad_gy(%gx_next: tensor<?x4x64xbf16>, %gy: tensor<?x64xf32>, %gpost_next: tensor<?x4xf32>, %gP_next: tensor<?x4x4xf32>, %f: tensor<?x64xbf16>, %post: tensor<?x4xf32>, %x: tensor<?x4x64xbf16>, %P: tensor<?x4x4xf32>, %x_next: tensor<?x4x64xbf16>, %h: tensor<?x24xf32>, %ms: tensor<?xf32>, %pre: tensor<?x4xf32>, %logits: tensor<?x4x4xf32>, %phi: tensor<24x256xf32>, %alpha: tensor<3xf32>, %beta: tensor<24xf32>) {
+  // expected-error @+1 {{operand 'gy' must have the element type of 'x' ('bf16'), got 'f32'}}
+  %0:7 = mhc.post_pre_grad nc %gx_next, %gy, %gpost_next, %gP_next, %f, %post, %x, %P next %x_next, %h, %ms, %pre, %logits, %phi, %alpha, %beta sinkhorn log {n = 4 : i64}
+      : (tensor<?x4x64xbf16>, tensor<?x64xf32>, tensor<?x4xf32>, tensor<?x4x4xf32>, tensor<?x64xbf16>, tensor<?x4xf32>, tensor<?x4x64xbf16>, tensor<?x4x4xf32>, tensor<?x4x64xbf16>, tensor<?x24xf32>, tensor<?xf32>, tensor<?x4xf32>, tensor<?x4x4xf32>, tensor<24x256xf32>, tensor<3xf32>, tensor<24xf32>)
+      -> (tensor<?x4x64xbf16>, tensor<?x64xbf16>, tensor<?x4xf32>, tensor<?x4x4xf32>, tensor<24x256xf32>, tensor<3xf32>, tensor<24xf32>)
+  return
+}
+
+// -----
+
+func.func @post_pre_grad_gpost_next(%gx_next: tensor<?x4x64xbf16>, %gy: tensor<?x64xbf16>, %gpost_next: tensor<?x3xf32>, %gP_next: tensor<?x4x4xf32>, %f: tensor<?x64xbf16>, %post: tensor<?x4xf32>, %x: tensor<?x4x64xbf16>, %P: tensor<?x4x4xf32>, %x_next: tensor<?x4x64xbf16>, %h: tensor<?x24xf32>, %ms: tensor<?xf32>, %pre: tensor<?x4xf32>, %logits: tensor<?x4x4xf32>, %phi: tensor<24x256xf32>, %alpha: tensor<3xf32>, %beta: tensor<24xf32>) {
+  // expected-error @+1 {{operand 'gpost_next' must have shape [M, n] = [M, 4] (n = 4), got 'tensor<?x3xf32>': dimension 1 must be n = 4}}
+  %0:7 = mhc.post_pre_grad nc %gx_next, %gy, %gpost_next, %gP_next, %f, %post, %x, %P next %x_next, %h, %ms, %pre, %logits, %phi, %alpha, %beta sinkhorn log {n = 4 : i64}
+      : (tensor<?x4x64xbf16>, tensor<?x64xbf16>, tensor<?x3xf32>, tensor<?x4x4xf32>, tensor<?x64xbf16>, tensor<?x4xf32>, tensor<?x4x64xbf16>, tensor<?x4x4xf32>, tensor<?x4x64xbf16>, tensor<?x24xf32>, tensor<?xf32>, tensor<?x4xf32>, tensor<?x4x4xf32>, tensor<24x256xf32>, tensor<3xf32>, tensor<24xf32>)
+      -> (tensor<?x4x64xbf16>, tensor<?x64xbf16>, tensor<?x4xf32>, tensor<?x4x4xf32>, tensor<24x256xf32>, tensor<3xf32>, tensor<24xf32>)
+  return
+}
+
+// -----
+
+func.func @post_pre_grad_gP_next(%gx_next: tensor<?x4x64xbf16>, %gy: tensor<?x64xbf16>, %gpost_next: tensor<?x4xf32>, %gP_next: tensor<?x4x4xbf16>, %f: tensor<?x64xbf16>, %post: tensor<?x4xf32>, %x: tensor<?x4x64xbf16>, %P: tensor<?x4x4xf32>, %x_next: tensor<?x4x64xbf16>, %h: tensor<?x24xf32>, %ms: tensor<?xf32>, %pre: tensor<?x4xf32>, %logits: tensor<?x4x4xf32>, %phi: tensor<24x256xf32>, %alpha: tensor<3xf32>, %beta: tensor<24xf32>) {
+  // expected-error @+1 {{operand 'gP_next' must have element type f32 (mixing tensor), got 'tensor<?x4x4xbf16>'}}
+  %0:7 = mhc.post_pre_grad nc %gx_next, %gy, %gpost_next, %gP_next, %f, %post, %x, %P next %x_next, %h, %ms, %pre, %logits, %phi, %alpha, %beta sinkhorn log {n = 4 : i64}
+      : (tensor<?x4x64xbf16>, tensor<?x64xbf16>, tensor<?x4xf32>, tensor<?x4x4xbf16>, tensor<?x64xbf16>, tensor<?x4xf32>, tensor<?x4x64xbf16>, tensor<?x4x4xf32>, tensor<?x4x64xbf16>, tensor<?x24xf32>, tensor<?xf32>, tensor<?x4xf32>, tensor<?x4x4xf32>, tensor<24x256xf32>, tensor<3xf32>, tensor<24xf32>)
+      -> (tensor<?x4x64xbf16>, tensor<?x64xbf16>, tensor<?x4xf32>, tensor<?x4x4xf32>, tensor<24x256xf32>, tensor<3xf32>, tensor<24xf32>)
+  return
+}
+
+// -----
+
+func.func @post_pre_grad_x_next(%gx_next: tensor<?x4x64xbf16>, %gy: tensor<?x64xbf16>, %gpost_next: tensor<?x4xf32>, %gP_next: tensor<?x4x4xf32>, %f: tensor<?x64xbf16>, %post: tensor<?x4xf32>, %x: tensor<?x4x64xbf16>, %P: tensor<?x4x4xf32>, %x_next: tensor<?x4x64xf16>, %h: tensor<?x24xf32>, %ms: tensor<?xf32>, %pre: tensor<?x4xf32>, %logits: tensor<?x4x4xf32>, %phi: tensor<24x256xf32>, %alpha: tensor<3xf32>, %beta: tensor<24xf32>) {
+  // expected-error @+1 {{operand 'x_next' must have the element type of 'x' ('bf16'), got 'f16'}}
+  %0:7 = mhc.post_pre_grad nc %gx_next, %gy, %gpost_next, %gP_next, %f, %post, %x, %P next %x_next, %h, %ms, %pre, %logits, %phi, %alpha, %beta sinkhorn log {n = 4 : i64}
+      : (tensor<?x4x64xbf16>, tensor<?x64xbf16>, tensor<?x4xf32>, tensor<?x4x4xf32>, tensor<?x64xbf16>, tensor<?x4xf32>, tensor<?x4x64xbf16>, tensor<?x4x4xf32>, tensor<?x4x64xf16>, tensor<?x24xf32>, tensor<?xf32>, tensor<?x4xf32>, tensor<?x4x4xf32>, tensor<24x256xf32>, tensor<3xf32>, tensor<24xf32>)
+      -> (tensor<?x4x64xbf16>, tensor<?x64xbf16>, tensor<?x4xf32>, tensor<?x4x4xf32>, tensor<24x256xf32>, tensor<3xf32>, tensor<24xf32>)
+  return
+}
+
+// -----
+
+func.func @post_pre_grad_h(%gx_next: tensor<?x4x64xbf16>, %gy: tensor<?x64xbf16>, %gpost_next: tensor<?x4xf32>, %gP_next: tensor<?x4x4xf32>, %f: tensor<?x64xbf16>, %post: tensor<?x4xf32>, %x: tensor<?x4x64xbf16>, %P: tensor<?x4x4xf32>, %x_next: tensor<?x4x64xbf16>, %h: tensor<?x20xf32>, %ms: tensor<?xf32>, %pre: tensor<?x4xf32>, %logits: tensor<?x4x4xf32>, %phi: tensor<24x256xf32>, %alpha: tensor<3xf32>, %beta: tensor<24xf32>) {
+  // expected-error @+1 {{operand 'h' must have shape [M, N] = [M, 24] (n = 4), got 'tensor<?x20xf32>': dimension 1 must be N = 24}}
+  %0:7 = mhc.post_pre_grad nc %gx_next, %gy, %gpost_next, %gP_next, %f, %post, %x, %P next %x_next, %h, %ms, %pre, %logits, %phi, %alpha, %beta sinkhorn log {n = 4 : i64}
+      : (tensor<?x4x64xbf16>, tensor<?x64xbf16>, tensor<?x4xf32>, tensor<?x4x4xf32>, tensor<?x64xbf16>, tensor<?x4xf32>, tensor<?x4x64xbf16>, tensor<?x4x4xf32>, tensor<?x4x64xbf16>, tensor<?x20xf32>, tensor<?xf32>, tensor<?x4xf32>, tensor<?x4x4xf32>, tensor<24x256xf32>, tensor<3xf32>, tensor<24xf32>)
+      -> (tensor<?x4x64xbf16>, tensor<?x64xbf16>, tensor<?x4xf32>, tensor<?x4x4xf32>, tensor<24x256xf32>, tensor<3xf32>, tensor<24xf32>)
+  return
+}
+
+// -----
+
+func.func @post_pre_grad_logits(%gx_next: tensor<?x4x64xbf16>, %gy: tensor<?x64xbf16>, %gpost_next: tensor<?x4xf32>, %gP_next: tensor<?x4x4xf32>, %f: tensor<?x64xbf16>, %post: tensor<?x4xf32>, %x: tensor<?x4x64xbf16>, %P: tensor<?x4x4xf32>, %x_next: tensor<?x4x64xbf16>, %h: tensor<?x24xf32>, %ms: tensor<?xf32>, %pre: tensor<?x4xf32>, %logits: tensor<?x16xf32>, %phi: tensor<24x256xf32>, %alpha: tensor<3xf32>, %beta: tensor<24xf32>) {
+  // expected-error @+1 {{operand 'logits' must have shape [M, n, n] = [M, 4, 4] (n = 4), got 'tensor<?x16xf32>'}}
+  %0:7 = mhc.post_pre_grad nc %gx_next, %gy, %gpost_next, %gP_next, %f, %post, %x, %P next %x_next, %h, %ms, %pre, %logits, %phi, %alpha, %beta sinkhorn log {n = 4 : i64}
+      : (tensor<?x4x64xbf16>, tensor<?x64xbf16>, tensor<?x4xf32>, tensor<?x4x4xf32>, tensor<?x64xbf16>, tensor<?x4xf32>, tensor<?x4x64xbf16>, tensor<?x4x4xf32>, tensor<?x4x64xbf16>, tensor<?x24xf32>, tensor<?xf32>, tensor<?x4xf32>, tensor<?x16xf32>, tensor<24x256xf32>, tensor<3xf32>, tensor<24xf32>)
+      -> (tensor<?x4x64xbf16>, tensor<?x64xbf16>, tensor<?x4xf32>, tensor<?x4x4xf32>, tensor<24x256xf32>, tensor<3xf32>, tensor<24xf32>)
+  return
+}
+
+// -----
+
+func.func @post_pre_grad_alpha_dtype(%gx_next: tensor<?x4x64xbf16>, %gy: tensor<?x64xbf16>, %gpost_next: tensor<?x4xf32>, %gP_next: tensor<?x4x4xf32>, %f: tensor<?x64xbf16>, %post: tensor<?x4xf32>, %x: tensor<?x4x64xbf16>, %P: tensor<?x4x4xf32>, %x_next: tensor<?x4x64xbf16>, %h: tensor<?x24xf32>, %ms: tensor<?xf32>, %pre: tensor<?x4xf32>, %logits: tensor<?x4x4xf32>, %phi: tensor<24x256xf32>, %alpha: tensor<3xbf16>, %beta: tensor<24xf32>) {
+  // expected-error @+1 {{operand 'alpha' must have the element type of 'phi' ('f32'), got 'bf16'}}
+  %0:7 = mhc.post_pre_grad nc %gx_next, %gy, %gpost_next, %gP_next, %f, %post, %x, %P next %x_next, %h, %ms, %pre, %logits, %phi, %alpha, %beta sinkhorn log {n = 4 : i64}
+      : (tensor<?x4x64xbf16>, tensor<?x64xbf16>, tensor<?x4xf32>, tensor<?x4x4xf32>, tensor<?x64xbf16>, tensor<?x4xf32>, tensor<?x4x64xbf16>, tensor<?x4x4xf32>, tensor<?x4x64xbf16>, tensor<?x24xf32>, tensor<?xf32>, tensor<?x4xf32>, tensor<?x4x4xf32>, tensor<24x256xf32>, tensor<3xbf16>, tensor<24xf32>)
+      -> (tensor<?x4x64xbf16>, tensor<?x64xbf16>, tensor<?x4xf32>, tensor<?x4x4xf32>, tensor<24x256xf32>, tensor<3xf32>, tensor<24xf32>)
+  return
+}
+
+// -----
+
+func.func @post_pre_grad_gf(%gx_next: tensor<?x4x64xbf16>, %gy: tensor<?x64xbf16>, %gpost_next: tensor<?x4xf32>, %gP_next: tensor<?x4x4xf32>, %f: tensor<?x64xbf16>, %post: tensor<?x4xf32>, %x: tensor<?x4x64xbf16>, %P: tensor<?x4x4xf32>, %x_next: tensor<?x4x64xbf16>, %h: tensor<?x24xf32>, %ms: tensor<?xf32>, %pre: tensor<?x4xf32>, %logits: tensor<?x4x4xf32>, %phi: tensor<24x256xf32>, %alpha: tensor<3xf32>, %beta: tensor<24xf32>) {
+  // expected-error @+1 {{result 'gf' must have the element type of 'x' ('bf16'), got 'f32'}}
+  %0:7 = mhc.post_pre_grad nc %gx_next, %gy, %gpost_next, %gP_next, %f, %post, %x, %P next %x_next, %h, %ms, %pre, %logits, %phi, %alpha, %beta sinkhorn log {n = 4 : i64}
+      : (tensor<?x4x64xbf16>, tensor<?x64xbf16>, tensor<?x4xf32>, tensor<?x4x4xf32>, tensor<?x64xbf16>, tensor<?x4xf32>, tensor<?x4x64xbf16>, tensor<?x4x4xf32>, tensor<?x4x64xbf16>, tensor<?x24xf32>, tensor<?xf32>, tensor<?x4xf32>, tensor<?x4x4xf32>, tensor<24x256xf32>, tensor<3xf32>, tensor<24xf32>)
+      -> (tensor<?x4x64xbf16>, tensor<?x64xf32>, tensor<?x4xf32>, tensor<?x4x4xf32>, tensor<24x256xf32>, tensor<3xf32>, tensor<24xf32>)
+  return
+}
+
+// -----
+
+func.func @post_pre_grad_gbias(%gx_next: tensor<?x4x64xbf16>, %gy: tensor<?x64xbf16>, %gpost_next: tensor<?x4xf32>, %gP_next: tensor<?x4x4xf32>, %f: tensor<?x64xbf16>, %post: tensor<?x4xf32>, %x: tensor<?x4x64xbf16>, %P: tensor<?x4x4xf32>, %bias: tensor<64xf32>, %x_next: tensor<?x4x64xbf16>, %h: tensor<?x24xf32>, %ms: tensor<?xf32>, %pre: tensor<?x4xf32>, %logits: tensor<?x4x4xf32>, %phi: tensor<24x256xf32>, %alpha: tensor<3xf32>, %beta: tensor<24xf32>) {
+  // expected-error @+1 {{result 'gbias' must have shape [C] = [64] (n = 4), got 'tensor<32xf32>': its channel count 32 differs from C = 64 of 'x'}}
+  %0:8 = mhc.post_pre_grad nc %gx_next, %gy, %gpost_next, %gP_next, %f, %post, %x, %P bias %bias next %x_next, %h, %ms, %pre, %logits, %phi, %alpha, %beta sinkhorn log {n = 4 : i64}
+      : (tensor<?x4x64xbf16>, tensor<?x64xbf16>, tensor<?x4xf32>, tensor<?x4x4xf32>, tensor<?x64xbf16>, tensor<?x4xf32>, tensor<?x4x64xbf16>, tensor<?x4x4xf32>, tensor<64xf32>, tensor<?x4x64xbf16>, tensor<?x24xf32>, tensor<?xf32>, tensor<?x4xf32>, tensor<?x4x4xf32>, tensor<24x256xf32>, tensor<3xf32>, tensor<24xf32>)
+      -> (tensor<?x4x64xbf16>, tensor<?x64xbf16>, tensor<?x4xf32>, tensor<?x4x4xf32>, tensor<32xf32>, tensor<24x256xf32>, tensor<3xf32>, tensor<24xf32>)
+  return
+}
+
+// -----
+
+func.func @post_pre_grad_gweight(%gx_next: tensor<?x4x64xbf16>, %gy: tensor<?x64xbf16>, %gpost_next: tensor<?x4xf32>, %gP_next: tensor<?x4x4xf32>, %f: tensor<?x64xbf16>, %post: tensor<?x4xf32>, %x: tensor<?x4x64xbf16>, %P: tensor<?x4x4xf32>, %x_next: tensor<?x4x64xbf16>, %h: tensor<?x24xf32>, %ms: tensor<?xf32>, %pre: tensor<?x4xf32>, %logits: tensor<?x4x4xf32>, %phi: tensor<24x256xf32>, %alpha: tensor<3xf32>, %beta: tensor<24xf32>, %weight: tensor<256xf32>) {
+  // expected-error @+1 {{result 'gweight' must have the element type of 'weight' ('f32'), got 'bf16'}}
+  %0:8 = mhc.post_pre_grad nc %gx_next, %gy, %gpost_next, %gP_next, %f, %post, %x, %P next %x_next, %h, %ms, %pre, %logits, %phi, %alpha, %beta weight %weight sinkhorn log {n = 4 : i64}
+      : (tensor<?x4x64xbf16>, tensor<?x64xbf16>, tensor<?x4xf32>, tensor<?x4x4xf32>, tensor<?x64xbf16>, tensor<?x4xf32>, tensor<?x4x64xbf16>, tensor<?x4x4xf32>, tensor<?x4x64xbf16>, tensor<?x24xf32>, tensor<?xf32>, tensor<?x4xf32>, tensor<?x4x4xf32>, tensor<24x256xf32>, tensor<3xf32>, tensor<24xf32>, tensor<256xf32>)
+      -> (tensor<?x4x64xbf16>, tensor<?x64xbf16>, tensor<?x4xf32>, tensor<?x4x4xf32>, tensor<24x256xf32>, tensor<3xf32>, tensor<24xf32>, tensor<256xbf16>)
+  return
+}
+
+// -----
+
+func.func @post_pre_grad_galpha(%gx_next: tensor<?x4x64xbf16>, %gy: tensor<?x64xbf16>, %gpost_next: tensor<?x4xf32>, %gP_next: tensor<?x4x4xf32>, %f: tensor<?x64xbf16>, %post: tensor<?x4xf32>, %x: tensor<?x4x64xbf16>, %P: tensor<?x4x4xf32>, %x_next: tensor<?x4x64xbf16>, %h: tensor<?x24xf32>, %ms: tensor<?xf32>, %pre: tensor<?x4xf32>, %logits: tensor<?x4x4xf32>, %phi: tensor<24x256xf32>, %alpha: tensor<3xf32>, %beta: tensor<24xf32>) {
+  // expected-error @+1 {{result 'galpha' must have shape [3] (n = 4), got 'tensor<4xf32>': dimension 0 must be 3}}
+  %0:7 = mhc.post_pre_grad nc %gx_next, %gy, %gpost_next, %gP_next, %f, %post, %x, %P next %x_next, %h, %ms, %pre, %logits, %phi, %alpha, %beta sinkhorn log {n = 4 : i64}
+      : (tensor<?x4x64xbf16>, tensor<?x64xbf16>, tensor<?x4xf32>, tensor<?x4x4xf32>, tensor<?x64xbf16>, tensor<?x4xf32>, tensor<?x4x64xbf16>, tensor<?x4x4xf32>, tensor<?x4x64xbf16>, tensor<?x24xf32>, tensor<?xf32>, tensor<?x4xf32>, tensor<?x4x4xf32>, tensor<24x256xf32>, tensor<3xf32>, tensor<24xf32>)
+      -> (tensor<?x4x64xbf16>, tensor<?x64xbf16>, tensor<?x4xf32>, tensor<?x4x4xf32>, tensor<24x256xf32>, tensor<4xf32>, tensor<24xf32>)
+  return
+}
+
+// -----
+
+func.func @post_pre_grad_iters(%gx_next: tensor<?x4x64xbf16>, %gy: tensor<?x64xbf16>, %gpost_next: tensor<?x4xf32>, %gP_next: tensor<?x4x4xf32>, %f: tensor<?x64xbf16>, %post: tensor<?x4xf32>, %x: tensor<?x4x64xbf16>, %P: tensor<?x4x4xf32>, %x_next: tensor<?x4x64xbf16>, %h: tensor<?x24xf32>, %ms: tensor<?xf32>, %pre: tensor<?x4xf32>, %logits: tensor<?x4x4xf32>, %phi: tensor<24x256xf32>, %alpha: tensor<3xf32>, %beta: tensor<24xf32>) {
+  // expected-error @+1 {{attribute 'iters' must be at most 65536, got 100000}}
+  %0:7 = mhc.post_pre_grad nc %gx_next, %gy, %gpost_next, %gP_next, %f, %post, %x, %P next %x_next, %h, %ms, %pre, %logits, %phi, %alpha, %beta sinkhorn log {n = 4 : i64, iters = 100000 : i64}
+      : (tensor<?x4x64xbf16>, tensor<?x64xbf16>, tensor<?x4xf32>, tensor<?x4x4xf32>, tensor<?x64xbf16>, tensor<?x4xf32>, tensor<?x4x64xbf16>, tensor<?x4x4xf32>, tensor<?x4x64xbf16>, tensor<?x24xf32>, tensor<?xf32>, tensor<?x4xf32>, tensor<?x4x4xf32>, tensor<24x256xf32>, tensor<3xf32>, tensor<24xf32>)
+      -> (tensor<?x4x64xbf16>, tensor<?x64xbf16>, tensor<?x4xf32>, tensor<?x4x4xf32>, tensor<24x256xf32>, tensor<3xf32>, tensor<24xf32>)
+  return
+}
+
+// -----
+
+// The custom form derives gbias and gweight from bias and weight, so a
+// result list of the wrong length is a parse error ...
+func.func @post_pre_grad_result_count(%gx1: tensor<?x4x64xbf16>, %gy: tensor<?x64xbf16>, %gpost1: tensor<?x4xf32>, %gp1: tensor<?x4x4xf32>, %f: tensor<?x64xbf16>, %post: tensor<?x4xf32>, %x: tensor<?x4x64xbf16>, %p: tensor<?x4x4xf32>, %bias: tensor<64xf32>, %x1: tensor<?x4x64xbf16>, %h: tensor<?x24xf32>, %ms: tensor<?xf32>, %pre: tensor<?x4xf32>, %l: tensor<?x4x4xf32>, %phi: tensor<24x256xf32>, %alpha: tensor<3xf32>, %beta: tensor<24xf32>) {
+  %0:7 = mhc.post_pre_grad nc %gx1, %gy, %gpost1, %gp1, %f, %post, %x, %p bias %bias
+      next %x1, %h, %ms, %pre, %l, %phi, %alpha, %beta sinkhorn log {n = 4 : i64}
+      : (tensor<?x4x64xbf16>, tensor<?x64xbf16>, tensor<?x4xf32>, tensor<?x4x4xf32>, tensor<?x64xbf16>, tensor<?x4xf32>, tensor<?x4x64xbf16>, tensor<?x4x4xf32>, tensor<64xf32>,
+         tensor<?x4x64xbf16>, tensor<?x24xf32>, tensor<?xf32>, tensor<?x4xf32>, tensor<?x4x4xf32>, tensor<24x256xf32>, tensor<3xf32>, tensor<24xf32>)
+      // expected-error @+1 {{expected 8 result types (gx, gf, gpost, gP, gbias, gphi, galpha, gbeta), got 7}}
+      -> (tensor<?x4x64xbf16>, tensor<?x64xbf16>, tensor<?x4xf32>, tensor<?x4x4xf32>, tensor<24x256xf32>, tensor<3xf32>, tensor<24xf32>)
+  return
+}
+
+// -----
+
+// ... and the generic form can write a gbias without a bias: the verifier
+// rejects it.
+func.func @post_pre_grad_gbias_without_bias(%gx1: tensor<?x4x64xbf16>, %gy: tensor<?x64xbf16>, %gpost1: tensor<?x4xf32>, %gp1: tensor<?x4x4xf32>, %f: tensor<?x64xbf16>, %post: tensor<?x4xf32>, %x: tensor<?x4x64xbf16>, %p: tensor<?x4x4xf32>, %x1: tensor<?x4x64xbf16>, %h: tensor<?x24xf32>, %ms: tensor<?xf32>, %pre: tensor<?x4xf32>, %l: tensor<?x4x4xf32>, %phi: tensor<24x256xf32>, %alpha: tensor<3xf32>, %beta: tensor<24xf32>) {
+  // expected-error @+1 {{must have a 'gbias' result exactly when it has a 'bias' operand}}
+  %0:8 = "mhc.post_pre_grad"(%gx1, %gy, %gpost1, %gp1, %f, %post, %x, %p, %x1, %h, %ms, %pre, %l, %phi, %alpha, %beta)
+      <{layout = #mhc<layout nc>, mode = #mhc<sinkhorn_mode log>, n = 4 : i64,
+        operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 1, 1, 0, 1, 1, 1, 1, 1, 1, 1, 1, 0>,
+        resultSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 1, 1, 0>}>
+      : (tensor<?x4x64xbf16>, tensor<?x64xbf16>, tensor<?x4xf32>, tensor<?x4x4xf32>, tensor<?x64xbf16>, tensor<?x4xf32>, tensor<?x4x64xbf16>, tensor<?x4x4xf32>,
+         tensor<?x4x64xbf16>, tensor<?x24xf32>, tensor<?xf32>, tensor<?x4xf32>, tensor<?x4x4xf32>, tensor<24x256xf32>, tensor<3xf32>, tensor<24xf32>)
+      -> (tensor<?x4x64xbf16>, tensor<?x64xbf16>, tensor<?x4xf32>, tensor<?x4x4xf32>, tensor<64xf32>, tensor<24x256xf32>, tensor<3xf32>, tensor<24xf32>)
+  return
+}
+
+//===--- acc: x's gradient from other users, summed in ---------------------===//
+
+// -----
+
+func.func @aggregate_grad_acc_shape(%gy: tensor<?x64xbf16>, %x: tensor<?x4x64xbf16>, %pre: tensor<?x4xf32>, %acc: tensor<?x4x32xbf16>) {
+  // expected-error @+1 {{operand 'acc' must have shape [M, n, C] = [M, 4, 64] (n = 4), got 'tensor<?x4x32xbf16>': its channel count 32 differs from C = 64 of 'x'}}
+  %gx, %gpre = mhc.aggregate_grad nc %gy, %x, %pre acc %acc {n = 4 : i64} : (tensor<?x64xbf16>, tensor<?x4x64xbf16>, tensor<?x4xf32>, tensor<?x4x32xbf16>) -> (tensor<?x4x64xbf16>, tensor<?x4xf32>)
+  return
+}
+
+// -----
+
+func.func @project_grad_acc_dtype(%gh: tensor<?x24xf32>, %gms: tensor<?xf32>, %x: tensor<?x4x64xbf16>, %phi: tensor<24x256xf32>, %acc: tensor<?x4x64xf32>) {
+  // expected-error @+1 {{operand 'acc' must have the element type of 'x' ('bf16'), got 'f32'}}
+  %gx, %gphi = mhc.project_grad nc %gh, %gms, %x, %phi acc %acc {n = 4 : i64} : (tensor<?x24xf32>, tensor<?xf32>, tensor<?x4x64xbf16>, tensor<24x256xf32>, tensor<?x4x64xf32>) -> (tensor<?x4x64xbf16>, tensor<24x256xf32>)
+  return
+}
+
+// -----
+
+func.func @combine_grad_acc_layout(%g: tensor<?x64x4xbf16>, %f: tensor<?x64xbf16>, %post: tensor<?x4xf32>, %x: tensor<?x64x4xbf16>, %p: tensor<?x4x4xf32>, %acc: tensor<?x4x64xbf16>) {
+  // expected-error @+1 {{operand 'acc' must have shape [M, C, n] = [M, 64, 4] (n = 4), got 'tensor<?x4x64xbf16>': its channel count 4 differs from C = 64 of 'x'}}
+  %gf, %gpost, %gx, %gp = mhc.expand_combine_grad cn %g, %f, %post, %x, %p acc %acc {n = 4 : i64} : (tensor<?x64x4xbf16>, tensor<?x64xbf16>, tensor<?x4xf32>, tensor<?x64x4xbf16>, tensor<?x4x4xf32>, tensor<?x4x64xbf16>) -> (tensor<?x64xbf16>, tensor<?x4xf32>, tensor<?x64x4xbf16>, tensor<?x4x4xf32>)
+  return
+}
+
 //===--- mhc.layer / mhc.yield ---------------------------------------------===//
 
 // -----

@@ -87,8 +87,13 @@ func.func @project_grad(%gh: tensor<?x24xf32>, %gms: tensor<?xf32>, %x: tensor<?
                         %xt: tensor<?x64x4xbf16>, %phi: tensor<24x256xf32>, %w: tensor<256xbf16>) {
   %gx, %gphi = mhc.project_grad nc %gh, %gms, %x, %phi {n = 4 : i64} : (tensor<?x24xf32>, tensor<?xf32>, tensor<?x4x64xbf16>, tensor<24x256xf32>) -> (tensor<?x4x64xbf16>, tensor<24x256xf32>)
   %gx2, %gphi2, %gw = mhc.project_grad cn %gh, %gms, %xt, %phi weight %w {n = 4 : i64, tf32} : (tensor<?x24xf32>, tensor<?xf32>, tensor<?x64x4xbf16>, tensor<24x256xf32>, tensor<256xbf16>) -> (tensor<?x64x4xbf16>, tensor<24x256xf32>, tensor<256xbf16>)
+  // x's gradient from other users, summed in (with and without weight).
+  %gx3, %gphi3 = mhc.project_grad nc %gh, %gms, %x, %phi acc %x {n = 4 : i64} : (tensor<?x24xf32>, tensor<?xf32>, tensor<?x4x64xbf16>, tensor<24x256xf32>, tensor<?x4x64xbf16>) -> (tensor<?x4x64xbf16>, tensor<24x256xf32>)
+  %gx4, %gphi4, %gw4 = mhc.project_grad cn %gh, %gms, %xt, %phi weight %w acc %gx2 {n = 4 : i64} : (tensor<?x24xf32>, tensor<?xf32>, tensor<?x64x4xbf16>, tensor<24x256xf32>, tensor<256xbf16>, tensor<?x64x4xbf16>) -> (tensor<?x64x4xbf16>, tensor<24x256xf32>, tensor<256xbf16>)
   return
 }
+// CHECK: mhc.project_grad nc %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} acc %{{.*}} {n = 4 : i64} : (tensor<?x24xf32>, tensor<?xf32>, tensor<?x4x64xbf16>, tensor<24x256xf32>, tensor<?x4x64xbf16>) -> (tensor<?x4x64xbf16>, tensor<24x256xf32>)
+// CHECK: mhc.project_grad cn %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} weight %{{.*}} acc %{{.*}} {n = 4 : i64} : (tensor<?x24xf32>, tensor<?xf32>, tensor<?x64x4xbf16>, tensor<24x256xf32>, tensor<256xbf16>, tensor<?x64x4xbf16>) -> (tensor<?x64x4xbf16>, tensor<24x256xf32>, tensor<256xbf16>)
 
 // -----
 
@@ -117,8 +122,10 @@ func.func @sinkhorn_grad(%gp: tensor<?x4x4xf32>, %l: tensor<?x4x4xf32>) {
 // CHECK: mhc.aggregate_grad nc %{{.*}}, %{{.*}}, %{{.*}} {n = 8 : i64} : (tensor<?x32xf16>, tensor<?x8x32xf16>, tensor<?x8xf32>) -> (tensor<?x8x32xf16>, tensor<?x8xf32>)
 func.func @aggregate_grad(%gy: tensor<?x32xf16>, %x: tensor<?x8x32xf16>, %pre: tensor<?x8xf32>) {
   %gx, %gpre = mhc.aggregate_grad nc %gy, %x, %pre {n = 8 : i64} : (tensor<?x32xf16>, tensor<?x8x32xf16>, tensor<?x8xf32>) -> (tensor<?x8x32xf16>, tensor<?x8xf32>)
+  %gx2, %gpre2 = mhc.aggregate_grad nc %gy, %x, %pre acc %gx {n = 8 : i64} : (tensor<?x32xf16>, tensor<?x8x32xf16>, tensor<?x8xf32>, tensor<?x8x32xf16>) -> (tensor<?x8x32xf16>, tensor<?x8xf32>)
   return
 }
+// CHECK: mhc.aggregate_grad nc %{{.*}}, %{{.*}}, %{{.*}} acc %{{.*}} {n = 8 : i64} : (tensor<?x32xf16>, tensor<?x8x32xf16>, tensor<?x8xf32>, tensor<?x8x32xf16>) -> (tensor<?x8x32xf16>, tensor<?x8xf32>)
 
 // -----
 
@@ -129,6 +136,69 @@ func.func @expand_combine_grad(%g: tensor<?x2x16xf32>, %f: tensor<?x16xf32>, %po
                                %x: tensor<?x2x16xf32>, %p: tensor<?x2x2xf32>, %b: tensor<16xf32>) {
   %gf, %gpost, %gx, %gp = mhc.expand_combine_grad nc %g, %f, %post, %x, %p {n = 2 : i64} : (tensor<?x2x16xf32>, tensor<?x16xf32>, tensor<?x2xf32>, tensor<?x2x16xf32>, tensor<?x2x2xf32>) -> (tensor<?x16xf32>, tensor<?x2xf32>, tensor<?x2x16xf32>, tensor<?x2x2xf32>)
   %gf2, %gpost2, %gx2, %gp2, %gb = mhc.expand_combine_grad nc %g, %f, %post, %x, %p bias %b {n = 2 : i64} : (tensor<?x2x16xf32>, tensor<?x16xf32>, tensor<?x2xf32>, tensor<?x2x16xf32>, tensor<?x2x2xf32>, tensor<16xf32>) -> (tensor<?x16xf32>, tensor<?x2xf32>, tensor<?x2x16xf32>, tensor<?x2x2xf32>, tensor<16xf32>)
+  %gf3, %gpost3, %gx3, %gp3 = mhc.expand_combine_grad nc %g, %f, %post, %x, %p acc %gx {n = 2 : i64} : (tensor<?x2x16xf32>, tensor<?x16xf32>, tensor<?x2xf32>, tensor<?x2x16xf32>, tensor<?x2x2xf32>, tensor<?x2x16xf32>) -> (tensor<?x16xf32>, tensor<?x2xf32>, tensor<?x2x16xf32>, tensor<?x2x2xf32>)
+  %gf4, %gpost4, %gx4, %gp4, %gb4 = mhc.expand_combine_grad nc %g, %f, %post, %x, %p bias %b acc %gx {n = 2 : i64} : (tensor<?x2x16xf32>, tensor<?x16xf32>, tensor<?x2xf32>, tensor<?x2x16xf32>, tensor<?x2x2xf32>, tensor<16xf32>, tensor<?x2x16xf32>) -> (tensor<?x16xf32>, tensor<?x2xf32>, tensor<?x2x16xf32>, tensor<?x2x2xf32>, tensor<16xf32>)
+  return
+}
+// CHECK: mhc.expand_combine_grad nc %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} acc %{{.*}} {n = 2 : i64} : ({{.*}}, tensor<?x2x16xf32>) -> (tensor<?x16xf32>, tensor<?x2xf32>, tensor<?x2x16xf32>, tensor<?x2x2xf32>)
+// CHECK: mhc.expand_combine_grad nc {{.*}} bias %{{.*}} acc %{{.*}} {n = 2 : i64} : ({{.*}}, tensor<16xf32>, tensor<?x2x16xf32>) -> ({{.*}}, tensor<16xf32>)
+
+// -----
+
+// The layer seam, without and with its optional bias and weight (which
+// share phi's element type).
+// CHECK-LABEL: func @post_pre
+// CHECK: mhc.post_pre nc %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} next %{{.*}}, %{{.*}}, %{{.*}} sinkhorn log {n = 4 : i64} : (tensor<?x64xbf16>, tensor<?x4xf32>, tensor<?x4x64xbf16>, tensor<?x4x4xf32>, tensor<24x256xf32>, tensor<3xf32>, tensor<24xf32>) -> (tensor<?x4x64xbf16>, tensor<?x24xf32>, tensor<?xf32>, tensor<?x4xf32>, tensor<?x4xf32>, tensor<?x4x4xf32>, tensor<?x4x4xf32>, tensor<?x64xbf16>)
+// CHECK: mhc.post_pre cn %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} bias %{{.*}} next %{{.*}}, %{{.*}}, %{{.*}} weight %{{.*}} sinkhorn softmax_eps {iters = 10 : i64, n = 2 : i64, norm_eps = 1.1920929E-7 : f32, pre_eps = 0.000000e+00 : f32, tf32} : (tensor<8x16xf16>, tensor<8x2xf32>, tensor<8x16x2xf16>, tensor<8x2x2xf32>, tensor<16xbf16>, tensor<8x32xbf16>, tensor<3xbf16>, tensor<8xbf16>, tensor<32xbf16>) -> (tensor<8x16x2xf16>, tensor<8x8xf32>, tensor<8xf32>, tensor<8x2xf32>, tensor<8x2xf32>, tensor<8x2x2xf32>, tensor<8x2x2xf32>, tensor<8x16xf16>)
+func.func @post_pre(%f: tensor<?x64xbf16>, %post: tensor<?x4xf32>, %x: tensor<?x4x64xbf16>, %p: tensor<?x4x4xf32>,
+                    %phi: tensor<24x256xf32>, %alpha: tensor<3xf32>, %beta: tensor<24xf32>,
+                    %ft: tensor<8x16xf16>, %postt: tensor<8x2xf32>, %xt: tensor<8x16x2xf16>, %pt: tensor<8x2x2xf32>,
+                    %bias: tensor<16xbf16>, %phib: tensor<8x32xbf16>, %alphab: tensor<3xbf16>, %betab: tensor<8xbf16>,
+                    %w: tensor<32xbf16>) {
+  %0:8 = mhc.post_pre nc %f, %post, %x, %p next %phi, %alpha, %beta sinkhorn log {n = 4 : i64}
+      : (tensor<?x64xbf16>, tensor<?x4xf32>, tensor<?x4x64xbf16>, tensor<?x4x4xf32>, tensor<24x256xf32>, tensor<3xf32>, tensor<24xf32>)
+      -> (tensor<?x4x64xbf16>, tensor<?x24xf32>, tensor<?xf32>, tensor<?x4xf32>, tensor<?x4xf32>, tensor<?x4x4xf32>, tensor<?x4x4xf32>, tensor<?x64xbf16>)
+  %1:8 = mhc.post_pre cn %ft, %postt, %xt, %pt bias %bias next %phib, %alphab, %betab weight %w sinkhorn softmax_eps
+      {n = 2 : i64, tf32, norm_eps = 1.1920929e-07 : f32, pre_eps = 0.0 : f32, iters = 10 : i64}
+      : (tensor<8x16xf16>, tensor<8x2xf32>, tensor<8x16x2xf16>, tensor<8x2x2xf32>, tensor<16xbf16>, tensor<8x32xbf16>, tensor<3xbf16>, tensor<8xbf16>, tensor<32xbf16>)
+      -> (tensor<8x16x2xf16>, tensor<8x8xf32>, tensor<8xf32>, tensor<8x2xf32>, tensor<8x2xf32>, tensor<8x2x2xf32>, tensor<8x2x2xf32>, tensor<8x16xf16>)
+  return
+}
+
+// -----
+
+// Its gradient: gbias and gweight come exactly with bias and weight, so the
+// result list splits into the op's result segments in every combination.
+// CHECK-LABEL: func @post_pre_grad
+// CHECK: mhc.post_pre_grad nc %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} next %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} sinkhorn log {n = 4 : i64} : (tensor<?x4x64xbf16>, tensor<?x64xbf16>, tensor<?x4xf32>, tensor<?x4x4xf32>, tensor<?x64xbf16>, tensor<?x4xf32>, tensor<?x4x64xbf16>, tensor<?x4x4xf32>, tensor<?x4x64xbf16>, tensor<?x24xf32>, tensor<?xf32>, tensor<?x4xf32>, tensor<?x4x4xf32>, tensor<24x256xf32>, tensor<3xf32>, tensor<24xf32>) -> (tensor<?x4x64xbf16>, tensor<?x64xbf16>, tensor<?x4xf32>, tensor<?x4x4xf32>, tensor<24x256xf32>, tensor<3xf32>, tensor<24xf32>)
+// CHECK: mhc.post_pre_grad nc {{.*}} %{{.*}} bias %{{.*}} next {{.*}} sinkhorn log {n = 4 : i64} : ({{.*}}) -> (tensor<?x4x64xbf16>, tensor<?x64xbf16>, tensor<?x4xf32>, tensor<?x4x4xf32>, tensor<64xf32>, tensor<24x256xf32>, tensor<3xf32>, tensor<24xf32>)
+// CHECK: mhc.post_pre_grad nc {{.*}} %{{.*}} next {{.*}} weight %{{.*}} sinkhorn softmax_eps {n = 4 : i64, tf32} : ({{.*}}) -> (tensor<?x4x64xbf16>, tensor<?x64xbf16>, tensor<?x4xf32>, tensor<?x4x4xf32>, tensor<24x256xf32>, tensor<3xf32>, tensor<24xf32>, tensor<256xf32>)
+// CHECK: mhc.post_pre_grad nc {{.*}} bias %{{.*}} next {{.*}} weight %{{.*}} sinkhorn log {n = 4 : i64} : ({{.*}}) -> (tensor<?x4x64xbf16>, tensor<?x64xbf16>, tensor<?x4xf32>, tensor<?x4x4xf32>, tensor<64xf32>, tensor<24x256xf32>, tensor<3xf32>, tensor<24xf32>, tensor<256xf32>)
+func.func @post_pre_grad(%gx1: tensor<?x4x64xbf16>, %gy: tensor<?x64xbf16>, %gpost1: tensor<?x4xf32>, %gp1: tensor<?x4x4xf32>,
+                         %f: tensor<?x64xbf16>, %post: tensor<?x4xf32>, %x: tensor<?x4x64xbf16>, %p: tensor<?x4x4xf32>,
+                         %bias: tensor<64xf32>, %x1: tensor<?x4x64xbf16>, %h: tensor<?x24xf32>, %ms: tensor<?xf32>,
+                         %pre: tensor<?x4xf32>, %l: tensor<?x4x4xf32>, %phi: tensor<24x256xf32>, %alpha: tensor<3xf32>,
+                         %beta: tensor<24xf32>, %w: tensor<256xf32>) {
+  %0:7 = mhc.post_pre_grad nc %gx1, %gy, %gpost1, %gp1, %f, %post, %x, %p
+      next %x1, %h, %ms, %pre, %l, %phi, %alpha, %beta sinkhorn log {n = 4 : i64}
+      : (tensor<?x4x64xbf16>, tensor<?x64xbf16>, tensor<?x4xf32>, tensor<?x4x4xf32>, tensor<?x64xbf16>, tensor<?x4xf32>, tensor<?x4x64xbf16>, tensor<?x4x4xf32>,
+         tensor<?x4x64xbf16>, tensor<?x24xf32>, tensor<?xf32>, tensor<?x4xf32>, tensor<?x4x4xf32>, tensor<24x256xf32>, tensor<3xf32>, tensor<24xf32>)
+      -> (tensor<?x4x64xbf16>, tensor<?x64xbf16>, tensor<?x4xf32>, tensor<?x4x4xf32>, tensor<24x256xf32>, tensor<3xf32>, tensor<24xf32>)
+  %1:8 = mhc.post_pre_grad nc %gx1, %gy, %gpost1, %gp1, %f, %post, %x, %p bias %bias
+      next %x1, %h, %ms, %pre, %l, %phi, %alpha, %beta sinkhorn log {n = 4 : i64}
+      : (tensor<?x4x64xbf16>, tensor<?x64xbf16>, tensor<?x4xf32>, tensor<?x4x4xf32>, tensor<?x64xbf16>, tensor<?x4xf32>, tensor<?x4x64xbf16>, tensor<?x4x4xf32>, tensor<64xf32>,
+         tensor<?x4x64xbf16>, tensor<?x24xf32>, tensor<?xf32>, tensor<?x4xf32>, tensor<?x4x4xf32>, tensor<24x256xf32>, tensor<3xf32>, tensor<24xf32>)
+      -> (tensor<?x4x64xbf16>, tensor<?x64xbf16>, tensor<?x4xf32>, tensor<?x4x4xf32>, tensor<64xf32>, tensor<24x256xf32>, tensor<3xf32>, tensor<24xf32>)
+  %2:8 = mhc.post_pre_grad nc %gx1, %gy, %gpost1, %gp1, %f, %post, %x, %p
+      next %x1, %h, %ms, %pre, %l, %phi, %alpha, %beta weight %w sinkhorn softmax_eps {n = 4 : i64, tf32}
+      : (tensor<?x4x64xbf16>, tensor<?x64xbf16>, tensor<?x4xf32>, tensor<?x4x4xf32>, tensor<?x64xbf16>, tensor<?x4xf32>, tensor<?x4x64xbf16>, tensor<?x4x4xf32>,
+         tensor<?x4x64xbf16>, tensor<?x24xf32>, tensor<?xf32>, tensor<?x4xf32>, tensor<?x4x4xf32>, tensor<24x256xf32>, tensor<3xf32>, tensor<24xf32>, tensor<256xf32>)
+      -> (tensor<?x4x64xbf16>, tensor<?x64xbf16>, tensor<?x4xf32>, tensor<?x4x4xf32>, tensor<24x256xf32>, tensor<3xf32>, tensor<24xf32>, tensor<256xf32>)
+  %3:9 = mhc.post_pre_grad nc %gx1, %gy, %gpost1, %gp1, %f, %post, %x, %p bias %bias
+      next %x1, %h, %ms, %pre, %l, %phi, %alpha, %beta weight %w sinkhorn log {n = 4 : i64}
+      : (tensor<?x4x64xbf16>, tensor<?x64xbf16>, tensor<?x4xf32>, tensor<?x4x4xf32>, tensor<?x64xbf16>, tensor<?x4xf32>, tensor<?x4x64xbf16>, tensor<?x4x4xf32>, tensor<64xf32>,
+         tensor<?x4x64xbf16>, tensor<?x24xf32>, tensor<?xf32>, tensor<?x4xf32>, tensor<?x4x4xf32>, tensor<24x256xf32>, tensor<3xf32>, tensor<24xf32>, tensor<256xf32>)
+      -> (tensor<?x4x64xbf16>, tensor<?x64xbf16>, tensor<?x4xf32>, tensor<?x4x4xf32>, tensor<64xf32>, tensor<24x256xf32>, tensor<3xf32>, tensor<24xf32>, tensor<256xf32>)
   return
 }
 

@@ -266,7 +266,7 @@ def Mhc_PreOp : Mhc_KernelOp<"pre"> {
 // Backward ops: gradients of the exact discrete forward (MATH.md "Backward").
 //===----------------------------------------------------------------------===//
 
-def Mhc_ProjectGradOp : Mhc_KernelOp<"project_grad"> {
+def Mhc_ProjectGradOp : Mhc_KernelOp<"project_grad", [AttrSizedOperandSegments]> {
   let summary = "gradient of mhc.project";
   let description = [{
     Given the upstream gradients `gh` `[M, N]` and `gms` `[M]` (f32):
@@ -282,6 +282,11 @@ def Mhc_ProjectGradOp : Mhc_KernelOp<"project_grad"> {
     `x`'s type, `gphi` `phi`'s and `gw` `weight`'s. Attributes as in
     `mhc.project`.
 
+    With the optional `acc` (x's shape and type), `gx` is `acc` plus this
+    op's gradient of x, summed in the kernel where `gx` is stored: x's
+    gradient from its other users enters here, so no `arith.addf` of
+    n-stream tensors is needed (`mhc-fuse-layers` threads it).
+
     ```mlir
     %gx, %gphi = mhc.project_grad nc %gh, %gms, %x, %phi {n = 4 : i64}
         : (tensor<?x24xf32>, tensor<?xf32>, tensor<?x4x64xbf16>, tensor<24x256xf32>)
@@ -290,12 +295,14 @@ def Mhc_ProjectGradOp : Mhc_KernelOp<"project_grad"> {
   }];
   let arguments = !con((ins AnyRankedTensor:$gh, AnyRankedTensor:$gms,
                             AnyRankedTensor:$x, AnyRankedTensor:$phi,
-                            Optional<AnyRankedTensor>:$weight),
+                            Optional<AnyRankedTensor>:$weight,
+                            Optional<AnyRankedTensor>:$acc),
                        StreamAttrs, LayoutAttrs, ProjectAttrs);
   let results = (outs AnyRankedTensor:$gx, AnyRankedTensor:$gphi,
                       Optional<AnyRankedTensor>:$gweight);
   let assemblyFormat = [{
-    custom<Layout>($layout) $gh `,` $gms `,` $x `,` $phi (`weight` $weight^)? attr-dict `:` functional-type(operands, results)
+    custom<Layout>($layout) $gh `,` $gms `,` $x `,` $phi (`weight` $weight^)? (`acc` $acc^)?
+    attr-dict `:` functional-type(operands, results)
   }];
   let hasCanonicalizer = 1;
 }
@@ -355,17 +362,23 @@ def Mhc_AggregateGradOp : Mhc_KernelOp<"aggregate_grad"> {
 
     Operands: `gy` `[M, C]` (x's dtype), `x`, `pre` `[M, n]` f32. Results:
     `gx` (x's type) and `gpre` `[M, n]` f32.
+
+    With the optional `acc` (x's shape and type), `gx` is `acc` plus this
+    op's gradient of x, summed in the kernel where `gx` is stored: x's
+    gradient from its other users enters here, so no `arith.addf` of
+    n-stream tensors is needed (`mhc-fuse-layers` threads it).
   }];
   let arguments = !con((ins AnyRankedTensor:$gy, AnyRankedTensor:$x,
-                            AnyRankedTensor:$pre),
+                            AnyRankedTensor:$pre, Optional<AnyRankedTensor>:$acc),
                        StreamAttrs, LayoutAttrs);
   let results = (outs AnyRankedTensor:$gx, AnyRankedTensor:$gpre);
   let assemblyFormat = [{
-    custom<Layout>($layout) $gy `,` $x `,` $pre attr-dict `:` functional-type(operands, results)
+    custom<Layout>($layout) $gy `,` $x `,` $pre (`acc` $acc^)? attr-dict `:` functional-type(operands, results)
   }];
+  let hasCanonicalizer = 1;
 }
 
-def Mhc_ExpandCombineGradOp : Mhc_KernelOp<"expand_combine_grad"> {
+def Mhc_ExpandCombineGradOp : Mhc_KernelOp<"expand_combine_grad", [AttrSizedOperandSegments]> {
   let summary = "gradient of mhc.expand_combine";
   let description = [{
     From the upstream gradient `gout` (x's type):
@@ -380,18 +393,173 @@ def Mhc_ExpandCombineGradOp : Mhc_KernelOp<"expand_combine_grad"> {
 
     Results: `gf` (f's type), `gpost` `[M, n]` f32, `gx` (x's type), `gP`
     `[M, n, n]` f32, and `gbias` (bias's type) when `bias` is given.
+
+    With the optional `acc` (x's shape and type), `gx` is `acc` plus this
+    op's gradient of x, summed in the kernel where `gx` is stored: x's
+    gradient from its other users enters here, so no `arith.addf` of
+    n-stream tensors is needed (`mhc-fuse-layers` threads it).
+
+    ```mlir
+    %gf, %gpost, %gx, %gP = mhc.expand_combine_grad nc %gout, %f, %post, %x, %P acc %gx_other {n = 4 : i64}
+        : (tensor<?x4x64xbf16>, tensor<?x64xbf16>, tensor<?x4xf32>, tensor<?x4x64xbf16>,
+           tensor<?x4x4xf32>, tensor<?x4x64xbf16>)
+        -> (tensor<?x64xbf16>, tensor<?x4xf32>, tensor<?x4x64xbf16>, tensor<?x4x4xf32>)
+    ```
   }];
   let arguments = !con((ins AnyRankedTensor:$gout, AnyRankedTensor:$f,
                             AnyRankedTensor:$post, AnyRankedTensor:$x,
-                            AnyRankedTensor:$P, Optional<AnyRankedTensor>:$bias),
+                            AnyRankedTensor:$P, Optional<AnyRankedTensor>:$bias,
+                            Optional<AnyRankedTensor>:$acc),
                        StreamAttrs, LayoutAttrs);
   let results = (outs AnyRankedTensor:$gf, AnyRankedTensor:$gpost,
                       AnyRankedTensor:$gx, AnyRankedTensor:$gP,
                       Optional<AnyRankedTensor>:$gbias);
   let assemblyFormat = [{
-    custom<Layout>($layout) $gout `,` $f `,` $post `,` $x `,` $P (`bias` $bias^)? attr-dict `:` functional-type(operands, results)
+    custom<Layout>($layout) $gout `,` $f `,` $post `,` $x `,` $P (`bias` $bias^)? (`acc` $acc^)?
+    attr-dict `:` functional-type(operands, results)
   }];
   let hasCanonicalizer = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// The layer seam (docs/design/seam.md): expand_combine of layer l and the pre
+// step of layer l+1 in one op, forward and backward (mhc-fuse-layers).
+//===----------------------------------------------------------------------===//
+
+def Mhc_PostPreOp : Mhc_KernelOp<"post_pre", [AttrSizedOperandSegments]> {
+  let summary = "the layer seam: layer l's expand_combine, then layer l+1's pre step";
+  let description = !strconcat([{
+    Nothing runs between the post step of layer l and the pre step of layer
+    l+1, so one kernel computes both, reading `x_next` back once instead of
+    twice:
+
+    ```
+    x_next                         = P^T x + post (f + bias)          // expand_combine
+    (h, ms)                        = project(x_next, phi, weight)
+    (pre, post_next, logits)       = scale(h, ms, alpha, beta)
+    P_next                         = sinkhorn(logits)
+    y                              = aggregate(x_next, pre)
+    ```
+
+    `x_next` stays a result for its other users (the next seam's residual
+    path); `h`, `ms`, `pre` and `logits` are what the backward needs.
+
+    Operands, the contract of docs/design/seam.md: layer l's `f` `[M, C]`
+    (x's dtype), `post` `[M, n]` f32, `x` `[M, n, C]` (`nc`) or `[M, C, n]`
+    (`cn`, activation dtype), `P` `[M, n, n]` f32 and optional `bias` `[C]`;
+    then, after `next`, layer l+1's `phi` `[N, K]`, `alpha` `[3]`, `beta`
+    `[N]` and optional RMSNorm `weight` `[K]`. `bias`, `phi`, `alpha`,
+    `beta` and `weight` share one parameter element type (f32 or bf16: the
+    kernel has one). Results: `x_next` (x's type), `h` `[M, N]`, `ms` `[M]`,
+    `pre` and `post_next` `[M, n]`, `logits` and `P_next` `[M, n, n]`, all
+    f32, and `y` `[M, C]` (x's element type).
+
+    Attributes: those of `mhc.pre` (`tf32`, scale's and the Sinkhorn's), for
+    layer l+1's pre step.
+  }], ScaleAttrDoc, SinkhornAttrDoc, [{
+
+    ```mlir
+    %x1, %h, %ms, %pre, %post1, %logits, %P1, %y =
+        mhc.post_pre nc %f, %post, %x, %P next %phi, %alpha, %beta sinkhorn log {n = 4 : i64}
+        : (tensor<?x2048xbf16>, tensor<?x4xf32>, tensor<?x4x2048xbf16>, tensor<?x4x4xf32>,
+           tensor<24x8192xf32>, tensor<3xf32>, tensor<24xf32>)
+        -> (tensor<?x4x2048xbf16>, tensor<?x24xf32>, tensor<?xf32>, tensor<?x4xf32>,
+            tensor<?x4xf32>, tensor<?x4x4xf32>, tensor<?x4x4xf32>, tensor<?x2048xbf16>)
+    ```
+  }]);
+  let arguments = !con((ins AnyRankedTensor:$f, AnyRankedTensor:$post,
+                            AnyRankedTensor:$x, AnyRankedTensor:$P,
+                            Optional<AnyRankedTensor>:$bias,
+                            AnyRankedTensor:$phi, AnyRankedTensor:$alpha,
+                            AnyRankedTensor:$beta,
+                            Optional<AnyRankedTensor>:$weight),
+                       StreamAttrs, LayoutAttrs, ProjectAttrs, ScaleAttrs,
+                       SinkhornAttrs);
+  let results = (outs AnyRankedTensor:$x_next, AnyRankedTensor:$h,
+                      AnyRankedTensor:$ms, AnyRankedTensor:$pre,
+                      AnyRankedTensor:$post_next, AnyRankedTensor:$logits,
+                      AnyRankedTensor:$P_next, AnyRankedTensor:$y);
+  let assemblyFormat = [{
+    custom<Layout>($layout) $f `,` $post `,` $x `,` $P (`bias` $bias^)?
+    `next` $phi `,` $alpha `,` $beta (`weight` $weight^)?
+    `sinkhorn` custom<SinkhornMode>($mode) attr-dict `:` functional-type(operands, results)
+  }];
+}
+
+def Mhc_PostPreGradOp : Mhc_KernelOp<"post_pre_grad",
+    [AttrSizedOperandSegments, AttrSizedResultSegments]> {
+  let summary = "gradient of mhc.post_pre: the layer seam's backward, x's gradient summed in-kernel";
+  let description = !strconcat([{
+    From x_next's gradient from its other users `gx_next` (the next seam's
+    residual path) and the upstream `gy`, `gpost_next`, `gP_next`, exactly
+    the five gradient ops it replaces, with no n-stream add left:
+
+    ```
+    gpre, g1                 = aggregate_grad(gy, x_next, pre, acc = gx_next)
+    glogits                  = sinkhorn_grad(gP_next, logits)
+    gh, gms, galpha, gbeta   = scale_grad(gpre, gpost_next, glogits, h, ms, alpha, beta)
+    g, gphi, gweight         = project_grad(gh, gms, x_next, phi, weight, acc = g1)
+    gf, gpost, gx, gP, gbias = expand_combine_grad(g, f, post, x, P, bias)
+    ```
+
+    so per token `g = gx_next + pre gy + (gh . phi) * w + (2/K) gms x_next`
+    is x_next's whole gradient, `gx = P g` and `gf = sum_j post[j] g[j]`.
+    Sums over tokens (`gbias`, `gphi`, `gweight`, `galpha`, `gbeta`) are
+    deterministic fixed-order reductions.
+
+    Operands (docs/design/seam.md): `gx_next` (x's type), `gy` `[M, C]`
+    (x's dtype), `gpost_next` `[M, n]`, `gP_next` `[M, n, n]` (f32); layer
+    l's `f`, `post`, `x`, `P` and optional `bias` as in `mhc.post_pre`; then,
+    after `next`, the saved `x_next` (x's type), `h`, `ms`, `pre`, `logits`
+    (the forward's results) and layer l+1's `phi`, `alpha`, `beta` and
+    optional `weight`, one parameter element type for all. Results: `gx`
+    (x's type), `gf` (f's), `gpost` `[M, n]` and `gP` `[M, n, n]` f32,
+    `gbias` (bias's type) exactly when `bias` is given, `gphi`, `galpha`,
+    `gbeta` (their parameters' types) and `gweight` exactly when `weight`
+    is given. Attributes as in `mhc.post_pre`.
+  }], ScaleAttrDoc, SinkhornAttrDoc, [{
+
+    ```mlir
+    %gx, %gf, %gpost, %gP, %gphi, %galpha, %gbeta =
+        mhc.post_pre_grad nc %gx1, %gy, %gpost1, %gP1, %f, %post, %x, %P
+        next %x1, %h, %ms, %pre, %logits, %phi, %alpha, %beta sinkhorn log {n = 4 : i64}
+        : (tensor<?x4x2048xbf16>, tensor<?x2048xbf16>, tensor<?x4xf32>, tensor<?x4x4xf32>,
+           tensor<?x2048xbf16>, tensor<?x4xf32>, tensor<?x4x2048xbf16>, tensor<?x4x4xf32>,
+           tensor<?x4x2048xbf16>, tensor<?x24xf32>, tensor<?xf32>, tensor<?x4xf32>,
+           tensor<?x4x4xf32>, tensor<24x8192xf32>, tensor<3xf32>, tensor<24xf32>)
+        -> (tensor<?x4x2048xbf16>, tensor<?x2048xbf16>, tensor<?x4xf32>, tensor<?x4x4xf32>,
+            tensor<24x8192xf32>, tensor<3xf32>, tensor<24xf32>)
+    ```
+  }]);
+  let arguments = !con((ins AnyRankedTensor:$gx_next, AnyRankedTensor:$gy,
+                            AnyRankedTensor:$gpost_next,
+                            AnyRankedTensor:$gP_next,
+                            AnyRankedTensor:$f, AnyRankedTensor:$post,
+                            AnyRankedTensor:$x, AnyRankedTensor:$P,
+                            Optional<AnyRankedTensor>:$bias,
+                            AnyRankedTensor:$x_next, AnyRankedTensor:$h,
+                            AnyRankedTensor:$ms, AnyRankedTensor:$pre,
+                            AnyRankedTensor:$logits,
+                            AnyRankedTensor:$phi, AnyRankedTensor:$alpha,
+                            AnyRankedTensor:$beta,
+                            Optional<AnyRankedTensor>:$weight),
+                       StreamAttrs, LayoutAttrs, ProjectAttrs, ScaleAttrs,
+                       SinkhornAttrs);
+  let results = (outs AnyRankedTensor:$gx, AnyRankedTensor:$gf,
+                      AnyRankedTensor:$gpost, AnyRankedTensor:$gP,
+                      Optional<AnyRankedTensor>:$gbias,
+                      AnyRankedTensor:$gphi, AnyRankedTensor:$galpha,
+                      AnyRankedTensor:$gbeta,
+                      Optional<AnyRankedTensor>:$gweight);
+  let assemblyFormat = [{
+    custom<Layout>($layout) $gx_next `,` $gy `,` $gpost_next `,` $gP_next `,`
+    $f `,` $post `,` $x `,` $P (`bias` $bias^)?
+    `next` $x_next `,` $h `,` $ms `,` $pre `,` $logits `,` $phi `,` $alpha `,` $beta (`weight` $weight^)?
+    `sinkhorn` custom<SinkhornMode>($mode) attr-dict `:` `(` type(operands) `)` `->`
+    custom<SeamGradResultTypes>(ref($bias), ref($weight), type($gx), type($gf),
+                                type($gpost), type($gP), type($gbias), type($gphi),
+                                type($galpha), type($gbeta), type($gweight))
+  }];
 }
 
 //===----------------------------------------------------------------------===//

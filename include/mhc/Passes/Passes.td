@@ -84,6 +84,56 @@ def FusePre : Pass<"mhc-fuse-pre"> {
   let dependentDialects = ["::mlir::mhc::MhcDialect"];
 }
 
+def FuseLayers : Pass<"mhc-fuse-layers"> {
+  let summary = "fuse each layer seam (a layer's expand_combine and the next "
+                "layer's mhc.pre) into mhc.post_pre, and its gradient chain "
+                "into mhc.post_pre_grad; sum x's gradients in-kernel (acc)";
+  let description = [{
+    The seam between layer l and layer l+1 (docs/design/seam.md) is layer
+    l's `mhc.expand_combine` followed by layer l+1's pre step; nothing runs
+    between them. Three rewrites, in this order:
+
+    1. Forward: an `mhc.expand_combine` whose result is the `x` of an
+       `mhc.pre` (one block; same n and layout; the bias, if any, of phi's
+       element type: the kernel has one parameter dtype) becomes one
+       `mhc.post_pre`. `x_next` stays a result for the other users of the
+       expand_combine's result (the next seam's residual path). Where the
+       pre step would not fuse at the token count (`mhc::preStepFuses`, the
+       rule of `mhc-fuse-pre` and of the runtime) the seam does not either,
+       and a remark says why.
+    2. Gradient sums: an `arith.addf` tree summing x's gradient
+       contributions, where contributions are the `gx` of
+       `mhc.aggregate_grad`, `mhc.project_grad` and `mhc.expand_combine_grad`
+       (each used only by the sum) and at most one other value, becomes a
+       chain of `acc` operands: in block order, each of those ops takes the
+       previous one's `gx` (the first takes the other value), and the last
+       one's `gx` is the sum. No n-stream `arith.addf` is left, e.g.
+
+       ```mlir
+       %gf, %gpost, %gx1, %gP = mhc.expand_combine_grad cn %gout, %f, %post, %x, %P ...
+       %gx2, %gpre = mhc.aggregate_grad cn %gy, %x, %pre acc %gx1 ...
+       %gx, %gphi = mhc.project_grad cn %gh, %gms, %x, %phi acc %gx2 ...
+       ```
+    3. Backward seams: the chain `aggregate_grad(gy, x_next, pre, acc =
+       gx_next)`, `sinkhorn_grad`, `scale_grad`, `project_grad(x_next, acc =
+       aggregate_grad's gx)` of layer l+1 and layer l's `expand_combine_grad`
+       of project_grad's gx, each intermediate used only by the next op,
+       becomes one `mhc.post_pre_grad` (same n, layout and parameter dtype
+       rules, the same token-count rule, with a remark).
+
+    The fused ops go where the last op they replace was, or, when a result's
+    user comes earlier, right after their last operand's definition; where
+    neither dominates every user, nothing is fused. A stack of L layers
+    becomes `mhc.pre`, L-1 `mhc.post_pre` and an `mhc.expand_combine`; its
+    backward, the last layer's `expand_combine_grad`, L-1
+    `mhc.post_pre_grad` and the first layer's four gradient ops with `acc`.
+
+    Run after `mhc-fuse-pre` (the forward seam reads its `mhc.pre`) and
+    before `mhc-specialize`.
+  }];
+  let dependentDialects = ["::mlir::mhc::MhcDialect"];
+}
+
 def Specialize : Pass<"mhc-specialize"> {
   let summary = "stamp a concrete kernel spec on every mhc kernel op and mark "
                 "the unsupported ones";
@@ -98,9 +148,9 @@ def Specialize : Pass<"mhc-specialize"> {
     from one function, `mhc::unsupportedReason`. Without `arch` the pass
     targets sm_90a and says so in a remark.
 
-    Run after `mhc-expand-layers` (and `mhc-fuse-pre`, whose `mhc.pre` it
-    specialises like any kernel op): an `mhc.layer` left in the input is an
-    error.
+    Run after `mhc-expand-layers` (and `mhc-fuse-pre` and
+    `mhc-fuse-layers`, whose fused ops it specialises like any kernel op):
+    an `mhc.layer` left in the input is an error.
   }];
   let options = [
     Option<"arch", "arch", "std::string", /*default=*/"\"sm_90a\"",
