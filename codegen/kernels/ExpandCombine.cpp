@@ -255,11 +255,12 @@ static void buildBackwardRing(KernelContext &ctx) {
 
 static LogicalResult buildBackward(KernelContext &ctx) {
   int64_t n = ctx.n(), C = ctx.C(), w = ctx.streamWidth();
-  // Per element of a chunk a thread holds gout, x, gx (and acc) of every
-  // stream; P and the gpost/gP partials are held throughout. Narrow the
-  // chunk until that fits in registers (n = 8 needs 1-wide chunks).
-  int64_t perElement = ctx.spec.acc ? 4 : 3;
-  while (w > 1 && perElement * n * w + 2 * n * n + n > 170)
+  // Per element of a chunk a thread holds gout, x and gx of every stream;
+  // P and the gpost/gP partials are held throughout. Narrow the chunk until
+  // that fits in registers (n = 8 needs 1-wide chunks). (acc, read last,
+  // does not narrow it: the chunk decides the order of the gpost/gP sums,
+  // which must be the bits of the spec without acc.)
+  while (w > 1 && 3 * n * w + 2 * n * n + n > 170)
     w /= 2;
   int64_t chunks = C / w;
   DType act = ctx.spec.act;

@@ -15,8 +15,7 @@
 // IR-NOT: arith.addf
 // IR: return %[[GX]], %[[GPHI]]
 
-// The kernels: every one for codegen, the acc=1 specs of aggregate_grad and
-// project_grad included (in-kernel accumulation, issue 34).
+// The kernels: every gradient op, the acc=1 ones included, is generated.
 // CHECK: mhc kernels:
 // CHECK-NEXT: codegen expand_combine.bwd;n=4;act=bf16;layout=cn;C=2048;bias=0;arch=sm_90a
 // CHECK-NEXT: codegen aggregate.bwd;n=4;act=bf16;layout=cn;C=2048;acc=1;arch=sm_90a

@@ -25,9 +25,9 @@
 // IR-NEXT: return %[[GX]],
 // IR-NOT: arith.addf
 
-// The kernels. Until the seam's kernels are generated (issue 34),
-// post_pre.bwd is on the reference path: its line and the summary change
-// when they land. The acc=1 specs are for codegen (in-kernel accumulation).
+// The kernels. The acc=1 specs are generated; until the seam's kernels are
+// (issue 34), post_pre.bwd is on the reference path: its line and the
+// summary change when they land.
 // CHECK: mhc kernels:
 // CHECK-NEXT: 1 op(s) codegen expand_combine.bwd;n=4;act=bf16;layout=cn;C=2048;bias=0;arch=sm_90a
 // CHECK-NEXT: 3 op(s) reference post_pre.bwd;n=4;act=bf16;param=f32;layout=cn;C=2048;tf32=0;weight=0;norm_eps=1.1920929e-07;pre_eps=0;post_mult=2;mode=log;iters=20;bias=0;arch=sm_90a (the layer seam's kernels are not generated yet (issue 34))

@@ -86,6 +86,10 @@ STREAMS = [dict(n=n, act=act, layout=layout, C=(64, 1000, 2048, 96, 7168)[i % 5]
                for act in ("bf16", "f32") + (("f16",) if n % 2 else ()))]
 
 
+# More tokens than a grid's y dimension holds (M > 65535), small C.
+STREAMS += [dict(n=4, act="bf16", layout="nc", C=64, M=70001), dict(n=3, act="f32", layout="cn", C=64, M=70001)]
+
+
 @pytest.mark.parametrize("cfg", STREAMS, ids=lambda c: "n{n}-{act}-{layout}-C{C}-M{M}".format(**c))
 @pytest.mark.parametrize("op", ["aggregate", "expand_combine", "project"])
 def test_acc_is_the_unfused_add(op, cfg):
