@@ -201,15 +201,15 @@ def stack_table(stack, block, M, C):
     yield "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
     te = group.get("TE") if group.get("TE", {}).get("status") == "ok" else None
     pct = lambda v: f"{v:.0%}" if v is not None else "-"
-    mib = lambda v: f"{v / 2**20:.0f}" if v is not None else "-"
+    mib = lambda v, digits=0: f"{v / 2**20:.{digits}f}" if v is not None else "-"
     for name, r in group.items():
         if r["status"] != "ok":
             yield f"| {name} | {r['status'].split(':')[0]} | | | | | | | | | |"
             continue
         x = f"{te['total_us'] / r['total_us']:.2f}" if te else "-"
         yield (f"| {name} | {r['fwd_us']:.1f} | {r['bwd_us']:.1f} | {r['total_us']:.1f} | {pct(r['fwd_floor'])}"
-               f" | {pct(r['bwd_floor'])} | {pct(r['total_floor'])} | {x} | {mib(r['saved_bytes'])}"
-               f" | {mib(r['held_bytes'])} | {mib(r['peak_bytes'])} |")
+               f" | {pct(r['bwd_floor'])} | {pct(r['total_floor'])} | {x} | {mib(r['saved_bytes'], 1)}"
+               f" | {mib(r['held_bytes'], 1)} | {mib(r['peak_bytes'])} |")
 
 
 def stack_section(stack):

@@ -39,6 +39,7 @@ import os
 import subprocess
 import sys
 import time
+import traceback
 
 import torch
 from torch import nn
@@ -292,7 +293,8 @@ def run_config(kind, M, C, ctx):
             row.update(max_rel_diff=diff, diff_vs=ref_name)
         except Absent as e:
             row = dict(key, column=name, status=f"absent: {e}")
-        except Exception as e:  # a failing column is reported, the others still run
+        except Exception as e:  # a failing column is reported (its traceback in the log), the others still run
+            traceback.print_exc(file=sys.stdout)
             row = dict(key, column=name, status=f"failed: {e!r}"[:400])
         row["wall_s"] = round(time.perf_counter() - start, 1)
         rows.append(row)
@@ -309,8 +311,8 @@ def pct(v):
     return f"{v:.0%}" if v is not None else "-"
 
 
-def mib(v):
-    return f"{v / MIB:.0f}" if v is not None else "-"
+def mib(v, digits=0):
+    return f"{v / MIB:.{digits}f}" if v is not None else "-"
 
 
 def line(r):
@@ -320,7 +322,7 @@ def line(r):
         return f"{head} {r['status']}"
     return (f"{head} fwd {r['fwd_us']:9.1f} bwd {r['bwd_us']:9.1f} f+b {r['total_us']:9.1f} us/layer;"
             f" floor fwd {pct(r['fwd_floor'])} bwd {pct(r['bwd_floor'])} f+b {pct(r['total_floor'])};"
-            f" saved {mib(r['saved_bytes'])} held {mib(r['held_bytes'])} MiB/layer, peak {mib(r['peak_bytes'])} MiB;"
+            f" saved {mib(r['saved_bytes'], 1)} held {mib(r['held_bytes'], 1)} MiB/layer, peak {mib(r['peak_bytes'])} MiB;"
             f" diff {r['max_rel_diff']:.1e} vs {r['diff_vs']}; {r['wall_s']} s")
 
 
@@ -350,7 +352,7 @@ def table(rows, bandwidth):
             ratio = f"{te['total_us'] / r['total_us']:.2f}" if te else "-"
             out.append(f"{r['column']:14s} {r['fwd_us']:8.1f} {r['bwd_us']:8.1f} {r['total_us']:8.1f}"
                        f" {pct(r['fwd_floor']):>7s} {pct(r['total_floor']):>7s} {ratio:>7s}"
-                       f" {mib(r['saved_bytes']):>11s} {mib(r['peak_bytes']):>8s}")
+                       f" {mib(r['saved_bytes'], 1):>11s} {mib(r['peak_bytes']):>8s}")
     return "\n".join(out)
 
 
