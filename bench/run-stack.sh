@@ -22,6 +22,6 @@ echo "setup took $(( $(date +%s) - start )) s; configurations start until ${left
 teopt=(); [ -n "$te" ] && teopt=(--te "$te")
 (cd /tmp && python3 "$root/bench/stack.py" --out "$out" --budget-s "$left" "${teopt[@]}") >> "$out/stack.log" 2>&1
 rc=$?
-grep -E "^(device|config|skipped|done)|failed|Traceback|Error" "$out/stack.log" | cut -c1-200 | tail -20
+grep -E "^(device|config|skipped|done)|failed|Traceback|Error|DIFFERS" "$out/stack.log" | cut -c1-200 | tail -20
 sed -n '/^== table/,$p' "$out/stack.log"
 exit $rc

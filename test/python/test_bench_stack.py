@@ -73,7 +73,7 @@ def test_cpu_run_rows(cpu_run):
         # Each layer keeps at least its input x_l for the backward; no CUDA, no held or peak bytes.
         assert r["saved_bytes"] >= M * C * n * 2
         assert r["held_bytes"] is None and r["peak_bytes"] is None
-        assert r["max_rel_diff"] < 0.05
+        assert r["max_rel_diff"] <= stack.AGREE
     assert by[("identity", "torch eager")]["block_fwd_us"] == 0.0
     assert by[("linear", "torch eager")]["block_fwd_us"] > 0.0
 
