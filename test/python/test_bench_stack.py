@@ -65,15 +65,17 @@ def test_cpu_run_rows(cpu_run):
     for block in ("identity", "linear"):
         for name in ("TE", "TE acc buffer"):
             assert by[(block, name)]["status"] == "absent: no TE checkout (--te)"
-        r = by[(block, "torch eager")]
-        assert r["status"] == "ok" and r["fwd_us"] > 0 and r["total_us"] == r["fwd_us"] + r["bwd_us"]
-        fb = stack.floor_bytes(n, M, C)
-        mhc_part_s = (r["fwd_us"] - r["block_fwd_us"]) * 1e-6
-        assert r["fwd_floor"] == pytest.approx(fb["fwd"] / result["copy_bandwidth"] / mhc_part_s)
-        # Each layer keeps at least its input x_l for the backward; no CUDA, no held or peak bytes.
-        assert r["saved_bytes"] >= M * C * n * 2
-        assert r["held_bytes"] is None and r["peak_bytes"] is None
-        assert r["max_rel_diff"] <= stack.AGREE
+        for name in ("mhc fused", "mhc unfused", "torch eager"):
+            r = by[(block, name)]
+            assert r["status"] == "ok" and r["fwd_us"] > 0 and r["total_us"] == r["fwd_us"] + r["bwd_us"]
+            fb = stack.floor_bytes(n, M, C)
+            mhc_part_s = (r["fwd_us"] - r["block_fwd_us"]) * 1e-6
+            assert r["fwd_floor"] == pytest.approx(fb["fwd"] / result["copy_bandwidth"] / mhc_part_s)
+            # Each layer keeps at least its input x_l for the backward; no CUDA, no held or peak bytes.
+            assert r["saved_bytes"] >= M * C * n * 2
+            assert r["held_bytes"] is None and r["peak_bytes"] is None
+            # Same conventions in every column: mhc's stacks and the plain PyTorch one agree.
+            assert r["diff_vs"] == "mhc fused" and r["max_rel_diff"] <= stack.AGREE
     assert by[("identity", "torch eager")]["block_fwd_us"] == 0.0
     assert by[("linear", "torch eager")]["block_fwd_us"] > 0.0
 
@@ -85,7 +87,8 @@ def test_cpu_run_json_and_table(cpu_run, capsys):
     lines = text.splitlines()
     assert sum(line == stack.TABLE_HEADER for line in lines) == 2
     assert sum(line.startswith(f"{'TE':14s} absent: no TE checkout") for line in lines) == 2
-    assert sum(line.startswith("torch eager") for line in lines) == 2
+    for name in ("mhc fused", "mhc unfused", "torch eager"):
+        assert sum(line.startswith(f"{name:14s} ") and "absent" not in line for line in lines) == 2
     assert "block alone: fwd" in text  # the linear block's own time, once
 
 
