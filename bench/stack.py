@@ -208,12 +208,13 @@ def plain_layer(compiled):
 
 
 def column(name, params, blocks, C, device, te, compiled):
-    """(run, leaves) of the named column; raises Absent when it cannot run here."""
+    """(run, leaves) of the named column; raises Absent when it cannot run here. `te`: TE's module, or
+    why there is none (load_te's state)."""
     if name.startswith("mhc"):
         return mhc_column(name == "mhc fused", params, blocks, C, device)
     if name.startswith("TE"):
-        if te is None:
-            raise Absent("no TE checkout (--te)")
+        if isinstance(te, str):
+            raise Absent("no TE checkout (--te)" if te == "absent" else f"Transformer Engine {te}")
         return peer_column(te_layer(te, name == "TE acc buffer"), params, blocks)
     return peer_column(plain_layer(compiled), params, blocks)
 
@@ -222,9 +223,10 @@ def column(name, params, blocks, C, device, te, compiled):
 
 def inputs(M, C, device, seed):
     """x sets [M, C, n] (bf16, requiring grad): several rotated when small, as bench.py does."""
-    g = torch.Generator().manual_seed(seed)
+    g = torch.Generator(device).manual_seed(seed)  # drawn where they live: 0.9 G values at C = 7168
     small = device.type == "cuda" and M * C * STREAMS * 2 < 4 * bench.l2_bytes()
-    return [torch.randn(M, C, STREAMS, generator=g).to(device, ACT).requires_grad_() for _ in range(4 if small else 1)]
+    return [torch.randn(M, C, STREAMS, generator=g, device=device).to(ACT).requires_grad_()
+            for _ in range(4 if small else 1)]
 
 
 def time_pair(run, leaves, xs, timeit, queued, reps):
@@ -418,7 +420,7 @@ def main(argv=None):
     print(f"device: {result['device']}; copy bandwidth {bandwidth / 1e12:.2f} TB/s (read + write);"
           f" Transformer Engine: {te_state}; mhc.HyperConnectionStack: {hasattr(mhc, 'HyperConnectionStack')}",
           flush=True)
-    ctx = dict(device=device, timeit=bench.timer(device), bandwidth=bandwidth, te=te, columns=columns,
+    ctx = dict(device=device, timeit=bench.timer(device), bandwidth=bandwidth, te=te or te_state, columns=columns,
                compiled=not a.no_compile)
     os.makedirs(a.out, exist_ok=True)
     start = time.perf_counter()
