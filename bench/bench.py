@@ -89,11 +89,29 @@ def timeit(fn, sets, reps=30, warmup=5, ahead=False):
     return statistics.median(times)
 
 
-def copy_bandwidth():
-    n = 1 << 30
-    src = torch.empty(n, dtype=torch.uint8, device=DEV).random_(0, 255)
+def wall_timeit(fn, sets, reps=30, warmup=5, ahead=False):
+    """timeit's CPU counterpart (wall clock; `ahead` has no meaning there), so
+    the harnesses run on CPU too (test/python/test_bench_stack.py)."""
+    for i in range(warmup):
+        fn(*sets[i % len(sets)])
+    times = []
+    for i in range(reps):
+        t = time.perf_counter()
+        fn(*sets[i % len(sets)])
+        times.append((time.perf_counter() - t) * 1e3)
+    return statistics.median(times)
+
+
+def timer(device=DEV):
+    """The timing function for tensors on `device`: CUDA events, else wall clock."""
+    return timeit if torch.device(device).type == "cuda" else wall_timeit
+
+
+def copy_bandwidth(device=DEV, n=1 << 30):
+    """Device-to-device copy rate of n bytes, read + write, in bytes per second."""
+    src = torch.empty(n, dtype=torch.uint8, device=device).random_(0, 255)
     dst = torch.empty_like(src)
-    ms = timeit(lambda: dst.copy_(src), [()], reps=20, ahead=TIMING != "idle")
+    ms = timer(device)(lambda: dst.copy_(src), [()], reps=20, ahead=TIMING != "idle")
     return 2 * n / (ms * 1e-3)
 
 
@@ -157,8 +175,9 @@ def mhc_ops():
                 expand_combine=expand_combine, pre=pre)
 
 
-def load_te(path):
-    """TE's Triton mHC files by path, with a stand-in for general_gemm."""
+def te_module(path):
+    """transformer_engine.pytorch.triton.mhc of the checkout at `path`, loaded by
+    file path with a stand-in for general_gemm (TE's package is not imported)."""
     def load(name, rel):
         spec = importlib.util.spec_from_file_location(name, os.path.join(path, rel))
         module = importlib.util.module_from_spec(spec)
@@ -175,7 +194,12 @@ def load_te(path):
     gemm.general_gemm = lambda A, B, out_dtype=None, layout="NT", **kw: ((B.t() @ A).to(out_dtype),)
     sys.modules[gemm.__name__] = gemm
     load("transformer_engine.common.triton.mhc", "transformer_engine/common/triton/mhc.py")
-    te = load("transformer_engine.pytorch.triton.mhc", "transformer_engine/pytorch/triton/mhc.py")
+    return load("transformer_engine.pytorch.triton.mhc", "transformer_engine/pytorch/triton/mhc.py")
+
+
+def load_te(path):
+    """TE's Triton mHC ops by path (te_module), in the columns' calling convention."""
+    te = te_module(path)
 
     def project(x, phi):
         s, b, C, n = x.shape if x.dim() == 4 else (x.shape[0], 1, x.shape[1], x.shape[2])
@@ -275,9 +299,10 @@ def graph_time(fn, args):
 
 
 def grads_like(outs):
-    key = tuple((o.shape, o.dtype) for o in outs)
+    """One fixed random gradient per (shape, dtype, device) of the outputs."""
+    key = tuple((o.shape, o.dtype, o.device) for o in outs)
     if key not in _GRADS:
-        _GRADS[key] = [torch.randn(o.shape, device=DEV, dtype=o.dtype) for o in outs]
+        _GRADS[key] = [torch.randn(o.shape, device=o.device, dtype=o.dtype) for o in outs]
     return _GRADS[key]
 
 

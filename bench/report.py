@@ -3,11 +3,15 @@
     python3 bench/report.py [docs/perf/results.json] > docs/PERFORMANCE.md
     python3 bench/report.py merge OUT.json bench-1.json ... bench-4.json --kernels k_*.json \\
         [--setup key=value ...]
+    python3 bench/report.py merge-stack docs/perf/results.json stack.json [--setup key=value ...]
 
 `merge` gathers one complete run of bench/run-table.sh (its four bench/bench.py
 perf.json files and the bench/kernel_times.py files of part 4) into one results
 file; --setup records what the JSON files do not know (driver, torch, code
-commit). test/python/test_docs.py checks that docs/PERFORMANCE.md is what this
+commit). `merge-stack` puts one bench/run-stack.sh run (bench/stack.py's
+stack.json: the 4-layer stack) into the results file as its "stack" section,
+replacing any earlier one; the page shows the stack's tables only when the
+section is there. test/python/test_docs.py checks that docs/PERFORMANCE.md is what this
 script prints for the committed results file.
 """
 
@@ -36,11 +40,27 @@ def merge(argv):
         f.write("\n")
 
 
+def merge_stack(argv):
+    """report.py merge-stack RESULTS stack.json [--setup key=value ...]"""
+    results, stack = argv[0], json.load(open(argv[1]))
+    setup = dict(arg.split("=", 1) for arg in argv[2:] if arg != "--setup")
+    stack["setup"] = {**stack.get("setup", {}), **setup}
+    with open(results) as f:
+        d = json.load(f)
+    d["stack"] = stack
+    with open(results, "w") as f:
+        json.dump(d, f, indent=1)
+        f.write("\n")
+
+
 def command(line):
-    """A run's command line without this machine's paths."""
-    out, prev = ["python3 bench/bench.py"], None
+    """A run's command line without this machine's paths (bench.py's runs record their argv, whose
+    first word is the script's path; stack.py's its own `python3 bench/stack.py ...`)."""
     toks = line.split()
-    for tok in toks[1:] if toks[0].endswith(".py") else toks:
+    script = next((i for i, tok in enumerate(toks) if tok.endswith(".py")), None)
+    name = os.path.basename(toks[script]) if script is not None else "bench.py"
+    out, prev = [f"python3 bench/{name}"], None
+    for tok in toks[script + 1:] if script is not None else toks:
         if prev != "--out" and tok != "--out":
             out.append("<TE checkout>" if prev == "--te" else tok)
         prev = tok
@@ -129,6 +149,100 @@ def targets(idx, extras):
            f" {yes(op <= 5)} |")
 
 
+STACK_BLOCKS = {"identity": "identity block",
+                "linear": "linear block (a bf16 nn.Linear(C, C, bias=False) per layer)"}
+
+
+def stack_group(stack, block, M, C):
+    return {r["column"]: r for r in stack["rows"] if (r["block"], r["M"], r["C"]) == (block, M, C)}
+
+
+def stack_targets(stack):
+    """Issue 34's targets for the fused stack (identity block), each with its figures; '-' where the
+    run lacks a row (a column absent or failed, a configuration skipped)."""
+    ok = lambda r: r if r and r.get("status") == "ok" else None
+    get = lambda col, M, C: ok(stack_group(stack, "identity", M, C).get(col))
+    yes = lambda flags: "-" if not flags or None in flags else "met" if all(flags) else "**not met**"
+    cells, flags = [], []
+    for C in (7168, 4096):
+        m, te = get("mhc fused", 32768, C), get("TE", 32768, C)
+        x = te["total_us"] / m["total_us"] if m and te else None
+        floor = 1 / m["total_floor"] if m else None
+        cells.append(f"C = {C}: " + (f"{x:.2f}x TE" if x else "TE -") + (f", {floor:.2f}x floor" if m else ""))
+        flags += [x >= 2.5 if x else None, floor <= 1.45 if m else None]
+    yield f"| fwd+bwd per layer >= 2.5x TE default and <= 1.45x the floor | {'; '.join(cells)} | {yes(flags)} |"
+    rs = [get("mhc fused", 32768, C) for C in (7168, 4096)]
+    vals = [1 / r["fwd_floor"] if r else None for r in rs]
+    yield (f"| forward per layer <= 1.1x the seam floor | " + "; ".join("-" if v is None else f"{v:.2f}x" for v in vals)
+           + f" | {yes([v <= 1.1 if v else None for v in vals])} |")
+    for what in ("saved_bytes", "peak_bytes"):
+        pairs = [(get("mhc fused", 32768, C), get("TE", 32768, C)) for C in (7168, 4096)]
+        vals = [(m[what], te[what]) if m and te else None for m, te in pairs]
+        name = "saved per layer" if what == "saved_bytes" else "peak (stack fwd+bwd)"
+        yield (f"| {name} <= TE default's | " + "; ".join("-" if v is None else f"{v[0] / 2**20:.0f} vs {v[1] / 2**20:.0f} MiB"
+                                                          for v in vals)
+               + f" | {yes([v[0] <= v[1] if v else None for v in vals])} |")
+    r = get("mhc fused", 128, 4096)
+    yield (f"| backward per layer at M = 128, C = 4096 <= 120 us (from PyTorch) | "
+           + (f"{r['bwd_us']:.1f} us" if r else "-") + f" | {yes([r['bwd_us'] <= 120] if r else [])} |")
+
+
+def stack_table(stack, block, M, C):
+    """One configuration: each column per layer, % of the seam floor, TE's time over it, memory."""
+    group, bw = stack_group(stack, block, M, C), stack["copy_bandwidth"]
+    fwd, bwd = (3 * 4 + 2) * 2 * M * C, (3 * 4 + 3) * 2 * M * C
+    yield f"\n### {STACK_BLOCKS[block]}, M = {M}, C = {C}\n"
+    first = next((r for r in group.values() if r["status"] == "ok"), None)
+    alone = (f" The block alone: fwd {first['block_fwd_us']:.1f} us, bwd {first['block_bwd_us']:.1f} us (taken off"
+             " the time for % floor)." if first and first["block_fwd_us"] else "")
+    yield f"Floor per layer: fwd {fwd / bw * 1e6:.1f} us, bwd {bwd / bw * 1e6:.1f} us.{alone}\n"
+    yield ("| column | fwd us | bwd us | fwd+bwd us | % floor fwd | % floor bwd | % floor fwd+bwd | x TE fwd+bwd"
+           " | saved MiB/layer | held MiB/layer | peak MiB |")
+    yield "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+    te = group.get("TE") if group.get("TE", {}).get("status") == "ok" else None
+    pct = lambda v: f"{v:.0%}" if v is not None else "-"
+    mib = lambda v, digits=0: f"{v / 2**20:.{digits}f}" if v is not None else "-"
+    for name, r in group.items():
+        if r["status"] != "ok":
+            yield f"| {name} | {r['status'].split(':')[0]} | | | | | | | | | |"
+            continue
+        x = f"{te['total_us'] / r['total_us']:.2f}" if te else "-"
+        yield (f"| {name} | {r['fwd_us']:.1f} | {r['bwd_us']:.1f} | {r['total_us']:.1f} | {pct(r['fwd_floor'])}"
+               f" | {pct(r['bwd_floor'])} | {pct(r['total_floor'])} | {x} | {mib(r['saved_bytes'], 1)}"
+               f" | {mib(r['held_bytes'], 1)} | {mib(r['peak_bytes'])} |")
+
+
+def stack_section(stack):
+    """The 4-layer stack of bench/stack.py, from the results file's "stack" section."""
+    setup = stack.get("setup", {})
+    yield "\n## A 4-layer stack\n"
+    yield (f"**Setup.** bench/stack.py in one process on {stack['device']}, {stack['date']}; copy bandwidth"
+           f" {stack['copy_bandwidth'] / 1e12:.2f} TB/s; mhc {setup.get('mhc', stack.get('mhc_revision') or '?')};"
+           f" torch {stack['torch']}; Transformer Engine {setup.get('te', stack.get('te_revision') or stack['te'])}.\n")
+    yield ("**Method.** n = 4, bf16 activations, fp32 mixing and parameters, TE's conventions (as above); every column"
+           " runs the same 4 layers with the same parameters and blocks. mhc fused = `HyperConnectionStack(...,"
+           " fused=True)` (one seam op per layer boundary), mhc unfused = `fused=False` (the per-layer"
+           " HyperConnection path), TE = its `mhc_generate_mix_and_aggregate` and `mhc_fused_expand_combine` per layer,"
+           " TE acc buffer = the same with an fp32 `fused_grad_x_acc_buffer` per layer, torch.compile = the plain"
+           " PyTorch pre step and post step, each compiled. Times are per layer (the stack's / 4): the forward with"
+           " autograd recording, backward = (forward + backward) - forward through torch.autograd.grad of x and"
+           " every parameter. % floor = the seam's fewest bytes, forward (3n + 2)*2*M*C and backward"
+           " (3n + 3)*2*M*C (docs/design/seam.md), at the copy bandwidth, over the time (with the linear block,"
+           " the time less the block's own). x TE = TE's fwd+bwd time / the column's (above 1: faster). Saved ="
+           " the distinct storages autograd saves for backward, parameters left out; held = what the forward"
+           " leaves allocated besides its output (also tensors kept outside autograd's saved tensors, such as TE's"
+           " buffer); peak = max_memory_allocated over one forward + backward of the stack, above what was"
+           " allocated before it.\n")
+    yield "| target (identity block, M = 32768) | measured | |"
+    yield "| --- | --- | --- |"
+    yield from stack_targets(stack)
+    for block, M, C in dict.fromkeys((r["block"], r["M"], r["C"]) for r in stack["rows"]):
+        yield from stack_table(stack, block, M, C)
+    if stack.get("skipped"):
+        yield ("\nNot measured in this run (past its time budget): "
+               + "; ".join(f"{s['block']} M = {s['M']}, C = {s['C']}" for s in stack["skipped"]) + ".")
+
+
 def report(d):
     runs, setup = d["runs"], d.get("setup", {})
     rows = [r for run in runs for r in run["rows"]]
@@ -155,6 +269,8 @@ def report(d):
     yield "| target | measured | |"
     yield "| --- | --- | --- |"
     yield from targets(idx, extras)
+    if "stack" in d:
+        yield from stack_section(d["stack"])
     for n, M, C in sorted({(r["n"], r["M"], r["C"]) for r in rows}):
         yield from table(idx, n, M, C)
     yield "\n## Device time per op\n"
@@ -201,11 +317,17 @@ def report(d):
            " `python3 bench/report.py > docs/PERFORMANCE.md`. The runs behind these tables:\n")
     for run in runs:
         yield f"- `{command(run['command'])}`"
+    if "stack" in d:
+        yield ("\nThe stack: `bash bench/run-stack.sh <TE checkout>` (one call), then `python3 bench/report.py"
+               " merge-stack docs/perf/results.json stack.json --setup mhc=... te=...`; its run:"
+               f" `{command(d['stack']['command'])}`")
 
 
 def main(argv):
     if argv and argv[0] == "merge":
         return merge(argv[1:])
+    if argv and argv[0] == "merge-stack":
+        return merge_stack(argv[1:])
     with open(argv[0] if argv else RESULTS) as f:
         print("\n".join(report(json.load(f))))
 

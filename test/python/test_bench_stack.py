@@ -1,0 +1,110 @@
+"""bench/stack.py's harness on CPU with tiny shapes (the ATen reference, wall-clock times), so that the
+GPU benchmark's code paths cannot rot between runs: the floor arithmetic, the saved-for-backward
+accounting, a whole run (columns, rows, JSON, the printed table) and report.py's stack section."""
+
+import copy
+import json
+import pathlib
+import sys
+
+import pytest
+import torch
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "bench"))
+import report  # noqa: E402
+import stack  # noqa: E402
+
+
+def test_floor_bytes_are_the_seams():
+    fb = stack.floor_bytes(4, 3, 5)
+    assert fb == dict(fwd=14 * 2 * 15, bwd=15 * 2 * 15, total=29 * 2 * 15)
+    assert stack.floor_bytes(8, 1, 1, act_bytes=4) == dict(fwd=26 * 4, bwd=27 * 4, total=53 * 4)
+    # 1.0 when the time is the bytes at the bandwidth; half as fast, 0.5; no time, no fraction.
+    assert stack.floor_fraction(420, 1e9, 0.42) == pytest.approx(1.0)
+    assert stack.floor_fraction(420, 1e9, 0.84) == pytest.approx(0.5)
+    assert stack.floor_fraction(420, 1e9, 0.0) is None
+
+
+def test_saved_bytes_count_each_storage_once_and_leave_parameters_out():
+    w = torch.nn.Parameter(torch.randn(8))
+    x = torch.randn(16, requires_grad=True)
+
+    def f():
+        a = x * x  # saves x twice: one storage
+        v = x[:8] * w  # saves a view of x (x's storage again) and w (a parameter)
+        return torch.exp(a).sum() + v.sum()  # exp saves its result: a second storage of 16 floats
+
+    out, nbytes = stack.saved_storage_bytes(f, exclude=[w])
+    assert nbytes == 2 * 16 * 4
+    _, with_w = stack.saved_storage_bytes(f)
+    assert with_w == 2 * 16 * 4 + 8 * 4
+    out.backward()  # the hooks hand back what they were given
+    want = 2 * x.detach() * torch.exp(x.detach() ** 2) + torch.cat([w.detach(), torch.zeros(8)])
+    assert torch.allclose(x.grad, want)
+
+
+@pytest.fixture(scope="module")
+def cpu_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("stack")
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # tiny matrices: one thread is quicker than waiting on busy cores
+    try:
+        result = stack.main(["--device", "cpu", "--no-compile", "--out", str(out),
+                             "--config", "identity,8,16", "--config", "linear,8,16"])
+    finally:
+        torch.set_num_threads(threads)
+    return result, out
+
+
+def test_cpu_run_rows(cpu_run):
+    result, _ = cpu_run
+    by = {(r["block"], r["column"]): r for r in result["rows"]}
+    assert len(result["rows"]) == 2 * len(stack.COLUMNS)
+    M, C, n = 8, 16, stack.STREAMS
+    for block in ("identity", "linear"):
+        for name in ("TE", "TE acc buffer"):
+            assert by[(block, name)]["status"] == "absent: no TE checkout (--te)"
+        for name in ("mhc fused", "mhc unfused", "torch eager"):
+            r = by[(block, name)]
+            assert r["status"] == "ok" and r["fwd_us"] > 0 and r["total_us"] == r["fwd_us"] + r["bwd_us"]
+            fb = stack.floor_bytes(n, M, C)
+            mhc_part_s = (r["fwd_us"] - r["block_fwd_us"]) * 1e-6
+            assert r["fwd_floor"] == pytest.approx(fb["fwd"] / result["copy_bandwidth"] / mhc_part_s)
+            # Each layer keeps at least its input x_l for the backward; no CUDA, no held or peak bytes.
+            assert r["saved_bytes"] >= M * C * n * 2
+            assert r["held_bytes"] is None and r["peak_bytes"] is None
+            # Same conventions in every column: mhc's stacks and the plain PyTorch one agree.
+            assert r["diff_vs"] == "mhc fused" and r["max_rel_diff"] <= stack.AGREE
+    assert by[("identity", "torch eager")]["block_fwd_us"] == 0.0
+    assert by[("linear", "torch eager")]["block_fwd_us"] > 0.0
+
+
+def test_cpu_run_json_and_table(cpu_run, capsys):
+    result, out = cpu_run
+    assert json.loads((out / "stack.json").read_text()) == json.loads(json.dumps(result))
+    text = stack.table(result["rows"], result["copy_bandwidth"])
+    lines = text.splitlines()
+    assert sum(line == stack.TABLE_HEADER for line in lines) == 2
+    assert sum(line.startswith(f"{'TE':14s} absent: no TE checkout") for line in lines) == 2
+    for name in ("mhc fused", "mhc unfused", "torch eager"):
+        assert sum(line.startswith(f"{name:14s} ") and "absent" not in line for line in lines) == 2
+    assert "block alone: fwd" in text  # the linear block's own time, once
+
+
+def test_report_renders_the_stack_section(cpu_run, tmp_path):
+    result, out = cpu_run
+    results = tmp_path / "results.json"
+    results.write_text((ROOT / "docs" / "perf" / "results.json").read_text())
+    report.merge_stack([str(results), str(out / "stack.json"), "--setup", "mhc=abc1234"])
+    d = json.loads(results.read_text())
+    assert d["stack"]["setup"] == {"mhc": "abc1234"}
+    page = "\n".join(report.report(d))
+    assert "## A 4-layer stack" in page and "mhc abc1234" in page
+    assert "### identity block, M = 8, C = 16" in page and "### linear block" in page
+    assert "| TE | absent |" in page
+    # The targets need the M = 32768 rows this run lacks: each says so rather than failing.
+    assert "| forward per layer <= 1.1x the seam floor | -; - | - |" in page
+    without = copy.deepcopy(d)
+    del without["stack"]
+    assert "A 4-layer stack" not in "\n".join(report.report(without))
