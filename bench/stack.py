@@ -304,6 +304,7 @@ def run_config(kind, M, C, ctx):
         row["wall_s"] = round(time.perf_counter() - start, 1)
         rows.append(row)
         print(line(row), flush=True)
+        run = leaves = None  # the column's layers (TE's acc buffers, compiled graphs) go before the next
         if device.type == "cuda":
             gc.collect()
             torch.cuda.empty_cache()

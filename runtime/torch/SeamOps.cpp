@@ -146,6 +146,7 @@ SeamGrads seamGradSteps(const Steps &s, const SeamGradArgs &t, const PreAttrs &a
                       a.n, a.normEps, a.preEps, a.postMult);
   auto [g, gphi, gweight] = s.projectBackward(gh, gms, t.xNext, t.phi, t.weight,
                                               a.n, a.layout, a.tf32, g1);
+  g1.reset(); // its memory holds gx below: one n-stream tensor less at the peak
   auto [gf, gpost, gx, gP, gbias] = s.combineBackward(
       g, t.f, t.post, t.x, t.P, t.bias, a.n, a.layout, std::nullopt);
   return {gx, gf, gpost, gP, gbias, gphi, galpha, gbeta, gweight};
