@@ -1,0 +1,104 @@
+"""Checks that the layer seam's composed kernels are its parts' kernels.
+
+For each post_pre spec, every launch <seam>_<stage>_<launch> must have the
+PTX of the part's own launch <part>_<launch> (the part's spec compiled on its
+own), with only the entry's name changed: the composed seam then computes the
+unfused ops' bits.
+
+  python3 seam_parts.py --compiler build/bin/mhc-compile --out DIR
+"""
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.dirname(__file__))
+from spec_matrix import post_pre  # noqa: E402
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "gpu"))
+from specs import spec  # noqa: E402
+
+# stage -> the part's op, per direction (docs/design/seam.md).
+STAGES = {"fwd": {"post": "expand_combine", "pre": "pre"}}
+
+
+def part_spec(op, seam_kw, d, n, arch):
+    kw = dict(seam_kw)
+    if op == "expand_combine":
+        kw = {k: v for k, v in kw.items() if k in ("act", "param", "layout", "C", "bias")}
+    else:
+        kw.pop("bias", None)
+    return spec(op, d, n, arch, **kw)
+
+
+def compile_spec(compiler, out, s):
+    r = subprocess.run([compiler, "--spec", s, "--ptx-only", "-o", out], capture_output=True, text=True)
+    if r.returncode != 0:
+        raise SystemExit(f"ERROR {s}: {r.stderr.strip()[-400:]}")
+    base = r.stdout.strip()
+    return json.load(open(base + ".json")), open(base + ".ptx").read()
+
+
+def entries(ptx):
+    """entry name -> its text, from its '// .globl' line to the next one,
+    without what the PTX merge shares between entries (the dynamic shared
+    memory's declaration, which precedes its first user) and blank lines."""
+    ptx = re.sub(r"^\.extern \.shared .*__dynamic_shmem__\d+\[\];\n", "", ptx, flags=re.M)
+    parts = re.split(r"(?=^[ \t]*// \.globl\s)", ptx, flags=re.M)
+    return {re.search(r"\.entry (\w+)\(", p).group(1): p.strip() for p in parts[1:]}
+
+
+def check(compiler, out, d, n, arch, **kw):
+    seam = post_pre(d, n, arch, **kw)
+    manifest, ptx = compile_spec(compiler, out, seam)
+    seam_entries = entries(ptx)
+    kernel = f"mhc_post_pre_{d}_n{n}_{manifest['hash']}"
+    errors, compared = [], 0
+    for stage, op in STAGES[d].items():
+        pm, pptx = compile_spec(compiler, out, part_spec(op, kw, d, n, arch))
+        part_kernel = f"mhc_{op}_{d}_n{n}_{pm['hash']}"
+        for entry, text in entries(pptx).items():
+            launch = entry[len(part_kernel) + 1:]
+            mine = f"{kernel}_{stage}_{launch}"
+            if mine not in seam_entries:
+                errors.append(f"{seam}: no launch {mine} for {entry}")
+                continue
+            if seam_entries[mine] != text.replace(part_kernel, f"{kernel}_{stage}"):
+                errors.append(f"{seam}: {mine} differs from {entry}")
+            compared += 1
+    if compared != len(seam_entries):
+        errors.append(f"{seam}: {len(seam_entries)} launches, {compared} matched to parts")
+    return errors, compared
+
+
+def cases():
+    for arch in ("sm_80", "sm_90a", "sm_100a"):
+        yield dict(d="fwd", n=4, arch=arch, act="bf16", layout="nc", C=2048, bias=True)
+        yield dict(d="fwd", n=3, arch=arch, act="f32", layout="cn", C=1000, mode="softmax_eps")
+        yield dict(d="fwd", n=8, arch=arch, act="bf16", layout="cn", C=4096, tf32=True, weight=True)
+        yield dict(d="fwd", n=1, arch=arch, act="f16", param="bf16", layout="nc", C=64, bias=True)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--compiler", required=True)
+    ap.add_argument("--out", required=True)
+    a = ap.parse_args()
+    os.makedirs(a.out, exist_ok=True)
+    errors, total, specs = [], 0, 0
+    for c in cases():
+        e, k = check(a.compiler, a.out, **c)
+        errors += e
+        total += k
+        specs += 1
+    for e in errors:
+        print("ERROR", e)
+    print(f"seam parts: {specs} specs, {total} launches identical to their parts', {len(errors)} errors")
+    return 1 if errors else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
