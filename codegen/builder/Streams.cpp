@@ -65,6 +65,15 @@ void mlir::mhc::storeStreams(KernelBuilder &kb, const KernelContext &ctx,
   }
 }
 
+Value mlir::mhc::combineStream(KernelBuilder &kb, int64_t n, int64_t j,
+                               ArrayRef<Value> post, ArrayRef<Value> P,
+                               Value fb, function_ref<Value(int64_t)> x) {
+  Value acc = kb.mul(post[j], fb);
+  for (int64_t i = 0; i < n; ++i)
+    acc = kb.fma(P[i * n + j], x(i), acc);
+  return acc;
+}
+
 SmallVector<Value> mlir::mhc::loadRow(KernelBuilder &kb, Value mem, Value row,
                                      int64_t count) {
   int64_t width = count % 4 == 0 ? 4 : (count % 2 == 0 ? 2 : 1);

@@ -35,6 +35,10 @@ LogicalResult buildAggregate(KernelContext &ctx);
 /// The fused pre step (Pre.cpp): the projection's partial launches,
 /// then one launch per token for the rest.
 LogicalResult buildPre(KernelContext &ctx);
+/// The pre step's tail launch alone, after partials [S, M, N + 1] some
+/// other launch left (the seam's expand + partials): buffers partials, x,
+/// h, ms, then the tail's own.
+LogicalResult buildPreTail(KernelContext &ctx);
 LogicalResult buildExpandCombine(KernelContext &ctx);
 LogicalResult buildScale(KernelContext &ctx);
 LogicalResult buildSinkhorn(KernelContext &ctx);

@@ -5,9 +5,14 @@
 // (seam-parts.test compares their PTX); the buffers are the contract's, in
 // its order, then the stages' private workspaces. The backward needs its
 // parts' in-kernel accumulation (acc) and says so until those kernels exist.
+// The flagship ((C, n), n = 4, bf16, f32 parameters, sm_90a) fuses instead:
+// the projection's partial launch computes x_next from x, f, post, P, bias
+// where it loaded x_next, stores it and multiplies it (stage "expand"), and
+// the pre step's tail follows.
 // (The inputs are kernel specs; this file has no IR of its own.)
 // RUN: mhc-compile --spec 'post_pre.fwd;n=4;act=bf16;param=f32;layout=nc;C=2048;tf32=0;weight=1;norm_eps=9.99999997e-07;pre_eps=9.99999997e-07;post_mult=2;mode=log;iters=20;bias=1;arch=sm_90a' --print-ir | FileCheck %s
 // RUN: rm -rf %t && mhc-compile --spec 'post_pre.fwd;n=4;act=bf16;param=f32;layout=nc;C=2048;tf32=0;weight=1;norm_eps=9.99999997e-07;pre_eps=9.99999997e-07;post_mult=2;mode=log;iters=20;bias=1;arch=sm_90a' -o %t && FileCheck %s --check-prefix=MANIFEST < %t/mhc_post_pre_fwd_n4_74d1a7d827492980.json
+// RUN: mhc-compile --spec 'post_pre.fwd;n=4;act=bf16;param=f32;layout=cn;C=2048;tf32=0;weight=0;norm_eps=9.99999997e-07;pre_eps=9.99999997e-07;post_mult=2;mode=log;iters=20;bias=1;arch=sm_90a' --print-ir | FileCheck %s --check-prefix=FUSED
 // RUN: not mhc-compile --spec 'post_pre.bwd;n=4;act=bf16;param=f32;layout=nc;C=2048;tf32=0;weight=0;norm_eps=9.99999997e-07;pre_eps=9.99999997e-07;post_mult=2;mode=log;iters=20;bias=0;arch=sm_90a' -o %t 2>&1 | FileCheck %s --check-prefix=BWD
 // RUN: not mhc-compile --spec 'post_pre.fwd;n=3;act=bf16;param=f32;layout=nc;C=1001;tf32=0;weight=0;norm_eps=9.99999997e-07;pre_eps=9.99999997e-07;post_mult=2;mode=log;iters=20;bias=0;arch=sm_90a' -o %t 2>&1 | FileCheck %s --check-prefix=PART
 
@@ -48,6 +53,17 @@
 // MANIFEST: "entry": "mhc_post_pre_fwd_n4_74d1a7d827492980_pre_pack", "params": ["phi", "weight", "pre_packed"]
 // MANIFEST: "entry": "mhc_post_pre_fwd_n4_74d1a7d827492980_pre_partial", "params": ["x_next", "pre_packed", "phi", "weight", "pre_partials", "M", "S"]
 // MANIFEST: "entry": "mhc_post_pre_fwd_n4_74d1a7d827492980_pre_tail", "params": ["pre_partials", "alpha", "beta", "x_next", "h", "ms", "pre", "post_next", "logits", "P_next", "y", "M", "S"]
+
+// The fused forward: pack, expand + partials, tail. Per lane and chunk, 4
+// pairs x 2 rows of 8 values: each one 4-stream fma chain after post * fb,
+// rounded to bf16 once, stored to x_next (rows < M) and fed to mma.sync.
+// FUSED: gpu.func @mhc_post_pre_fwd_n4_f0241967ad395345_expand_pack(
+// FUSED: gpu.func @mhc_post_pre_fwd_n4_f0241967ad395345_expand_partial(%[[X:[a-z0-9]+]]: memref<?xbf16>, %[[F:[a-z0-9]+]]: memref<?xbf16>, %[[POST:[a-z0-9]+]]: memref<?xf32>, %[[P:[a-z0-9]+]]: memref<?xf32>, %[[BIAS:[a-z0-9]+]]: memref<?xf32>, %[[XN:[a-z0-9]+]]: memref<?xbf16>,
+// FUSED-COUNT-8: vector.store %{{.*}}, %[[XN]]{{.*}} : memref<?xbf16>, vector<8xbf16>
+// FUSED: nvvm.mma.sync
+// FUSED-NOT: vector.load %[[XN]]
+// FUSED: gpu.func @mhc_post_pre_fwd_n4_f0241967ad395345_pre_tail(
+// FUSED-NOT: gpu.func
 
 // BWD: the seam's part aggregate.bwd: in-kernel accumulation of x's gradient is not generated yet
 // PART: the seam's part pre.fwd: the projection kernel needs K = n*C to be a multiple of 8

@@ -3,7 +3,8 @@
 For each post_pre spec, every launch <seam>_<stage>_<launch> must have the
 PTX of the part's own launch <part>_<launch> (the part's spec compiled on its
 own), with only the entry's name changed: the composed seam then computes the
-unfused ops' bits.
+unfused ops' bits. The fused forward's pack and tail are the pre step's; its
+partial launch (expand + partials) is its own.
 
   python3 seam_parts.py --compiler build/bin/mhc-compile --out DIR
 """
@@ -21,8 +22,15 @@ from spec_matrix import post_pre  # noqa: E402
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "gpu"))
 from specs import spec  # noqa: E402
 
-# stage -> the part's op, per direction (docs/design/seam.md).
-STAGES = {"fwd": {"post": "expand_combine", "pre": "pre"}}
+# stage -> (the part's op, the part's launches it runs; None: all), per
+# variant (docs/design/seam.md). The fused forward's partial launch computes
+# x_next itself: only its pack and the tail are the pre step's.
+STAGES = {
+    "fwd": {"post": ("expand_combine", None), "pre": ("pre", None)},
+    "fused": {"expand": ("pre", {"pack"}), "pre": ("pre", {"tail"})},
+}
+# Launches of a variant that no part has.
+OWN = {"fwd": set(), "fused": {"expand_partial"}}
 
 
 def part_spec(op, seam_kw, d, n, arch):
@@ -51,17 +59,20 @@ def entries(ptx):
     return {re.search(r"\.entry (\w+)\(", p).group(1): p.strip() for p in parts[1:]}
 
 
-def check(compiler, out, d, n, arch, **kw):
+def check(compiler, out, d, n, arch, variant=None, **kw):
+    variant = variant or d
     seam = post_pre(d, n, arch, **kw)
     manifest, ptx = compile_spec(compiler, out, seam)
     seam_entries = entries(ptx)
     kernel = f"mhc_post_pre_{d}_n{n}_{manifest['hash']}"
     errors, compared = [], 0
-    for stage, op in STAGES[d].items():
+    for stage, (op, launches) in STAGES[variant].items():
         pm, pptx = compile_spec(compiler, out, part_spec(op, kw, d, n, arch))
         part_kernel = f"mhc_{op}_{d}_n{n}_{pm['hash']}"
         for entry, text in entries(pptx).items():
             launch = entry[len(part_kernel) + 1:]
+            if launches is not None and launch not in launches:
+                continue
             mine = f"{kernel}_{stage}_{launch}"
             if mine not in seam_entries:
                 errors.append(f"{seam}: no launch {mine} for {entry}")
@@ -69,8 +80,9 @@ def check(compiler, out, d, n, arch, **kw):
             if seam_entries[mine] != text.replace(part_kernel, f"{kernel}_{stage}"):
                 errors.append(f"{seam}: {mine} differs from {entry}")
             compared += 1
-    if compared != len(seam_entries):
-        errors.append(f"{seam}: {len(seam_entries)} launches, {compared} matched to parts")
+    own = {f"{kernel}_{o}" for o in OWN[variant]}
+    if compared + len(own) != len(seam_entries) or not own <= set(seam_entries):
+        errors.append(f"{seam}: launches {sorted(seam_entries)}, {compared} matched to parts")
     return errors, compared
 
 
@@ -80,6 +92,10 @@ def cases():
         yield dict(d="fwd", n=3, arch=arch, act="f32", layout="cn", C=1000, mode="softmax_eps")
         yield dict(d="fwd", n=8, arch=arch, act="bf16", layout="cn", C=4096, tf32=True, weight=True)
         yield dict(d="fwd", n=1, arch=arch, act="f16", param="bf16", layout="nc", C=64, bias=True)
+    # The flagship's fused forward ((C, n), n = 4, bf16, f32 parameters, sm_90a).
+    yield dict(d="fwd", n=4, arch="sm_90a", act="bf16", layout="cn", C=2048, bias=True, variant="fused")
+    yield dict(d="fwd", n=4, arch="sm_90a", act="bf16", layout="cn", C=7168, tf32=True, weight=True,
+               variant="fused")
 
 
 def main():

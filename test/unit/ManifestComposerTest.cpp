@@ -79,6 +79,25 @@ static void sharedInputAndTensorMap() {
   EXPECT(m.launches[1].params.back() == "tmap128:x_next");
 }
 
+/// A later stage may read an earlier stage's workspace by its composed name
+/// (the fused seam's tail reads the expand stage's partials).
+static void workspaceHandOver() {
+  Manifest m;
+  ManifestComposer c(m);
+  c.declare(buf("a", BufferRole::Input, 4));
+  c.declare(buf("b", BufferRole::Output, 4));
+  std::string error;
+  EXPECT(c.addStage(stage("x", "y"), {"one", {{"x", "a"}, {"y", "b"}}}, error));
+  Manifest reader;
+  reader.buffers = {buf("scratch", BufferRole::Input, 1), buf("z", BufferRole::Output, 4)};
+  reader.launches.push_back({});
+  reader.launches[0].params = {"scratch", "z"};
+  EXPECT(c.addStage(reader, {"two", {{"scratch", "one_scratch"}}}, error));
+  EXPECT(m.launches[1].params[0] == "one_scratch");
+  EXPECT(find(m, "z") && find(m, "z")->role == BufferRole::Workspace);
+  EXPECT(c.finish(error));
+}
+
 /// Each broken rule is refused, naming the stage.
 static void refusals() {
   std::string error;
@@ -146,6 +165,7 @@ static void splitRules() {
 int main() {
   chain();
   sharedInputAndTensorMap();
+  workspaceHandOver();
   refusals();
   splitRules();
   return summary();

@@ -25,6 +25,10 @@ void declareBackwardContract(Composition &c, const KernelContext &ctx);
 /// BackwardComposed.cpp): each part's own kernels, in order.
 LogicalResult buildForwardComposed(KernelContext &ctx);
 LogicalResult buildBackwardComposed(KernelContext &ctx);
+/// The forward with x_next computed in the projection's partial launch
+/// (ForwardFused.cpp), and the specs it serves.
+bool forwardFuses(const KernelContext &ctx);
+LogicalResult buildForwardFused(KernelContext &ctx);
 
 } // namespace mlir::mhc::seam
 

@@ -2,7 +2,9 @@
 //
 // post_pre (docs/design/seam.md): expand_combine of layer l, then the pre
 // step of layer l+1, forward and backward. Both directions are compositions
-// of the parts' own kernels (builder/Composition.h).
+// of the parts' own kernels (builder/Composition.h); the flagship's forward
+// computes x_next in the projection's partial launch instead
+// (ForwardFused.cpp).
 //
 //===----------------------------------------------------------------------===//
 
@@ -14,6 +16,7 @@ using namespace mlir::mhc;
 
 LogicalResult mlir::mhc::buildPostPre(KernelContext &ctx) {
   if (ctx.spec.dir == ::mhc::Direction::Forward)
-    return seam::buildForwardComposed(ctx);
+    return seam::forwardFuses(ctx) ? seam::buildForwardFused(ctx)
+                                   : seam::buildForwardComposed(ctx);
   return seam::buildBackwardComposed(ctx);
 }
