@@ -22,6 +22,13 @@ Composition::stage(const ::mhc::KernelSpec &stageSpec,
            << "stage '" << binding.stage << "' (" << stageSpec.canonical()
            << ") of '" << ctx.spec.canonical() << "' failed to build";
   stageCtx.finish();
+  // A stage whose own spec lowers LLVM's level keeps it, per launch
+  // (pipeline/LowerToPTX.cpp lowers each launch as its own module).
+  if (stageCtx.llvmOptLevel != ctx.llvmOptLevel)
+    for (const ::mhc::LaunchDesc &launch : stageManifest.launches)
+      if (auto func = ctx.module.lookupSymbol<gpu::GPUFuncOp>(launch.entry))
+        func->setAttr("mhc.llvm_opt_level",
+                      ctx.b.getI32IntegerAttr(stageCtx.llvmOptLevel));
   std::string error;
   if (!composer.addStage(stageManifest, binding, error))
     return ctx.module.emitError()

@@ -27,9 +27,10 @@ public:
   void contract(const std::string &name, ::mhc::DType dtype,
                 ::mhc::BufferRole role, ::mhc::Extent elems);
 
-  /// Runs `build` for `stageSpec` as stage `binding.stage`. The composed
-  /// module keeps LLVM's defaults (O3, SLP), under which every stage's code
-  /// is correct; a stage's lower setting only saves its own JIT time.
+  /// Runs `build` for `stageSpec` as stage `binding.stage`. A stage's LLVM
+  /// optimisation level stays its own (per launch); the SLP vectorizer is
+  /// one LLVM option for the whole compile and stays on (a spec turns it
+  /// off only where its PTX is the same without it).
   LogicalResult stage(const ::mhc::KernelSpec &stageSpec,
                       const ::mhc::StageBinding &binding,
                       function_ref<LogicalResult(KernelContext &)> build);

@@ -28,17 +28,26 @@ from specs import spec  # noqa: E402
 STAGES = {
     "fwd": {"post": ("expand_combine", None), "pre": ("pre", None)},
     "fused": {"expand": ("pre", {"pack"}), "pre": ("pre", {"tail"})},
+    "bwd": {"aggregate": ("aggregate", None), "sinkhorn": ("sinkhorn", None), "scale": ("scale", None),
+            "project": ("project", None), "post": ("expand_combine", None)},
 }
 # Launches of a variant that no part has.
-OWN = {"fwd": set(), "fused": {"expand_partial"}}
+OWN = {"fwd": set(), "fused": {"expand_partial"}, "bwd": set()}
+# The spec fields each part takes from the seam's (specs.spec prints them);
+# the backward's aggregate and project take acc.
+FIELDS = {"expand_combine": ("act", "param", "layout", "C", "bias"),
+          "aggregate": ("act", "layout", "C"),
+          "sinkhorn": ("mode", "iters", "eps"),
+          "scale": ("param", "norm_eps", "pre_eps", "post_mult"),
+          "project": ("act", "param", "layout", "C", "tf32", "weight"),
+          "pre": ("act", "param", "layout", "C", "tf32", "weight", "norm_eps", "pre_eps", "post_mult",
+                  "mode", "iters", "eps")}
 
 
 def part_spec(op, seam_kw, d, n, arch):
-    kw = dict(seam_kw)
-    if op == "expand_combine":
-        kw = {k: v for k, v in kw.items() if k in ("act", "param", "layout", "C", "bias")}
-    else:
-        kw.pop("bias", None)
+    kw = {k: v for k, v in seam_kw.items() if k in FIELDS[op]}
+    if d == "bwd" and op in ("aggregate", "project"):
+        kw["acc"] = True
     return spec(op, d, n, arch, **kw)
 
 
@@ -92,6 +101,9 @@ def cases():
         yield dict(d="fwd", n=3, arch=arch, act="f32", layout="cn", C=1000, mode="softmax_eps")
         yield dict(d="fwd", n=8, arch=arch, act="bf16", layout="cn", C=4096, tf32=True, weight=True)
         yield dict(d="fwd", n=1, arch=arch, act="f16", param="bf16", layout="nc", C=64, bias=True)
+        yield dict(d="bwd", n=4, arch=arch, act="bf16", layout="cn", C=2048, bias=True)
+        yield dict(d="bwd", n=3, arch=arch, act="f32", layout="nc", C=1000, weight=True, mode="softmax_eps")
+        yield dict(d="bwd", n=8, arch=arch, act="bf16", layout="nc", C=2048, tf32=True)
     # The flagship's fused forward ((C, n), n = 4, bf16, f32 parameters, sm_90a).
     yield dict(d="fwd", n=4, arch="sm_90a", act="bf16", layout="cn", C=2048, bias=True, variant="fused")
     yield dict(d="fwd", n=4, arch="sm_90a", act="bf16", layout="cn", C=7168, tf32=True, weight=True,

@@ -1,7 +1,9 @@
 """The layer seam's kernels against its parts' on the GPU, bitwise.
 
 post_pre.fwd must give exactly the bits of expand_combine.fwd followed by
-pre.fwd on its result (docs/design/seam.md): the composed forward runs the
+pre.fwd on its result, and post_pre.bwd those of aggregate.bwd (acc),
+sinkhorn.bwd, scale.bwd, project.bwd (acc) and expand_combine.bwd in turn
+(docs/design/seam.md): the composed forward runs the
 parts' own kernels, and the fused forward ((C, n), n = 4, bf16, sm_90a)
 computes x_next in the projection's partial launch with the same
 instructions and the same K chunking. Every output is compared bitwise
@@ -93,6 +95,60 @@ def check(compiler, out, arch, kw, tokens, seed):
     return failures, fused
 
 
+def backward_inputs(kw, m, gen):
+    n, C = kw["n"], kw["C"]
+    N = 2 * n + n * n
+    act = DT[kw["act"]]
+    t = inputs(kw, m, gen)
+
+    def rnd(*shape, dtype=torch.float32, scale=1.0):
+        return (torch.randn(*shape, generator=gen, device="cuda") * scale).to(dtype)
+
+    xshape = t["x"].shape
+    t.update({"gx_next": rnd(*xshape, dtype=act), "gy": rnd(m, C, dtype=act), "gpost_next": rnd(m, n),
+              "gP_next": rnd(m, n, n), "x_next": rnd(*xshape, dtype=act), "h": rnd(m, N),
+              "ms": rnd(m).abs() + 0.5, "pre": torch.sigmoid(rnd(m, n)), "logits": rnd(m, n, n, scale=2.0)})
+    return t
+
+
+def check_backward(compiler, out, arch, kw, tokens, seed):
+    """post_pre.bwd against aggregate (acc = gx_next), sinkhorn, scale,
+    project (acc = aggregate's gx) and expand_combine backward, run in turn."""
+    n = kw["n"]
+    seam = compile_bundle(compiler, out, post_pre("bwd", n, arch, **kw))
+    pick = lambda *keys: {k: v for k, v in kw.items() if k in keys}  # noqa: E731
+    agg = compile_bundle(compiler, out, spec("aggregate", "bwd", n, arch, acc=True, **pick("act", "layout", "C")))
+    sk = compile_bundle(compiler, out, spec("sinkhorn", "bwd", n, arch, **pick("mode", "iters", "eps")))
+    sc = compile_bundle(compiler, out, spec("scale", "bwd", n, arch, **pick("param")))
+    pj = compile_bundle(compiler, out, spec("project", "bwd", n, arch, acc=True,
+                                            **pick("act", "param", "layout", "C", "tf32", "weight")))
+    ec = compile_bundle(compiler, out, spec("expand_combine", "bwd", n, arch,
+                                            **pick("act", "param", "layout", "C", "bias")))
+    failures = []
+    for m in tokens:
+        gen = torch.Generator(device="cuda").manual_seed(seed + m)
+        t = backward_inputs(kw, m, gen)
+        got, again = seam.run(m, t), seam.run(m, t)
+        a = agg.run(m, dict(t, x=t["x_next"], acc=t["gx_next"]))
+        g = sk.run(m, dict(t, gP=t["gP_next"]))
+        s = sc.run(m, dict(t, gpre=a["gpre"], gpost=t["gpost_next"], glogits=g["glogits"]))
+        p = pj.run(m, dict(t, gh=s["gh"], gms=s["gms"], x=t["x_next"], acc=a["gx"]))
+        e = ec.run(m, dict(t, gout=p["gx"]))
+        want = {"gx": e["gx"], "gf": e["gf"], "gpost": e["gpost"], "gP": e["gP"], "gphi": p["gphi"],
+                "galpha": s["galpha"], "gbeta": s["gbeta"]}
+        if kw.get("bias"):
+            want["gbias"] = e["gbias"]
+        if kw.get("weight"):
+            want["gweight"] = p["gweight"]
+        for name, w in want.items():
+            gv = got[name].reshape(-1)[: w.numel()]
+            if not torch.equal(bits(gv), bits(w.reshape(-1))):
+                failures.append(f"{seam.manifest['spec']} M={m}: {name} differs from the parts'")
+            if not torch.equal(bits(got[name]), bits(again[name])):
+                failures.append(f"{seam.manifest['spec']} M={m}: {name} not deterministic")
+    return failures
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--compiler", default=os.environ.get("MHC_COMPILER", "mhc-compile"))
@@ -109,9 +165,11 @@ def main():
             f, was_fused = check(a.compiler, out, arch, kw, tokens, a.seed + 7919 * i)
             failures += f
             fused += was_fused
+            failures += check_backward(a.compiler, out, arch, kw, tokens, a.seed + 7919 * i + 1)
     for f in failures:
         print("FAIL", f)
-    print(f"seam: {len(list(cases()))} specs ({fused} fused) x M in {tokens}, {len(failures)} failures")
+    print(f"seam: {len(list(cases()))} specs, forward ({fused} fused) and backward, x M in {tokens}, "
+          f"{len(failures)} failures")
     return 1 if failures else 0
 
 
