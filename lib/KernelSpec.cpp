@@ -347,7 +347,12 @@ std::string unsupportedReason(const KernelSpec &s) {
     return "the fused pre step has no backward kernel (its gradient is the "
            "four ops' backward kernels)";
   if (s.op == OpKind::PostPre)
-    return "the layer seam's kernels are not generated yet (issue 34)";
+    for (const KernelSpec &part : postPreParts(s)) {
+      std::string why = unsupportedReason(part);
+      if (!why.empty())
+        return std::string("the seam's part ") + toString(part.op) + "." +
+               toString(part.dir) + ": " + why;
+    }
   if (s.usesProjectFields() && (s.n * s.channels) % 8 != 0)
     return "the projection kernel needs K = n*C to be a multiple of 8";
   if (s.op == OpKind::Sinkhorn && s.dir == Direction::Backward) {
@@ -359,6 +364,20 @@ std::string unsupportedReason(const KernelSpec &s) {
              " fit";
   }
   return "";
+}
+
+std::vector<KernelSpec> postPreParts(const KernelSpec &seam) {
+  auto part = [&](OpKind op, bool acc) {
+    KernelSpec p = seam;
+    p.op = op;
+    p.acc = acc;
+    return p;
+  };
+  if (seam.dir == Direction::Forward)
+    return {part(OpKind::ExpandCombine, false), part(OpKind::Pre, false)};
+  return {part(OpKind::Aggregate, true), part(OpKind::Sinkhorn, false),
+          part(OpKind::Scale, false), part(OpKind::Project, true),
+          part(OpKind::ExpandCombine, false)};
 }
 
 int64_t sinkhornHistoryFloats(const KernelSpec &s) {

@@ -35,7 +35,7 @@ void KernelContext::buffer(const std::string &name, ::mhc::DType dtype,
 }
 
 LaunchBuilder &KernelContext::launch(const std::string &suffix) {
-  launches.emplace_back(spec.kernelName() + "_" + suffix, manifest);
+  launches.emplace_back(launchPrefix + "_" + suffix, manifest);
   return launches.back();
 }
 

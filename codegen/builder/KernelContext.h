@@ -18,13 +18,18 @@ namespace mlir::mhc {
 struct KernelContext {
   KernelContext(OpBuilder &b, gpu::GPUModuleOp module,
                 const ::mhc::KernelSpec &spec, ::mhc::Manifest &manifest)
-      : b(b), module(module), spec(spec), manifest(manifest) {}
+      : b(b), module(module), spec(spec), manifest(manifest),
+        launchPrefix(spec.kernelName()) {}
 
   OpBuilder &b;
   gpu::GPUModuleOp module;
   const ::mhc::KernelSpec &spec;
   ::mhc::Manifest &manifest;
   std::deque<LaunchBuilder> launches;
+  /// What launch names start with: the spec's kernel name, or, for a stage
+  /// of a composed spec (builder/Composition.h), the composed spec's kernel
+  /// name and the stage's name.
+  std::string launchPrefix;
   /// LLVM's optimisation level for the module (ptxas -O3 follows either
   /// way). A family lowers it only where a measurement shows the kernel
   /// runs as fast and the cold JIT needs the time.
@@ -55,7 +60,7 @@ struct KernelContext {
 
   void buffer(const std::string &name, ::mhc::DType dtype,
               ::mhc::BufferRole role, ::mhc::Extent elems);
-  /// Starts a launch named <kernelName>_<suffix>.
+  /// Starts a launch named <launchPrefix>_<suffix>.
   LaunchBuilder &launch(const std::string &suffix);
   /// Creates the gpu.func of `launch` and returns a builder positioned in it.
   KernelBuilder begin(LaunchBuilder &launch);

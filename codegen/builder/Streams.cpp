@@ -65,6 +65,15 @@ void mlir::mhc::storeStreams(KernelBuilder &kb, const KernelContext &ctx,
   }
 }
 
+Value mlir::mhc::combineStream(KernelBuilder &kb, int64_t n, int64_t j,
+                               ArrayRef<Value> post, ArrayRef<Value> P,
+                               Value fb, function_ref<Value(int64_t)> x) {
+  Value acc = kb.mul(post[j], fb);
+  for (int64_t i = 0; i < n; ++i)
+    acc = kb.fma(P[i * n + j], x(i), acc);
+  return acc;
+}
+
 void mlir::mhc::declareAcc(KernelContext &ctx) {
   if (ctx.spec.acc)
     ctx.buffer("acc", ctx.spec.act, ::mhc::BufferRole::Input, {ctx.K(), 0});

@@ -21,6 +21,14 @@ SmallVector<SmallVector<Value>> loadStreams(KernelBuilder &kb,
 void storeStreams(KernelBuilder &kb, const KernelContext &ctx, Value out,
                   Value m, Value c0, ArrayRef<SmallVector<Value>> values);
 
+/// expand_combine's output stream j at one channel (docs/MATH.md):
+/// post_j fb + sum_i P_ij x(i), as post_j * fb, then one fma per i in order
+/// (fb = f + bias, P row-major). The seam's fused partial computes x_next
+/// with it too, so both give the same bits.
+Value combineStream(KernelBuilder &kb, int64_t n, int64_t j,
+                    ArrayRef<Value> post, ArrayRef<Value> P, Value fb,
+                    function_ref<Value(int64_t)> x);
+
 /// The backward's "acc" input when spec.acc is set (aggregate, project and
 /// expand_combine): x's gradient from its other users, x's shape and dtype,
 /// which the kernel adds to its own gx where gx is stored. Each family

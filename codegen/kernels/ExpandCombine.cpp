@@ -54,12 +54,9 @@ combine(KernelBuilder &kb, int64_t n, int64_t w, ArrayRef<Value> post,
         function_ref<Value(int64_t, int64_t)> x) {
   SmallVector<SmallVector<Value>> out(n);
   for (int64_t j = 0; j < n; ++j)
-    for (int64_t e = 0; e < w; ++e) {
-      Value acc = kb.mul(post[j], f(e));
-      for (int64_t i = 0; i < n; ++i)
-        acc = kb.fma(P[i * n + j], x(i, e), acc);
-      out[j].push_back(acc);
-    }
+    for (int64_t e = 0; e < w; ++e)
+      out[j].push_back(combineStream(kb, n, j, post, P, f(e),
+                                     [&](int64_t i) { return x(i, e); }));
   return out;
 }
 

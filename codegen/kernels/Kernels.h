@@ -1,7 +1,7 @@
 //===- Kernels.h - the op families' builders --------------------*- C++ -*-===//
 //
 // One builder per op family (kernels/<Family>.cpp, the project family in
-// kernels/project/) turns a KernelSpec into its buffers and launches, and
+// kernels/project/, the layer seam in kernels/seam/) turns a KernelSpec into its buffers and launches, and
 // the per-token math that the fused pre step shares with scale and sinkhorn.
 //
 //===----------------------------------------------------------------------===//
@@ -35,10 +35,17 @@ LogicalResult buildAggregate(KernelContext &ctx);
 /// The fused pre step (Pre.cpp): the projection's partial launches,
 /// then one launch per token for the rest.
 LogicalResult buildPre(KernelContext &ctx);
+/// The pre step's tail launch alone, after partials [S, M, N + 1] some
+/// other launch left (the seam's expand + partials): buffers partials, x,
+/// h, ms, then the tail's own.
+LogicalResult buildPreTail(KernelContext &ctx);
 LogicalResult buildExpandCombine(KernelContext &ctx);
 LogicalResult buildScale(KernelContext &ctx);
 LogicalResult buildSinkhorn(KernelContext &ctx);
 LogicalResult buildProject(KernelContext &ctx);
+/// The layer seam (kernels/seam/Seam.cpp): expand_combine of layer l, then
+/// the pre step of layer l+1, forward and backward (docs/design/seam.md).
+LogicalResult buildPostPre(KernelContext &ctx);
 
 } // namespace mlir::mhc
 

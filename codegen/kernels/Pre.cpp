@@ -23,11 +23,27 @@ using namespace mlir::mhc;
 using ::mhc::BufferRole;
 using ::mhc::DType;
 
+static LogicalResult buildTail(KernelContext &ctx);
+
 LogicalResult mlir::mhc::buildPre(KernelContext &ctx) {
   if (ctx.spec.dir != ::mhc::Direction::Forward)
     return failure();
   if (failed(buildProjectForwardPartials(ctx)))
     return failure();
+  return buildTail(ctx);
+}
+
+LogicalResult mlir::mhc::buildPreTail(KernelContext &ctx) {
+  int64_t N = ctx.N();
+  ctx.buffer("partials", DType::F32, BufferRole::Input, {0, 0, N + 1});
+  ctx.buffer("x", ctx.spec.act, BufferRole::Input, {ctx.K(), 0});
+  ctx.buffer("h", DType::F32, BufferRole::Output, {N, 0});
+  ctx.buffer("ms", DType::F32, BufferRole::Output, {1, 0});
+  return buildTail(ctx);
+}
+
+/// The tail launch and its buffers, after the projection's partials.
+static LogicalResult buildTail(KernelContext &ctx) {
   const ::mhc::KernelSpec &spec = ctx.spec;
   int64_t n = ctx.n(), N = ctx.N(), K = ctx.K(), C = ctx.C();
   int64_t w = ctx.streamWidth(), chunks = C / w;

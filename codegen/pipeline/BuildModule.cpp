@@ -58,7 +58,7 @@ static LogicalResult buildFamily(KernelContext &kc, ::mhc::OpKind op) {
   case ::mhc::OpKind::Pre:
     return buildPre(kc);
   case ::mhc::OpKind::PostPre:
-    return failure(); // unsupportedReason stops it first
+    return buildPostPre(kc);
   }
   return failure();
 }

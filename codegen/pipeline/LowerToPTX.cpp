@@ -79,6 +79,29 @@ static void chooseSLPVectorizer(ModuleOp top) {
   setLLVMOption("slp-vectorize-hor", sm100 ? "true" : "false");
 }
 
+/// A part whose one kernel asks for its own LLVM optimisation level
+/// (mhc.llvm_opt_level: a stage of a composed spec whose own spec lowers it,
+/// builder/Composition.h) is lowered at that level.
+static void applyLaunchOptLevel(gpu::GPUModuleOp part) {
+  auto funcs = part.getOps<gpu::GPUFuncOp>();
+  if (std::distance(funcs.begin(), funcs.end()) != 1)
+    return;
+  gpu::GPUFuncOp func = *funcs.begin();
+  auto level = func->getAttrOfType<IntegerAttr>("mhc.llvm_opt_level");
+  if (level) // (read here only: the lowering below need not see it)
+    func->removeAttr("mhc.llvm_opt_level");
+  ArrayAttr targets = part.getTargetsAttr();
+  if (!level || !targets || targets.size() != 1)
+    return;
+  auto nvvm = dyn_cast<NVVM::NVVMTargetAttr>(targets[0]);
+  if (!nvvm)
+    return;
+  MLIRContext *ctx = part.getContext();
+  part.setTargetsAttr(ArrayAttr::get(
+      ctx, {NVVM::NVVMTargetAttr::get(ctx, level.getInt(), nvvm.getTriple(),
+                                      nvvm.getChip(), nvvm.getFeatures())}));
+}
+
 /// The modules to lower, per original gpu.module name, in launch order.
 using ModuleParts =
     std::vector<std::pair<std::string, SmallVector<gpu::GPUModuleOp>>>;
@@ -120,6 +143,9 @@ static ModuleParts splitByKernel(ModuleOp top) {
         func.erase();
     }
   }
+  for (auto &entry : out)
+    for (gpu::GPUModuleOp part : entry.second)
+      applyLaunchOptLevel(part);
   return out;
 }
 

@@ -1,7 +1,8 @@
 """Compiles a matrix of kernel specs to cubin with ptxas and checks them.
 
 For every (op, direction) x n x activation dtype x layout x arch, plus the
-variants (weight, bias, tf32, both Sinkhorn modes, acc), mhc-compile must produce
+variants (weight, bias, tf32, both Sinkhorn modes, acc), the fused pre step
+and the layer seam, mhc-compile must produce
 PTX, a cubin and a manifest whose launch parameter lists match the PTX entry
 points exactly. The main n = 4 bf16 sm_90a kernels must not spill or use a
 local-memory stack.
@@ -63,7 +64,32 @@ def matrix():
         out.append(spec("pre", "fwd", 4, arch, act="bf16", layout="cn", C=7168, tf32=True, norm_eps=1.1920929e-07,
                         pre_eps=0.0))
         out.append(spec("pre", "fwd", 4, arch, act="f16", param="bf16", C=4096, weight=True, mode="softmax_eps"))
+    # The layer seam's forward (expand_combine then pre): every n, both
+    # layouts, 2- and 4-byte activations.
+    for arch, n, act, layout in itertools.product(ARCHS, range(1, 9), ("bf16", "f32"), ("nc", "cn")):
+        C = 1000 if (n + len(act)) % 2 else 2048
+        out.append(post_pre("fwd", n, arch, act=act, layout=layout, C=C, bias=n % 2 == 0,
+                            mode=("log", "softmax_eps")[n % 2]))
+    for arch in ARCHS:
+        out.append(post_pre("fwd", 4, arch, act="bf16", layout="cn", C=7168, tf32=True, bias=True))
+        out.append(post_pre("fwd", 4, arch, act="f16", param="bf16", C=4096, weight=True, bias=True))
+    # Its backward (the five backward ops, two with acc): n 1..8 spread over
+    # both layouts and bf16 / f32, and the flagship's variants.
+    for arch, n in itertools.product(ARCHS, range(1, 9)):
+        act, layout = ("bf16", "f32")[n % 2], ("nc", "cn")[(n // 2) % 2]
+        C = 1000 if (n + len(act)) % 2 else 2048
+        out.append(post_pre("bwd", n, arch, act=act, layout=layout, C=C, bias=n % 3 == 0,
+                            weight=n % 4 == 1, mode=("log", "softmax_eps")[n % 2]))
+    for arch in ARCHS:
+        out.append(post_pre("bwd", 4, arch, act="bf16", layout="cn", C=7168, tf32=True, bias=True))
+        out.append(post_pre("bwd", 8, arch, act="bf16", layout="nc", C=2048, tf32=True))
     return list(dict.fromkeys(out))
+
+
+def post_pre(d, n, arch, bias=False, **kw):
+    """The seam's spec: the fused pre step's fields, then bias."""
+    head, tail = spec("pre", d, n, arch, **kw).rsplit(";arch=", 1)
+    return f"post_{head};bias={int(bias)};arch={tail}"
 
 
 def main_kernel(s):

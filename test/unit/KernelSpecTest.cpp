@@ -217,9 +217,40 @@ static void seamAndAcc() {
   EXPECT(error.find("acc is only a field") != std::string::npos);
 }
 
+// The seam is made of its parts' specs (each with the seam's fields) and
+// is supported where every part is.
+static void seamParts() {
+  KernelSpec s;
+  s.op = OpKind::PostPre;
+  s.channels = 64;
+  s.hasBias = true;
+  s.hasWeight = true;
+  std::vector<KernelSpec> fwd = postPreParts(s);
+  EXPECT(fwd.size() == 2 && fwd[0].op == OpKind::ExpandCombine && fwd[1].op == OpKind::Pre);
+  EXPECT(fwd[0].canonical() ==
+         "expand_combine.fwd;n=4;act=bf16;param=f32;layout=nc;C=64;bias=1;arch=sm_90a");
+  EXPECT(fwd[1].hasWeight && fwd[1].channels == 64);
+  EXPECT(unsupportedReason(s).empty());
+  s.dir = Direction::Backward;
+  std::vector<KernelSpec> bwd = postPreParts(s);
+  EXPECT(bwd.size() == 5);
+  EXPECT(bwd[0].op == OpKind::Aggregate && bwd[0].acc && bwd[0].dir == Direction::Backward);
+  EXPECT(bwd[1].op == OpKind::Sinkhorn && !bwd[1].acc);
+  EXPECT(bwd[2].op == OpKind::Scale && bwd[3].op == OpKind::Project && bwd[3].acc);
+  EXPECT(bwd[4].op == OpKind::ExpandCombine && !bwd[4].acc && bwd[4].hasBias);
+  s.iters = 1000; // the sinkhorn backward's history no longer fits
+  EXPECT(unsupportedReason(s).find("the seam's part ") == 0);
+  s.dir = Direction::Forward;
+  s.iters = 20;
+  s.n = 3;
+  s.channels = 1001; // K = 3003: the projection's K % 8 rule, via pre.fwd
+  EXPECT(unsupportedReason(s).find("the seam's part pre.fwd: ") == 0);
+}
+
 int main() {
   roundTripsEveryOp();
   seamAndAcc();
+  seamParts();
   leavesOutUnusedFields();
   floatsRoundTripExactly();
   hashIsStable();

@@ -93,11 +93,11 @@ static void rejectsTheReportedTampering() {
   EXPECT(rejects(edit(json, "\"per_token\": 256", "\"per_token\": 2.5"),
                  "buffers[0].elems.per_token"));
   Manifest wide = valid();
-  for (int i = 0; i < 25; ++i) // 125 descriptor parameters
+  for (int i = 0; i <= limits::kMaxBuffers; ++i) // past kMaxPtxParams
     wide.launches[1].params.push_back("y");
   EXPECT(rejects(wide.toJson(), "launches[1].params"));
   Manifest many = valid();
-  for (int i = 0; i < 22; ++i)
+  for (int i = 0; many.buffers.size() <= size_t(limits::kMaxBuffers); ++i)
     many.buffers.push_back({"b" + std::to_string(i), DType::F32,
                             BufferRole::Workspace, {1, 0, 0}});
   EXPECT(rejects(many.toJson(), "buffers"));

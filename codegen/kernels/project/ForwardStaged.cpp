@@ -41,6 +41,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "builder/BulkRing.h"
+#include "builder/Streams.h"
 #include "kernels/project/Fragments.h"
 #include "kernels/project/Project.h"
 
@@ -71,6 +72,11 @@ struct StagedPlan {
   /// m-tiles of 64 tokens by B straight from the ring.
   bool wgmma = false;
   bool precise, hasWeight;
+  /// The layer seam's expand (buildProjectForwardExpand): x is layer l's,
+  /// and the partial computes x_next = P^T x + post (f + bias) where it
+  /// loads x, stores it and multiplies it instead.
+  bool expand = false, hasBias = false;
+  int64_t n = 0, C = 0;
   ::mhc::SplitRule split;
   int64_t chunk() const { return 16 * sq; }
   int64_t chunks() const { return K / chunk(); }
@@ -311,6 +317,7 @@ private:
   void fillChunk(Value i, Value st);
   void locateRows();
   Rows loadX(Value i);
+  void expandRows(Value col, Rows &xs);
   SmallVector<Value> emitKLoop();
   SmallVector<Value> emitChunk(Value i, ValueRange it, Value zero);
   Value acquireChunk(Value i);
@@ -329,8 +336,9 @@ private:
   BulkRing bulk;
   /// One token block: the block fills its buffers from phi w (no copies).
   Value small, bulkMode;
-  /// [mt * 2 + h]: token g + 8h of m-tile mt, and its x row's offset.
-  SmallVector<Value> rows, xRow;
+  /// [mt * 2 + h]: token g + 8h of m-tile mt, the same clamped to M - 1
+  /// (for loads), and its x row's offset.
+  SmallVector<Value> rows, loadRows, xRow;
 };
 
 StagedPartial::StagedPartial(const StagedPlan &p, LaunchBuilder &l,
@@ -404,7 +412,9 @@ void StagedPartial::locateRows() {
     rows.push_back(r == 0 ? base : kb.add(base, kb.idx(tileStride * (r / 2) + 8 * (r % 2))));
   Value lastRow = kb.sub(sk.M, kb.idx(1));
   for (Value r : rows)
-    xRow.push_back(kb.add(kb.mul(kb.min(r, lastRow), kb.idx(p.K)), kb.mul(sk.t, kb.idx(8))));
+    loadRows.push_back(kb.min(r, lastRow));
+  for (Value r : loadRows)
+    xRow.push_back(kb.add(kb.mul(r, kb.idx(p.K)), kb.mul(sk.t, kb.idx(8))));
 }
 
 /// xs[r][j]: the 16 bytes of row r (m-tile r / 2, token g + 8 (r % 2)) for
@@ -415,7 +425,47 @@ StagedPartial::Rows StagedPartial::loadX(Value i) {
   for (int64_t j = 0; j < p.pairs(); ++j)
     for (int64_t r = 0; r < 2 * p.mTiles; ++r)
       xs[r].push_back(kb.vload(l.arg("x"), kb.add(xRow[r], kb.add(col, kb.idx(32 * j))), 8));
+  if (p.expand)
+    expandRows(col, xs);
   return xs;
+}
+
+/// The seam's expand ((C, n) layout, n | 8): a lane's 8 values of a row at
+/// physical columns k0..k0 + 7 are channels k0/n.. (8/n of them), all n
+/// streams. Replaces them by x_next's (combineStream: expand_combine's
+/// order, one rounding), stored for rows < M, so the products and sums of
+/// squares see exactly what loading x_next would give.
+void StagedPartial::expandRows(Value col, Rows &xs) {
+  int64_t n = p.n, per = 8 / n;
+  Type act = kb.b.getBF16Type();
+  for (int64_t r = 0; r < 2 * p.mTiles; ++r) {
+    Value m = loadRows[r];
+    SmallVector<Value> post = loadRow(kb, l.arg("post"), m, n);
+    SmallVector<Value> P = loadRow(kb, l.arg("P"), m, n * n);
+    for (int64_t j = 0; j < p.pairs(); ++j) {
+      Value k0 = kb.add(col, kb.add(kb.idx(32 * j), kb.mul(sk.t, kb.idx(8))));
+      Value c0 = kb.div(k0, kb.idx(n));
+      SmallVector<Value> fb =
+          kb.loadF32(l.arg("f"), kb.add(kb.mul(m, kb.idx(p.C)), c0), per);
+      if (p.hasBias) {
+        SmallVector<Value> bias = kb.loadF32(l.arg("bias"), c0, per);
+        for (int64_t c = 0; c < per; ++c)
+          fb[c] = kb.add(fb[c], bias[c]);
+      }
+      Value xl = kb.toF32(xs[r][j]);
+      SmallVector<Value> out;
+      for (int64_t e = 0; e < 8; ++e) {
+        int64_t c = e / n;
+        out.push_back(combineStream(kb, n, e % n, post, P, fb[c], [&](int64_t i) {
+          return kb.extract(xl, c * n + i);
+        }));
+      }
+      Value next = kb.toType(kb.vector(out), act);
+      Value at = kb.add(xRow[r], kb.add(col, kb.idx(32 * j)));
+      kb.when(kb.lt(rows[r], sk.M), [&] { kb.vstore(next, l.arg("x_next"), at); });
+      xs[r][j] = next;
+    }
+  }
 }
 
 /// The loop over the block's chunks. Its values: 4 accumulators per
@@ -602,7 +652,14 @@ void StagedPartial::storePartials(ArrayRef<Value> result) {
 /// buffers and their full/empty mbarriers), then its body.
 void emitStagedPartial(KernelContext &ctx, const StagedPlan &p) {
   LaunchBuilder &l = ctx.launch("partial");
-  l.param("x").param("packed");
+  l.param("x");
+  if (p.expand) {
+    l.param("f").param("post").param("P");
+    if (p.hasBias)
+      l.param("bias");
+    l.param("x_next");
+  }
+  l.param("packed");
   if (p.inlineSplit()) {
     l.param("phi");
     if (p.hasWeight)
@@ -613,12 +670,47 @@ void emitStagedPartial(KernelContext &ctx, const StagedPlan &p) {
       .grid({p.tokensPerBlock(), 0, /*timesSplit=*/true})
       .sharedF32(kStages * p.chunkBytes() / 4, /*align=*/128)
       .sharedI64(2 * kStages)
-      .minBlocksPerSM(p.blocksPerSM);
+      .minBlocksPerSM(p.expand ? 1 : p.blocksPerSM);
   KernelBuilder kb = ctx.begin(l);
   StagedPartial(p, l, kb).emit();
 }
 
 } // namespace
+
+bool mlir::mhc::projectForwardExpands(const KernelContext &ctx) {
+  std::optional<StagedPlan> p = planStaged(ctx);
+  return p && !p->wgmma && !p->prefetch() &&
+         ctx.spec.layout == ::mhc::Layout::CN && 8 % ctx.n() == 0;
+}
+
+LogicalResult mlir::mhc::buildProjectForwardExpand(KernelContext &ctx) {
+  if (!projectForwardExpands(ctx))
+    return failure();
+  StagedPlan p = *planStaged(ctx);
+  p.expand = true;
+  p.hasBias = ctx.spec.hasBias;
+  p.n = ctx.n();
+  p.C = ctx.C();
+  ctx.manifest.split = p.split;
+  DType act = ctx.spec.act;
+  // expand_combine's operands, x_next, then the projection's parameters.
+  ctx.buffer("f", act, BufferRole::Input, {p.C, 0});
+  ctx.buffer("post", DType::F32, BufferRole::Input, {p.n, 0});
+  ctx.buffer("x", act, BufferRole::Input, {p.K, 0});
+  ctx.buffer("P", DType::F32, BufferRole::Input, {p.n * p.n, 0});
+  if (p.hasBias)
+    ctx.buffer("bias", ctx.spec.param, BufferRole::Input, {0, p.C});
+  ctx.buffer("x_next", act, BufferRole::Output, {p.K, 0});
+  ctx.buffer("phi", ctx.spec.param, BufferRole::Input, {0, p.N * p.K});
+  if (p.hasWeight)
+    ctx.buffer("weight", ctx.spec.param, BufferRole::Input, {0, p.K});
+  ctx.buffer("packed", DType::BF16, BufferRole::Workspace,
+             {0, p.parts * p.nTiles * 8 * p.K});
+  ctx.buffer("partials", DType::F32, BufferRole::Workspace, {0, 0, p.N + 1});
+  emitMmaSyncPack(ctx, p);
+  emitStagedPartial(ctx, p);
+  return success();
+}
 
 bool mlir::mhc::projectForwardIsStaged(const KernelContext &ctx) {
   return planStaged(ctx).has_value();

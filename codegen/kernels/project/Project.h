@@ -41,6 +41,13 @@ void storeProjectPartials(KernelBuilder &kb, const ProjectSplitK &sk,
 /// it serves the spec, and its buffers, pack and partial launches.
 bool projectForwardIsStaged(const KernelContext &ctx);
 LogicalResult buildProjectForwardStaged(KernelContext &ctx);
+/// The layer seam's "expand + partials" (docs/design/seam.md): the staged
+/// pack and partial launches with x_next = P^T x + post (f + bias) computed
+/// where the partial loads x (layer l's), stored and multiplied on. Serves
+/// staged specs in the (C, n) layout with n | 8 and one m-tile per warp;
+/// buffers f, post, x, P[, bias], x_next, phi[, weight] and the workspaces.
+bool projectForwardExpands(const KernelContext &ctx);
+LogicalResult buildProjectForwardExpand(KernelContext &ctx);
 /// The forward for every other spec (ForwardTf32.cpp): its buffers and
 /// partial launch.
 LogicalResult buildProjectForwardTf32(KernelContext &ctx);

@@ -17,6 +17,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace mhc {
 
@@ -105,6 +106,13 @@ inline bool operator!=(const KernelSpec &a, const KernelSpec &b) { return !(a ==
 /// Why codegen cannot build this spec, or the empty string when it can. The
 /// one place that decides between a generated kernel and the reference path.
 std::string unsupportedReason(const KernelSpec &spec);
+
+/// The ops the layer seam (PostPre) is made of, in order, each with the
+/// seam's fields (docs/design/seam.md): forward expand_combine, pre;
+/// backward aggregate (acc), sinkhorn, scale, project (acc), expand_combine.
+/// The seam is supported where every part is (unsupportedReason); codegen
+/// builds the composed kernels from these specs.
+std::vector<KernelSpec> postPreParts(const KernelSpec &seam);
 
 /// Floats of iteration history per token that the sinkhorn backward keeps in
 /// shared memory: log mode the potentials f^t, g^t (2n per iteration),

@@ -35,7 +35,7 @@ namespace limits {
 struct Range {
   int64_t min, max;
 };
-inline constexpr int64_t kMaxBuffers = 24;
+inline constexpr int64_t kMaxBuffers = 48; // the layer seam's backward: 27 + workspaces
 inline constexpr int64_t kMaxLaunches = 16;
 inline constexpr int64_t kMaxTensorMaps = 4; // per launch
 /// PTX parameters of one launch (ptxParamCount): every buffer's descriptor,
