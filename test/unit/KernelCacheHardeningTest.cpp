@@ -79,7 +79,7 @@ static void tamperedEntriesAreRecompiled() {
   std::string noTokens = json;
   noTokens.replace(noTokens.find("\"tokens_per_block\": 1"), 21, "\"tokens_per_block\": 0");
   Manifest wide = manifestFor(spec);
-  wide.launches[0].params.assign(30, "x");
+  wide.launches[0].params.assign(limits::kMaxBuffers + 3, "x"); // past every limit
   std::string huge = json;
   huge.replace(huge.find("\"max\": 1"), 8, "\"max\": 1e17");
   for (const std::string &bad : {noTokens, wide.toJson(), huge}) {
