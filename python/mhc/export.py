@@ -557,20 +557,35 @@ def capture(model, example_inputs, *, dynamic_tokens=True):
     if isinstance(model, torch.export.ExportedProgram):
         return model
     example_inputs = tuple(example_inputs)
-    shapes = None
-    if dynamic_tokens:
-        shapes = tuple({0: torch.export.Dim.AUTO} if isinstance(a, torch.Tensor) and a.dim() else None
-                       for a in example_inputs)
+    shapes = _token_shapes(example_inputs) if dynamic_tokens else None
     return torch.export.export(model, example_inputs, dynamic_shapes=shapes)
 
 
+def _token_shapes(example_inputs):
+    return tuple({0: torch.export.Dim.AUTO} if isinstance(a, torch.Tensor) and a.dim() else None
+                 for a in example_inputs)
+
+
 def _emit(ep, name, prefix=""):
-    """(declarations, function) of the graph: a first pass finds the views
-    that fold into the values they view, so that a run whose value only such
-    a view uses later does not return it."""
-    first = _Emitter(ep.graph_module.graph, _arg_names(ep), name, prefix)
-    first.emit()
-    return _Emitter(ep.graph_module.graph, _arg_names(ep), name, prefix, first.aliases).emit()
+    """(declarations, function) of the graph. A view that folds into the value
+    it views uses nothing of the run before it; which views fold is known
+    only after a pass, so passes repeat until it is the same twice (a run
+    whose value only such a view uses later then does not return it); the
+    first pass, which assumes none, is the fallback."""
+    graph, names = ep.graph_module.graph, _arg_names(ep)
+    first = _Emitter(graph, names, name, prefix)
+    result = first.emit()
+    known = first.aliases
+    for _ in range(4):
+        emitter = _Emitter(graph, names, name, prefix, known)
+        try:
+            emitted = emitter.emit()
+        except ValueError:
+            break
+        if emitter.aliases == known:
+            return emitted
+        known = emitter.aliases
+    return result
 
 
 def to_mlir(ep, *, name="forward", header=""):
@@ -625,7 +640,9 @@ def _joint_mlir(model, example_inputs, dynamic_tokens):
 
     if isinstance(model, torch.export.ExportedProgram):
         model = model.module()
-    ep = capture(_Loss(model), example_inputs, dynamic_tokens=dynamic_tokens)
+    example_inputs = tuple(example_inputs)
+    shapes = (_token_shapes(example_inputs),) if dynamic_tokens else None  # forward(*inputs): one argument
+    ep = torch.export.export(_Loss(model), example_inputs, dynamic_shapes=shapes)
     joint = _export_forward_backward(ep, joint_loss_index=0)
     decls, body = _emit(joint, "forward_backward", prefix="bwd_")
     return "\n".join(decls + [""] + body) + "\n"

@@ -149,14 +149,23 @@ def test_static_tokens(layer_model):
     assert "?" not in text and "tensor<16x4x32xf32>" in text
 
 
+# The ops a layer seam that codegen does not build runs as at run time.
+SEAM_PARTS = {"post_pre.fwd": {"expand_combine.fwd", "pre.fwd"},
+              "post_pre.bwd": {"aggregate.bwd", "sinkhorn.bwd", "scale.bwd", "project.bwd", "expand_combine.bwd"}}
+
+
 def same_kernels(report, requested):
-    """The kernels mhc-opt builds are the ones requested at run time. A fused op
-    it lists on the reference path (the layer seam while codegen lacks it,
-    issue 34) runs at run time as its parts (expand_combine and the pre step),
-    which both lists hold; returns those fallbacks."""
+    """The kernels mhc-opt builds are the ones requested at run time. What it
+    fuses but codegen does not build yet (issue 34: the layer seam, in-kernel
+    `acc`), listed on the reference path, runs at run time as its parts (the
+    seam's ops; the op without acc, then an add), which the requests hold.
+    Returns those fallbacks."""
     specs, fallback = reported(report)
-    assert sorted(s for s in specs if s not in fallback) == sorted(requested)
-    assert all(s.startswith("post_pre.") for s in fallback), fallback
+    parts = [s.replace(";acc=1", "") for s in fallback if ";acc=1" in s]
+    assert sorted(set(s for s in specs if s not in fallback) | set(parts)) == sorted(requested)
+    ops = {s.split(";")[0] for s in requested}
+    for s in fallback:
+        assert ";acc=1" in s or SEAM_PARTS[s.split(";")[0]] <= ops, s
     assert all(not _C.unsupported_reason(s) for s in requested)
     return fallback
 
@@ -185,8 +194,19 @@ def test_backward_kernels_listed_are_the_kernels_requested(stack_model, tmp_path
     path = tmp_path / "model.mlir"
     text = mhc.export.export(stack_model, tokens(), path, backward=True)
     assert "func.func @forward_backward(" in text
-    requested = mhc.export.record_specs(stack_model, tokens(), arch="sm_90a", backward=True)
+    requested = mhc.export.record_specs(stack_model, tokens(S=5, B=3), arch="sm_90a", backward=True)
+    assert {s.split(";")[0] for s in requested} >= {"expand_combine.bwd", "aggregate.bwd", "project.bwd"}
     same_kernels(lower(path, *PIPELINE), requested)
+    # The joint graph: the seams' gradients as their five ops, x's gradient
+    # contributions summed by arith.addf (2 per seam; 1 at the first layer, whose
+    # x the seam reads through another reshape of the streams, so autograd adds
+    # that third one inside the opaque backward), until mhc-fuse-layers makes
+    # the adds acc operands and each seam's gradient one mhc.post_pre_grad.
+    body = text[text.index("func.func @forward_backward("):]
+    assert len(re.findall(r"= mhc\.expand_combine_grad ", body)) == 8 and len(re.findall(r"= arith\.addf ", body)) == 15
+    run = subprocess.run([tool("mhc-opt"), str(path), *PIPELINE[:-1]], capture_output=True, text=True, check=True)
+    fused = run.stdout[run.stdout.index("func.func @forward_backward("):]
+    assert len(re.findall(r"= mhc\.post_pre_grad ", fused)) == 7 and "arith.addf" not in fused
 
 
 def test_te_names_export_cn_layout_and_log_sinkhorn(tmp_path):
