@@ -39,8 +39,9 @@ _ELEMENT_TYPES = {
     torch.int64: "i64", torch.int32: "i32", torch.int16: "i16", torch.int8: "i8", torch.uint8: "ui8",
     torch.bool: "i1",
 }
-# Views that keep the number of elements (a chain of them back to the source's
-# type is the source), and ops that only move data (not named after a region).
+# Ops whose result is their operand's elements reshaped (a chain of them back to
+# the operand's type is the operand), and ops that only move data or compute
+# sizes (a run is named after the module of its other ops).
 _VIEWS = {"view", "reshape", "_unsafe_view", "alias", "contiguous", "clone", "flatten", "unflatten", "squeeze",
           "unsqueeze"}
 _DATA_MOVES = _VIEWS | {"slice", "expand", "permute", "transpose", "t", "select", "split", "chunk", "unbind",
@@ -57,8 +58,7 @@ def _f32(v):
 def _tensor_type(t):
     if t.dtype not in _ELEMENT_TYPES:
         raise ValueError(f"mhc.export: no MLIR element type for {t.dtype}")
-    dims = ["?" if not isinstance(d, int) else str(d) for d in (_static(d) for d in t.shape)]
-    return "tensor<" + "".join(d + "x" for d in dims) + _ELEMENT_TYPES[t.dtype] + ">"
+    return _tensor([d if isinstance(d, int) else "?" for d in map(_static, t.shape)], _ELEMENT_TYPES[t.dtype])
 
 
 def _static(d):
@@ -123,19 +123,22 @@ class _Emitter:
     def __init__(self, graph, arg_names, name="forward", prefix="", known_aliases=()):
         self.graph, self.arg_names, self.name, self.prefix = graph, arg_names, name, prefix
         self.known_aliases = set(known_aliases)  # a first pass's aliases, met later in program order
-        self.values = {}       # FX node (or (node, index)) -> MLIR SSA name
+        self.values = {}       # FX node -> its SSA name (a tuple of them for an mhc op's results)
         self.types = {}        # SSA name -> MLIR type
         self.body, self.decls = [], []
         self.regions = 0
-        self.views = {}       # (viewed value, type) -> the value: views made twice are one
+        self.views = {}       # (viewed node, type) -> the SSA name: views made twice are one
         self.aliases = set()  # view nodes bound to the value they view (they use nothing of a run)
-        self.fresh = collections.Counter()
+        self.used = set()      # SSA names given out
 
     # -- values --------------------------------------------------------------
     def ssa(self, hint, type_):
-        hint = _symbol(hint)
-        self.fresh[hint] += 1
-        name = "%" + hint + ("" if self.fresh[hint] == 1 else f"_{self.fresh[hint]}")
+        """A new SSA name from `hint` (the FX node's name, or the op's and its result's)."""
+        name, k = "%" + _symbol(hint), 1
+        while name in self.used:
+            k += 1
+            name = f"%{_symbol(hint)}_{k}"
+        self.used.add(name)
         self.types[name] = type_
         return name
 
@@ -262,11 +265,7 @@ class _Emitter:
         if not run:
             return
         inside = set(run)
-        operands = []
-        for node in run:
-            for used in node.all_input_nodes:
-                if used not in inside and used not in operands:
-                    operands.append(used)
+
         def used_after(n):
             return any(u not in inside and u not in self.aliases and u not in self.known_aliases for u in n.users)
 

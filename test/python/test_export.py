@@ -2,6 +2,7 @@
 mhc-opt, and the kernels it lists are those the model requests on CUDA
 (mhc.export.record_specs, computed on CPU through runtime/torch/SpecOf.cpp)."""
 
+import json
 import os
 import pathlib
 import re
@@ -182,6 +183,12 @@ def test_kernels_listed_are_the_kernels_requested(stack, stack_model, layer_mode
         seams_apart = same_kernels(lower(path, *PIPELINE), requested)
         seams = [] if seams_apart else ["post_pre.fwd"]
         assert [s.split(";")[0] for s in requested] == ["pre.fwd", *seams, "expand_combine.fwd"]
+        # The bundle mhc-opt writes holds every kernel the model requests (so a GPU runs it with no JIT).
+        bundle = tmp_path / "bundle"
+        lower(path, *PIPELINE[:-1], "--mhc-generate-kernels", f"--mhc-write-bundle=dir={bundle}")
+        index = json.loads((bundle / "index.json").read_text())
+        assert sorted(k["spec"] for k in index["kernels"]) == sorted(requested)
+        assert all((bundle / f"{_C.kernel_name(s)}.cubin").stat().st_size > 0 for s in requested)
     else:
         # A HyperConnection per block runs each pre and post step: the pipeline
         # without --mhc-fuse-layers; with it, the stack's kernels.
