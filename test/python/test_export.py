@@ -216,6 +216,32 @@ def test_backward_kernels_listed_are_the_kernels_requested(stack_model, tmp_path
     assert len(re.findall(r"= mhc\.post_pre_grad ", fused)) == 7 and "arith.addf" not in fused
 
 
+class Tanh(nn.Module):
+    def __init__(self, dtype):
+        super().__init__()
+        self.linear = nn.Linear(64, 64, dtype=dtype)
+
+    def forward(self, y):
+        return torch.tanh(self.linear(y))
+
+
+def test_bf16_cn_layout_bias_no_weight_log_tf32(tmp_path):
+    # The other attributes and dtypes, forward and backward: bf16 streams (C, n),
+    # f32 parameters, expand_combine's bias, no RMSNorm weight, log-domain Sinkhorn, tf32.
+    stack = mhc.HyperConnectionStack([Tanh(torch.bfloat16) for _ in range(3)], N, 64, layout="cn", bias=True,
+                                     norm_weight=False, mode="log", tf32=True)
+    path = tmp_path / "bf16.mlir"
+    text = mhc.export.export(stack, (torch.randn(6, 64, N, dtype=torch.bfloat16),), path, backward=True)
+    assert re.search(r"= mhc\.project cn %\w+, %\w+ \{n = 4 : i64, tf32\} : \(tensor<\?x64x4xbf16>, tensor<24x256xf32>\)",
+                     text)
+    assert re.search(r"= mhc\.expand_combine cn %\w+, %\w+, %\w+, %\w+ bias %\w+ \{n = 4 : i64\} : \(tensor<\?x64xbf16>", text)
+    sinkhorns = re.findall(r"= mhc\.sinkhorn(?:_grad)? (\w+) [^{]*\{([^}]*)\}", text)
+    assert len(sinkhorns) == 3 + 3 + 3 and all(m == "log" and a == "n = 4 : i64, iters = 20 : i64" for m, a in sinkhorns)
+    requested = mhc.export.record_specs(stack, (torch.randn(5, 64, N, dtype=torch.bfloat16),), backward=True)
+    assert all(";act=bf16;" in s for s in requested if s.startswith(("pre.", "project.", "expand_combine.")))
+    same_kernels(lower(path, *PIPELINE), requested)
+
+
 def test_te_names_export_cn_layout_and_log_sinkhorn(tmp_path):
     class TELayer(nn.Module):
         def __init__(self):
