@@ -474,10 +474,13 @@ def _post_pre(e, *args):
     return x_next, y, post_next, P_next
 
 
-def _project_grad(e, gh, gms, x, phi, weight, n, layout, tf32):
+# The backward ops' optional `acc` (x's gradient from its other users, summed
+# in the kernel) is the dialect ops' `acc` operand.
+
+def _project_grad(e, gh, gms, x, phi, weight, n, layout, tf32, acc=None):
     results = [("gx", e.types[x]), ("gphi", e.types[phi])] + ([("gweight", e.types[weight])] if weight else [])
-    out = e.op(results, f"mhc.project_grad {layout} {gh}, {gms}, {x}, {phi}{_opt('weight', weight)}",
-               [gh, gms, x, phi, weight], _Attrs.project(n, tf32))
+    out = e.op(results, f"mhc.project_grad {layout} {gh}, {gms}, {x}, {phi}{_opt('weight', weight)}{_opt('acc', acc)}",
+               [gh, gms, x, phi, weight, acc], _Attrs.project(n, tf32))
     return out[0], out[1], out[2] if weight else None
 
 
@@ -493,16 +496,17 @@ def _sinkhorn_grad(e, gP, logits, n, mode, iters, eps):
                 _Attrs.sinkhorn(n, iters, eps, mode))[0]
 
 
-def _aggregate_grad(e, gy, x, pre, n, layout):
-    return tuple(e.op([("gx", e.types[x]), ("gpre", e.types[pre])], f"mhc.aggregate_grad {layout} {gy}, {x}, {pre}",
-                      [gy, x, pre], f"n = {n} : i64"))
+def _aggregate_grad(e, gy, x, pre, n, layout, acc=None):
+    return tuple(e.op([("gx", e.types[x]), ("gpre", e.types[pre])],
+                      f"mhc.aggregate_grad {layout} {gy}, {x}, {pre}{_opt('acc', acc)}", [gy, x, pre, acc],
+                      f"n = {n} : i64"))
 
 
-def _expand_combine_grad(e, gout, f, post, x, P, bias, n, layout):
+def _expand_combine_grad(e, gout, f, post, x, P, bias, n, layout, acc=None):
     results = [("gf", e.types[f]), ("gpost", e.types[post]), ("gx", e.types[x]), ("gP", e.types[P])]
     results += [("gbias", e.types[bias])] if bias else []
-    out = e.op(results, f"mhc.expand_combine_grad {layout} {gout}, {f}, {post}, {x}, {P}{_opt('bias', bias)}",
-               [gout, f, post, x, P, bias], f"n = {n} : i64")
+    out = e.op(results, f"mhc.expand_combine_grad {layout} {gout}, {f}, {post}, {x}, {P}{_opt('bias', bias)}"
+               f"{_opt('acc', acc)}", [gout, f, post, x, P, bias, acc], f"n = {n} : i64")
     return tuple(out[:4]) + (out[4] if bias else None,)
 
 

@@ -30,8 +30,10 @@ using mhc::Direction;
 struct CallArgs {
   py::tuple values;
   Tensor tensor(size_t i) const { return values[i].cast<Tensor>(); }
+  /// An optional tensor; absent also past the end (a trailing `Tensor? acc`
+  /// of the backward ops that a caller may leave out).
   OptTensor optional(size_t i) const {
-    return values[i].is_none() ? OptTensor() : OptTensor(tensor(i));
+    return i >= values.size() || values[i].is_none() ? OptTensor() : OptTensor(tensor(i));
   }
   int64_t integer(size_t i) const { return values[i].cast<int64_t>(); }
   double real(size_t i) const { return values[i].cast<double>(); }
@@ -47,6 +49,13 @@ struct CallArgs {
             real(i + 5), keep[1], integer(i + 7), real(i + 8)};
   }
 };
+
+/// `spec` with `acc` set when the call passes an accumulator (x's gradient
+/// from its other users, summed in the kernel).
+mhc::KernelSpec accumulating(mhc::KernelSpec spec, const OptTensor &acc) {
+  spec.acc = acc.has_value();
+  return spec;
+}
 
 int64_t channelsOf(const Tensor &x, Str layout) {
   return layout == "nc" ? x.size(-1) : x.size(-2);
@@ -123,7 +132,8 @@ void seamForward(Requests &r, const CallArgs &c) {
 
 /// post_pre_backward (gx_next, gy, gpost_next, gP_next, f, post, x, P, bias,
 /// x_next, h, ms, pre, logits, phi, alpha, beta, weight, attrs): the seam's
-/// gradient, else the five gradient ops it replaces, in their order.
+/// gradient, else the five gradient ops it replaces, in their order, as
+/// SeamOps.cpp's seamGradSteps calls them (keep the two in step).
 void seamBackward(Requests &r, const CallArgs &c) {
   std::string keep[2];
   PreAttrs a = c.preAttrs(18, keep);
@@ -155,8 +165,9 @@ const std::map<std::string, Handler> &handlers() {
       {"project_backward", [](Requests &r, const CallArgs &c) {
          Tensor x = c.tensor(2);
          std::string layout = c.text(6);
-         r.add(projectSpec(Direction::Backward, c.integer(5), x, layout,
-                           channelsOf(x, layout), c.tensor(3), c.optional(4), c.flag(7)));
+         r.add(accumulating(projectSpec(Direction::Backward, c.integer(5), x, layout,
+                                   channelsOf(x, layout), c.tensor(3), c.optional(4), c.flag(7)),
+                       c.optional(8)));
        }},
       {"scale", [](Requests &r, const CallArgs &c) {
          r.add(scaleSpec(Direction::Forward, c.integer(4), c.tensor(3), c.real(5),
@@ -182,7 +193,8 @@ const std::map<std::string, Handler> &handlers() {
       {"aggregate_backward", [](Requests &r, const CallArgs &c) {
          Tensor x = c.tensor(1);
          std::string layout = c.text(4);
-         r.add(aggregateSpec(Direction::Backward, c.integer(3), x, layout, channelsOf(x, layout)));
+         r.add(accumulating(aggregateSpec(Direction::Backward, c.integer(3), x, layout, channelsOf(x, layout)),
+                       c.optional(5)));
        }},
       {"expand_combine", [](Requests &r, const CallArgs &c) {
          Tensor x = c.tensor(2);
@@ -193,8 +205,9 @@ const std::map<std::string, Handler> &handlers() {
       {"expand_combine_backward", [](Requests &r, const CallArgs &c) {
          Tensor x = c.tensor(3);
          std::string layout = c.text(7);
-         r.add(combineSpec(Direction::Backward, c.integer(6), x, layout,
-                           channelsOf(x, layout), c.optional(5)));
+         r.add(accumulating(combineSpec(Direction::Backward, c.integer(6), x, layout,
+                                   channelsOf(x, layout), c.optional(5)),
+                       c.optional(8)));
        }},
       {"pre", [](Requests &r, const CallArgs &c) {
          std::string keep[2];

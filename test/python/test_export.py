@@ -284,3 +284,17 @@ def cli_model():
     """The factory `mhc export` calls in test_cli_export: (model, example inputs)."""
     torch.manual_seed(0)
     return Transformer(stack=True).eval(), tokens()
+
+
+def test_requested_specs_of_single_calls():
+    x, pre, gy = torch.randn(3, N, C), torch.rand(3, N), torch.randn(3, C)
+    assert _C.requested_specs("aggregate", (x, pre, N, "nc"), "sm_100a") == \
+        [_C.canonical_spec(f"aggregate.fwd;n={N};act=f32;layout=nc;C={C};arch=sm_100a")]
+    # The backward ops' optional accumulator sets acc; no tokens, no request.
+    assert _C.requested_specs("aggregate_backward", (gy, x, pre, N, "nc", torch.zeros_like(x)), "sm_90a") == \
+        [_C.canonical_spec(f"aggregate.bwd;n={N};act=f32;layout=nc;C={C};acc=1;arch=sm_90a")]
+    assert _C.requested_specs("aggregate", (x[:0], pre[:0], N, "nc"), "sm_90a") == []
+    with pytest.raises(ValueError, match="not an mhc op with kernels: 'num_logits'"):
+        _C.requested_specs("num_logits", (N,), "sm_90a")
+    with pytest.raises(ValueError, match="unknown arch 'sm_75'"):
+        _C.requested_specs("aggregate", (x, pre, N, "nc"), "sm_75")
