@@ -11,9 +11,9 @@ torch-mlir): user inputs, then every parameter, buffer and lifted constant as
 arguments (`mhc.name` holds the parameter's name); each torch.ops.mhc.* call
 as the mhc ops it computes (the fused torch ops as their parts: `pre` as
 project, scale, sinkhorn, aggregate; `post_pre` as expand_combine and the pre
-step; `post_pre_backward` as the five gradient ops and the adds of x's
-gradients, so that mhc-fuse-pre and mhc-fuse-layers decide where to fuse by
-the rules the runtime follows); and each run of other nodes between two mhc
+step; `post_pre_backward` as the five gradient ops, x's gradients summed
+through their acc operands, so that mhc-fuse-pre and mhc-fuse-layers decide
+where to fuse by the rules the runtime follows); and each run of other nodes between two mhc
 ops (attention, MLP, embeddings, norms) as one call to an opaque private
 function whose operands and results are the run's live values, in program
 order. Token dims are dynamic (`?`) with `dynamic_tokens`.
@@ -355,12 +355,10 @@ class _Emitter:
         return self.is_grad_add(node) if node.op == "call_function" else False
 
     def add(self, node):
-        self.bind(node, self.addf(*(self.value(v) for v in node.args), hint=node.name))
-
-    def addf(self, a, b, hint=None):
-        out = self.ssa(hint or f"{self.current}_sum", self.types[a])
+        a, b = (self.value(v) for v in node.args)
+        out = self.ssa(node.name, self.types[a])
         self.body.append(f"{out} = arith.addf {a}, {b} : {self.types[a]}")
-        return out
+        self.bind(node, out)
 
     # -- mhc ops ---------------------------------------------------------------
     def mhc_op(self, node):
@@ -512,15 +510,14 @@ def _expand_combine_grad(e, gout, f, post, x, P, bias, n, layout, acc=None):
 
 def _post_pre_grad(e, gx_next, gy, gpost_next, gP_next, f, post, x, P, bias, x_next, h, ms, pre, logits, phi,
                    alpha, beta, weight, n, layout, tf32, norm_eps, pre_eps, post_mult, mode, iters, eps):
-    """The seam's gradient as the ops it replaces (seam.md, SeamOps.cpp's
-    seamGradSteps): (gx, gf, gpost, gP, gbias, gphi, galpha, gbeta, gweight)."""
-    gx_aggregate, gpre = _aggregate_grad(e, gy, x_next, pre, n, layout)
-    g1 = e.addf(gx_next, gx_aggregate)
+    """The seam's gradient as the ops it replaces, x_next's gradients summed
+    through acc (seam.md, SeamOps.cpp's seamGradSteps): (gx, gf, gpost, gP,
+    gbias, gphi, galpha, gbeta, gweight)."""
+    g1, gpre = _aggregate_grad(e, gy, x_next, pre, n, layout, acc=gx_next)
     glogits = _sinkhorn_grad(e, gP_next, logits, n, mode, iters, eps)
     gh, gms, galpha, gbeta = _scale_grad(e, gpre, gpost_next, glogits, h, ms, alpha, beta, n, norm_eps, pre_eps,
                                          post_mult)
-    gx_project, gphi, gweight = _project_grad(e, gh, gms, x_next, phi, weight, n, layout, tf32)
-    g = e.addf(g1, gx_project)
+    g, gphi, gweight = _project_grad(e, gh, gms, x_next, phi, weight, n, layout, tf32, acc=g1)
     gf, gpost, gx, gP, gbias = _expand_combine_grad(e, g, f, post, x, P, bias, n, layout)
     return gx, gf, gpost, gP, gbias, gphi, galpha, gbeta, gweight
 
@@ -637,8 +634,9 @@ def _joint_mlir(model, example_inputs, dynamic_tokens):
     forward and backward, _export_forward_backward), the loss being the sum of
     the outputs; it returns the loss and the gradients of the parameters and
     of the floating-point inputs. The mhc *_backward ops become the dialect's
-    *_grad ops, post_pre_backward its five gradient ops and the adds of x's
-    gradients, which mhc-fuse-layers folds into mhc.post_pre_grad and acc."""
+    *_grad ops (their acc the ops' acc operand), post_pre_backward its five
+    gradient ops, which mhc-fuse-layers folds back into mhc.post_pre_grad; an
+    aten.add of two of x's gradients becomes arith.addf, which it makes acc."""
     from torch.export.experimental import _export_forward_backward
 
     if isinstance(model, torch.export.ExportedProgram):

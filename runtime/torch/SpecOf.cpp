@@ -50,13 +50,6 @@ struct CallArgs {
   }
 };
 
-/// `spec` with `acc` set when the call passes an accumulator (x's gradient
-/// from its other users, summed in the kernel).
-mhc::KernelSpec accumulating(mhc::KernelSpec spec, const OptTensor &acc) {
-  spec.acc = acc.has_value();
-  return spec;
-}
-
 int64_t channelsOf(const Tensor &x, Str layout) {
   return layout == "nc" ? x.size(-1) : x.size(-2);
 }
@@ -143,10 +136,16 @@ void seamBackward(Requests &r, const CallArgs &c) {
   if (seamRuns(r, Direction::Backward, a, x, phi, alpha, weight, bias))
     return;
   int64_t C = channelsOf(x, a.layout);
-  r.add(aggregateSpec(Direction::Backward, a.n, xNext, a.layout, C));
+  // x_next's gradients summed through acc: aggregate's takes gx_next,
+  // project's aggregate's result.
+  mhc::KernelSpec aggregate = aggregateSpec(Direction::Backward, a.n, xNext, a.layout, C);
+  mhc::KernelSpec project =
+      projectSpec(Direction::Backward, a.n, xNext, a.layout, C, phi, weight, a.tf32);
+  aggregate.acc = project.acc = true;
+  r.add(aggregate);
   r.add(sinkhornSpec(Direction::Backward, a.n, a.mode, a.iters, a.eps));
   r.add(scaleSpec(Direction::Backward, a.n, beta, a.normEps, a.preEps, a.postMult));
-  r.add(projectSpec(Direction::Backward, a.n, xNext, a.layout, C, phi, weight, a.tf32));
+  r.add(project);
   r.add(combineSpec(Direction::Backward, a.n, x, a.layout, C, bias));
 }
 
@@ -165,7 +164,7 @@ const std::map<std::string, Handler> &handlers() {
       {"project_backward", [](Requests &r, const CallArgs &c) {
          Tensor x = c.tensor(2);
          std::string layout = c.text(6);
-         r.add(accumulating(projectSpec(Direction::Backward, c.integer(5), x, layout,
+         r.add(withAcc(projectSpec(Direction::Backward, c.integer(5), x, layout,
                                    channelsOf(x, layout), c.tensor(3), c.optional(4), c.flag(7)),
                        c.optional(8)));
        }},
@@ -193,7 +192,7 @@ const std::map<std::string, Handler> &handlers() {
       {"aggregate_backward", [](Requests &r, const CallArgs &c) {
          Tensor x = c.tensor(1);
          std::string layout = c.text(4);
-         r.add(accumulating(aggregateSpec(Direction::Backward, c.integer(3), x, layout, channelsOf(x, layout)),
+         r.add(withAcc(aggregateSpec(Direction::Backward, c.integer(3), x, layout, channelsOf(x, layout)),
                        c.optional(5)));
        }},
       {"expand_combine", [](Requests &r, const CallArgs &c) {
@@ -205,7 +204,7 @@ const std::map<std::string, Handler> &handlers() {
       {"expand_combine_backward", [](Requests &r, const CallArgs &c) {
          Tensor x = c.tensor(3);
          std::string layout = c.text(7);
-         r.add(accumulating(combineSpec(Direction::Backward, c.integer(6), x, layout,
+         r.add(withAcc(combineSpec(Direction::Backward, c.integer(6), x, layout,
                                    channelsOf(x, layout), c.optional(5)),
                        c.optional(8)));
        }},
