@@ -24,6 +24,7 @@ sources = [
     "runtime/torch/Checks.cpp",
     "runtime/torch/KernelPath.cpp",
     "runtime/torch/Specs.cpp",
+    "runtime/torch/SpecOf.cpp",
     "runtime/torch/ProjectOps.cpp",
     "runtime/torch/ScaleOps.cpp",
     "runtime/torch/SinkhornOps.cpp",

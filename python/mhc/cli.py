@@ -2,6 +2,7 @@
 
     mhc precompile --spec 'aggregate.fwd;n=4;act=bf16;layout=nc;C=2048' --arch sm_90a,sm_100a -o bundle/
     mhc precompile --specs specs.txt --graph examples/transformer_n4.mlir --arch sm_90a -o bundle/
+    mhc export model.py:make_model -o model.mlir [--backward] [--static-tokens]
 
 `precompile` builds, with `mhc-compile`, every kernel that the specs (`--spec`,
 `--specs FILE`: one a line, '#' comments) and the model graphs (`--graph`, the
@@ -116,6 +117,56 @@ def precompile(args, parser):
     return 1 if failed else 0
 
 
+def _load_factory(where):
+    """The callable named by 'path/to/file.py:name' or 'package.module:name'."""
+    import importlib
+    import importlib.util
+
+    source, sep, name = where.rpartition(":")
+    if not sep or not source or not name:
+        sys.exit(f"mhc export: {where!r} must be FILE.py:FUNCTION or MODULE:FUNCTION")
+    if source.endswith(".py"):
+        spec = importlib.util.spec_from_file_location("_mhc_export_model", source)
+        if spec is None or not os.path.isfile(source):
+            sys.exit(f"mhc export: no such file {source!r}")
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+    else:
+        module = importlib.import_module(source)
+    factory = getattr(module, name, None)
+    if not callable(factory):
+        sys.exit(f"mhc export: {source} has no function {name!r}")
+    return factory
+
+
+def export(args):
+    """`mhc export`: a model's graph in the mhc dialect (mhc.export.export)."""
+    import torch
+
+    from . import export as exporter
+
+    if args.model.endswith(".pt2"):
+        model, inputs = torch.export.load(args.model), ()
+    else:
+        made = _load_factory(args.model)()
+        if not (isinstance(made, tuple) and len(made) == 2):
+            sys.exit("mhc export: the factory must return (model, example_inputs)")
+        model, inputs = made
+    exporter.export(model, inputs, args.output, backward=args.backward, dynamic_tokens=not args.static_tokens)
+    print(f"wrote {args.output}")
+    return 0
+
+
+EXPORT_HELP = """Writes a PyTorch model's graph in the mhc dialect (mhc.export.export): the
+mHC ops as mhc ops, every other part of the model as calls to opaque
+functions, parameters as arguments; then mhc-opt (or mhc precompile --graph)
+fuses, specialises and builds its kernels.
+
+MODEL is FILE.py:FUNCTION or MODULE:FUNCTION, a function returning
+(model, example_inputs), or a torch.export.save'd program (.pt2).
+"""
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="mhc", description="mhc command line tools")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -128,7 +179,15 @@ def main(argv=None):
     p.add_argument("-o", "--output", required=True, metavar="DIR", help="the bundle directory")
     p.add_argument("--mhc-compile", help="the kernel compiler (default: $MHC_COMPILER, mhc-compile)")
     p.add_argument("--mhc-opt", help="mhc-opt, for --graph (default: $MHC_OPT, next to mhc-compile, PATH)")
+    e = commands.add_parser("export", help="a PyTorch model's graph in the mhc dialect",
+                            description=EXPORT_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
+    e.add_argument("model", metavar="MODEL", help="FILE.py:FUNCTION, MODULE:FUNCTION or a .pt2 file")
+    e.add_argument("-o", "--output", required=True, metavar="MLIR", help="the .mlir file to write")
+    e.add_argument("--backward", action="store_true", help="add @backward, the gradient graph")
+    e.add_argument("--static-tokens", action="store_true", help="keep the example's token counts (default: ?)")
     args = parser.parse_args(argv)
+    if args.command == "export":
+        return export(args)
     return precompile(args, p)
 
 

@@ -10,6 +10,7 @@
 #include "Checks.h"
 #include "OpHandles.h"
 #include "Reference.h"
+#include "SpecOf.h"
 #include "Stats.h"
 
 #include "mhc/Runtime/Runtime.h"
@@ -146,6 +147,10 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.attr("MAX_STREAMS") = mhc::ops::kMaxStreams;
   // The ops' contract (mhc/Support/OpContract.h), for the Python package.
   m.def("num_logits", &mhc::numLogits, "N = 2n + n^2, the mixing logits per token.");
+  m.def("requested_specs", &mhc::ops::requestedSpecs, pybind11::arg("op"), pybind11::arg("args"),
+        pybind11::arg("arch"),
+        "The canonical specs torch.ops.mhc.<op>'s CUDA entry would ask for, called with the "
+        "schema's arguments `args` on a GPU of `arch` (SpecOf.cpp); none for M = 0.");
   m.def("pre_step_fuses", &mhc::preStepFuses,
         "Whether torch.ops.mhc.pre (and mhc-fuse-pre) runs one layer's pre step as the "
         "fused kernel for n streams and M tokens (M < 0: not known).");
