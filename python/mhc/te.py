@@ -99,11 +99,16 @@ def _shaped(fn, name, t, want, *alternatives, optional=False):
     raise ValueError(f"mhc.te.{fn}: argument '{name}' must have shape {want}; got {got}")
 
 
+# The ops' mixing dtype of each floating dtype, asked of mhc._C once (the
+# lookup also runs while torch.compile traces, which cannot call into C++).
+_MIXING = {d: _C.mixing_dtype(d) for d in (torch.bfloat16, torch.float16, torch.float32, torch.float64)}
+
+
 def _mixing(t):
     """A mixing tensor in the ops' mixing dtype (float32; float64 stays)."""
     if not isinstance(t, torch.Tensor):
         return t  # for the op to name
-    want = _C.mixing_dtype(t.dtype)
+    want = _MIXING.get(t.dtype, t.dtype)  # (another dtype: the op names it)
     return t if t.dtype == want else t.to(want)
 
 

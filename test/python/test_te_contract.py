@@ -411,3 +411,24 @@ def test_fused_grad_x_acc_buffer_is_refused_by_name(fn):
     with pytest.raises(ValueError, match=rf"mhc.te.{fn}: argument 'fused_grad_x_acc_buffer' is not supported"):
         call_with[fn]()
 
+
+
+def test_te_calls_trace_with_torch_compile_fullgraph():
+    """A TE layer (bf16 x and beta, fp32 phi and alpha) through
+    torch.compile(fullgraph=True): no graph break in mhc.te, the eager bits."""
+    s, b, C, n = 3, 2, 16, 4
+    x = torch.randn(s, b, C, n, dtype=BF16, requires_grad=True)
+    phi, alpha = torch.randn(24, n * C) / 8, torch.rand(3) + 0.5
+    beta = (0.1 * torch.randn(1, 24)).to(BF16)
+
+    def layer(x):
+        H, ms = te.mhc_fused_projection(x.view(s * b, C * n), phi)
+        pre, post, res = te.mhc_fused_scale(H.to(BF16), alpha, beta, ms, n)
+        P = te.mhc_fused_sinkhorn(res.view(s, b, n, n), n)
+        y = te.mhc_fused_aggregate(x, pre.view(s, b, n), n)
+        y2, post2, P2 = te.mhc_generate_mix_and_aggregate(x, phi, alpha, beta)
+        return te.mhc_fused_expand_combine(torch.tanh(y), None, post.view(s, b, n), x, P, n), y2, post2, P2
+
+    eager = layer(x)
+    compiled = torch.compile(layer, fullgraph=True, backend="aot_eager")(x)
+    assert all(torch.equal(u, v) for u, v in zip(eager, compiled))
