@@ -1,45 +1,11 @@
 """Transformer Engine's mHC API (transformer_engine.pytorch.triton.mhc) on mhc's ops.
 
-A user of TE's module switches by changing the import: the same function
-names, argument order and defaults, x as (s, b, C, n) (stream-minor, layout
-"cn"), the projection's x flattened to (M, n*C), norm_eps = FLT_EPSILON, no
-eps on pre, post multiplier 2, log-domain Sinkhorn with 20 iterations.
-
-What a caller sees is TE's:
-- dtypes. x, f, bias, phi, alpha, beta and norm_weight in bfloat16 or
-  float32, each chosen independently; the mixing tensors (H, ms, H_pre,
-  H_post, H_res) in bfloat16 or float32. Outputs: H and ms in float32;
-  mhc_fused_scale's and mhc_fused_sinkhorn's in the dtype of their H / H_res;
-  aggregate's and expand_combine's in x's; mhc_generate_mix_and_aggregate's H_post
-  and H_res in float32. Gradients come back in each input's dtype. The math
-  runs in float32 inside: a bfloat16 mixing tensor is cast to float32 on the
-  way in and back on the way out (casts of [M, N]-sized tensors); a parameter
-  pair the ops need in one dtype (phi and norm_weight, alpha and beta) is
-  given the wider of the two dtypes (a bfloat16 one cast to float32, exactly);
-  an f whose dtype is not x's is cast to x's.
-- shapes. mhc_fused_projection's H is (M, 32), TE's padding, with zeros past
-  the N = 2n + n^2 logits, for n <= 4; mhc_fused_scale reads the first N
-  columns of whatever H it is given; the other functions return TE's shapes.
-- arguments. `n` is checked against the tensors' shapes; use_tf32 selects TF32
-  for the projection as in TE (aggregate and expand_combine have no matmul to
-  select it for); use_split_k, recompute_hist and NVTE_ALLOW_NONDETERMINISTIC_ALGO
-  are accepted and change nothing: mhc's reductions are always deterministic
-  (fixed-order partial sums), so a split-K request never conflicts with TE's
-  determinism switch and never raises; mhc's Sinkhorn backward always
-  recomputes its history (TE's recompute_hist=True memory); iters is the
-  number of Sinkhorn iterations (>= 1, as TE's kernels assume).
-- names. ENFORCE_DETERMINISTIC, check_deterministic and the autograd
-  operators' names (mHCProjectionOp, ...: `.apply` with TE's positional
-  arguments; they are not torch.autograd.Function subclasses, since mhc's
-  autograd is registered in C++).
-
-mhc's extensions: any n from 1 to 8 (TE asserts n = 4; H is unpadded, (M, N),
-for n >= 5, where N > 32 and TE has no layout), float16 activations, H of
-(M, N) accepted by mhc_fused_scale, H_res of (..., n*n) by
-mhc_fused_sinkhorn, any number of leading (token) dims where TE takes (s, b).
-
-Not supported yet: `fused_grad_x_acc_buffer` (autograd sums x's gradient
-contributions; passing a buffer raises).
+A user of TE's module switches by changing the import: TE's function names,
+argument order, defaults, conventions (x (s, b, C, n), layout "cn";
+norm_eps = FLT_EPSILON, no pre eps, post x 2, log Sinkhorn, 20 iterations),
+dtypes and shapes. docs/PYTORCH.md ("Transformer Engine's API") is the
+contract: what is TE's, the casts at the boundary, mhc's extensions and what
+is not supported yet (fused_grad_x_acc_buffer raises).
 """
 
 import os

@@ -22,7 +22,6 @@ import zlib
 import pytest
 import torch
 
-import mhc
 from mhc import reference as ref
 from mhc import te
 
