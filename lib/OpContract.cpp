@@ -61,17 +61,41 @@ std::map<std::string_view, std::vector<ArgRule>> buildTable() {
   const ArgRule logits = tensor("logits", {Sym::M, Sym::n, Sym::n}, E::Mixing);
   const std::vector<ArgRule> aggregate{
       streams("x"), tensor("pre", {Sym::M, Sym::n}, E::Mixing)};
+  // x's gradient from its other users, which a backward adds to its own
+  // (docs/MATH.md, "Backward"): x's shape and dtype, optional.
+  const ArgRule acc = optional(streams("acc", "x"));
   const std::vector<ArgRule> combine{
       streams("x"),
       tensor("f", {Sym::M, Sym::C}, E::Activation, "x"),
       tensor("post", {Sym::M, Sym::n}, E::Mixing),
       tensor("P", {Sym::M, Sym::n, Sym::n}, E::Mixing),
       optional(tensor("bias", {Sym::C}, E::Param))};
+  // The layer seam (docs/design/seam.md, "The contract"): f first, so M and
+  // C come from it and x, x_next must have its dtype; the next layer's
+  // parameters as in pre.
+  const ArgRule post = tensor("post", {Sym::M, Sym::n}, E::Mixing);
+  const ArgRule P = tensor("P", {Sym::M, Sym::n, Sym::n}, E::Mixing);
+  const ArgRule bias = optional(tensor("bias", {Sym::C}, E::Param));
+  const std::vector<ArgRule> seamParams{project[1], scale[2], scale[3], project[2]};
+  const std::vector<ArgRule> seam = concat(
+      {tensor("f", {Sym::M, Sym::C}, E::Activation), post, streams("x", "f"), P, bias},
+      seamParams);
+  const std::vector<ArgRule> seamBackward = concat(
+      {streams("gx_next"), tensor("gy", {Sym::M, Sym::C}, E::Activation, "gx_next"),
+       tensor("gpost_next", {Sym::M, Sym::n}, E::Mixing),
+       tensor("gP_next", {Sym::M, Sym::n, Sym::n}, E::Mixing),
+       tensor("f", {Sym::M, Sym::C}, E::Activation, "gx_next"), post,
+       streams("x", "gx_next"), P, bias, streams("x_next", "gx_next"),
+       scale[0], scale[1], aggregate[1], logits},
+      seamParams);
   return {
+      {"post_pre", seam},
+      {"post_pre_saved", seam},
+      {"post_pre_backward", seamBackward},
       {"project", project},
       {"project_backward",
        concat(project, {tensor("gh", {Sym::M, Sym::N}, E::Mixing),
-                        tensor("gms", {Sym::M}, E::Mixing)})},
+                        tensor("gms", {Sym::M}, E::Mixing), acc})},
       {"scale", scale},
       {"scale_backward",
        concat(scale, {tensor("gpre", {Sym::M, Sym::n}, E::Mixing),
@@ -82,9 +106,9 @@ std::map<std::string_view, std::vector<ArgRule>> buildTable() {
        {tensor("gP", {Sym::M, Sym::n, Sym::n}, E::Mixing), logits}},
       {"aggregate", aggregate},
       {"aggregate_backward",
-       concat(aggregate, {tensor("gy", {Sym::M, Sym::C}, E::Activation, "x")})},
+       concat(aggregate, {tensor("gy", {Sym::M, Sym::C}, E::Activation, "x"), acc})},
       {"expand_combine", combine},
-      {"expand_combine_backward", concat(combine, {streams("gout", "x")})},
+      {"expand_combine_backward", concat(combine, {streams("gout", "x"), acc})},
       // The fused pre step: project's arguments, then scale's parameters.
       {"pre", concat(project, {scale[2], scale[3]})},
       {"pre_saved", concat(project, {scale[2], scale[3]})},

@@ -107,15 +107,37 @@ def _(x, phi, alpha, beta, weight, n, layout, tf32, norm_eps, pre_eps, post_mult
     return _pre_outputs(x, phi, alpha, beta, weight, n, layout, saved=True)
 
 
+# The layer seam (docs/design/seam.md): x_next, then the pre step's outputs of x_next.
+def _post_pre_outputs(f, post, x, P, bias, phi, alpha, beta, weight, n, layout):
+    _one_device("post_pre", f=f, post=post, x=x, P=P, bias=bias, phi=phi, alpha=alpha, beta=beta, weight=weight)
+    y, post_next, P_next, h, ms, pre, logits = _pre_outputs(x, phi, alpha, beta, weight, n, layout, saved=True)
+    return x.new_empty(x.shape), h, ms, pre, post_next, logits, P_next, y
+
+
+@torch.library.register_fake(lib + "post_pre")
+def _(f, post, x, P, bias, phi, alpha, beta, weight, n, layout, tf32, norm_eps, pre_eps, post_mult, mode, iters,
+      eps):
+    x_next, h, ms, pre, post_next, logits, P_next, y = _post_pre_outputs(f, post, x, P, bias, phi, alpha, beta,
+                                                                         weight, n, layout)
+    return x_next, y, post_next, P_next
+
+
+@torch.library.register_fake(lib + "post_pre_saved")
+def _(f, post, x, P, bias, phi, alpha, beta, weight, n, layout, tf32, norm_eps, pre_eps, post_mult, mode, iters,
+      eps):
+    return _post_pre_outputs(f, post, x, P, bias, phi, alpha, beta, weight, n, layout)
+
+
 # --- backward: each gradient like its input; an absent input's is empty -----
+# (gx with acc, x's gradient from its other users, is still x-shaped.)
 
 def _like(t):
     return t.new_empty(t.shape)
 
 
 @torch.library.register_fake(lib + "project_backward")
-def _(gh, gms, x, phi, weight, n, layout, tf32):
-    _one_device("project_backward", x=x, phi=phi, weight=weight, gh=gh, gms=gms)
+def _(gh, gms, x, phi, weight, n, layout, tf32, acc=None):
+    _one_device("project_backward", x=x, phi=phi, weight=weight, gh=gh, gms=gms, acc=acc)
     gw = _like(weight) if weight is not None else phi.new_empty((0,))
     return _like(x), _like(phi), gw
 
@@ -133,17 +155,29 @@ def _(gP, logits, n, mode, iters, eps):
 
 
 @torch.library.register_fake(lib + "aggregate_backward")
-def _(gy, x, pre, n, layout):
-    _one_device("aggregate_backward", x=x, pre=pre, gy=gy)
+def _(gy, x, pre, n, layout, acc=None):
+    _one_device("aggregate_backward", x=x, pre=pre, gy=gy, acc=acc)
     return _like(x), _like(pre)
 
 
 @torch.library.register_fake(lib + "expand_combine_backward")
-def _(gout, f, post, x, P, bias, n, layout):
-    _one_device("expand_combine_backward", x=x, f=f, post=post, P=P, bias=bias, gout=gout)
+def _(gout, f, post, x, P, bias, n, layout, acc=None):
+    _one_device("expand_combine_backward", x=x, f=f, post=post, P=P, bias=bias, gout=gout, acc=acc)
     gb = _like(bias) if bias is not None else x.new_empty((0,))
     return _like(f), _like(post), _like(x), _like(P), gb
 
 
-# Autograd is registered in C++ (runtime/torch/Autograd.cpp), so calls never
+@torch.library.register_fake(lib + "post_pre_backward")
+def _(gx_next, gy, gpost_next, gP_next, f, post, x, P, bias, x_next, h, ms, pre, logits, phi, alpha, beta, weight, n,
+      layout, tf32, norm_eps, pre_eps, post_mult, mode, iters, eps):
+    _one_device("post_pre_backward", gx_next=gx_next, gy=gy, gpost_next=gpost_next, gP_next=gP_next, f=f, post=post,
+                x=x, P=P, bias=bias, x_next=x_next, h=h, ms=ms, pre=pre, logits=logits, phi=phi, alpha=alpha,
+                beta=beta, weight=weight)
+    _N(n, "post_pre_backward")
+    gb = _like(bias) if bias is not None else x.new_empty((0,))
+    gw = _like(weight) if weight is not None else phi.new_empty((0,))
+    return _like(x), _like(f), _like(post), _like(P), gb, _like(phi), _like(alpha), _like(beta), gw
+
+
+# Autograd is registered in C++ (runtime/torch/Autograd.cpp, AutogradSeam.cpp), so calls never
 # enter Python.

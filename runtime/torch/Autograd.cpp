@@ -5,108 +5,20 @@
 // registration would run on every call, grad or not). Missing upstream
 // gradients become zeros; upstream gradients are made contiguous. The
 // *_backward ops have no gradient: differentiating one (double backward)
-// raises a clear error.
+// raises a clear error. The layer seam's node is in AutogradSeam.cpp.
 //
 //===----------------------------------------------------------------------===//
 
-#include "OpHandles.h"
+#include "AutogradUtil.h"
 #include "Reference.h"
 
 #include "mhc/Support/OpContract.h"
 
-#include <torch/autograd.h>
 #include <torch/library.h>
 
-#include <algorithm>
-#include <functional>
-#include <utility>
-
 using namespace mhc::ops;
-using torch::autograd::AutogradContext;
-using torch::autograd::variable_list;
 
 namespace {
-
-/// Calls `op` below the Autograd key: the kernel itself, recording nothing.
-template <typename Sig, typename... Args>
-decltype(auto) belowAutograd(const c10::TypedOperatorHandle<Sig> &op,
-                             Args &&...args) {
-  at::AutoDispatchBelowADInplaceOrView guard;
-  return op.call(std::forward<Args>(args)...);
-}
-
-Tensor grad(const Tensor &g, const Tensor &like) {
-  return g.defined() ? g.contiguous() : at::zeros_like(like);
-}
-
-OptTensor opt(const Tensor &t) { return t.defined() ? OptTensor(t) : std::nullopt; }
-
-/// True when this call records no graph: then the wrappers below go straight
-/// to the kernel (Function::apply builds a node and its saved state on every
-/// call, a few microseconds of host time).
-bool noGraph(std::initializer_list<const Tensor *> inputs) {
-  if (!at::GradMode::is_enabled())
-    return true;
-  for (const Tensor *t : inputs)
-    if (t->defined() && t->requires_grad())
-      return false;
-  return true;
-}
-
-variable_list listOf(const Tensor &t) { return {t}; }
-template <typename... T> variable_list listOf(const std::tuple<T...> &t) {
-  return std::apply([](const auto &...v) { return variable_list{v...}; }, t);
-}
-template <typename Tuple, size_t... I>
-Tuple tupleOf(const variable_list &v, std::index_sequence<I...>) {
-  return Tuple{v[I]...};
-}
-template <typename Out> Out outOf(const variable_list &v) {
-  if constexpr (std::is_same_v<Out, Tensor>)
-    return v[0];
-  else
-    return tupleOf<Out>(v, std::make_index_sequence<std::tuple_size_v<Out>>());
-}
-
-/// A *_backward op's call while a graph is recorded (a backward with
-/// create_graph=True): its outputs hang off this node, which raises when it
-/// is differentiated, instead of PyTorch's deprecated autograd fallthrough
-/// (which would give silently wrong second-order gradients).
-struct FirstOrderOnly : torch::autograd::Function<FirstOrderOnly> {
-  static variable_list forward(AutogradContext *ctx, const char *op,
-                               at::TensorList inputs,
-                               const std::function<variable_list()> &run) {
-    ctx->saved_data["op"] = std::string(op);
-    at::AutoDispatchBelowADInplaceOrView guard;
-    return run();
-  }
-  static variable_list backward(AutogradContext *ctx, variable_list) {
-    TORCH_CHECK(false, "mhc: double backward (second-order gradients) is not "
-                "supported by mhc.", ctx->saved_data["op"].toStringRef(),
-                " (mhc.", ctx->saved_data["op"].toStringRef(),
-                "_backward has no gradient)");
-  }
-};
-
-/// Calls the backward op `handle`; with a graph to record (any of `inputs`
-/// requires grad under grad mode), through FirstOrderOnly.
-template <typename Sig, typename... Args>
-auto firstOrderOnly(const char *op, const c10::TypedOperatorHandle<Sig> &handle,
-                    std::initializer_list<OptTensor> inputs, const Args &...args) {
-  using Out = decltype(handle.call(args...));
-  std::vector<Tensor> defined;
-  for (const OptTensor &t : inputs)
-    if (t && t->defined())
-      defined.push_back(*t);
-  bool graph = at::GradMode::is_enabled() &&
-               std::any_of(defined.begin(), defined.end(),
-                           [](const Tensor &t) { return t.requires_grad(); });
-  if (!graph)
-    return belowAutograd(handle, args...);
-  return outOf<Out>(FirstOrderOnly::apply(op, at::TensorList(defined), [&] {
-    return listOf(handle.call(args...));
-  }));
-}
 
 struct Project : torch::autograd::Function<Project> {
   static variable_list forward(AutogradContext *ctx, Tensor x, Tensor phi,
@@ -128,7 +40,7 @@ struct Project : torch::autograd::Function<Project> {
     Tensor gh = g[0].defined() ? g[0].contiguous() : at::zeros({M, N}, mixing);
     Tensor gms = g[1].defined() ? g[1].contiguous() : at::zeros({M}, mixing);
     auto [gx, gphi, gw] = projectBackwardOp().call(gh, gms, s[0], s[1], opt(s[2]), n, layout,
-                                   ctx->saved_data["tf32"].toBool());
+                                   ctx->saved_data["tf32"].toBool(), std::nullopt);
     return {gx, gphi, s[2].defined() ? gw : Tensor(), Tensor(), Tensor(), Tensor()};
   }
 };
@@ -187,7 +99,7 @@ struct Aggregate : torch::autograd::Function<Aggregate> {
   static variable_list backward(AutogradContext *ctx, variable_list g) {
     auto s = ctx->get_saved_variables();
     auto [gx, gpre] = aggregateBackwardOp().call(grad(g[0], s[2]), s[0], s[1], ctx->saved_data["n"].toInt(),
-                               ctx->saved_data["layout"].toStringRef());
+                               ctx->saved_data["layout"].toStringRef(), std::nullopt);
     return {gx, gpre, Tensor(), Tensor()};
   }
 };
@@ -205,7 +117,8 @@ struct ExpandCombine : torch::autograd::Function<ExpandCombine> {
     auto s = ctx->get_saved_variables();
     auto [gf, gpost, gx, gP, gbias] =
         expandCombineBackwardOp().call(grad(g[0], s[2]), s[0], s[1], s[2], s[3], opt(s[4]),
-                 ctx->saved_data["n"].toInt(), ctx->saved_data["layout"].toStringRef());
+                 ctx->saved_data["n"].toInt(), ctx->saved_data["layout"].toStringRef(),
+                 std::nullopt);
     return {gf, gpost, gx, gP, s[4].defined() ? gbias : Tensor(), Tensor(), Tensor()};
   }
 };
@@ -221,8 +134,10 @@ struct Pre : torch::autograd::Function<Pre> {
     auto [y, post, P, h, ms, pre, logits] =
         belowAutograd(preSavedOp(), x, phi, alpha, beta, weight, n, layout,
                       tf32, normEps, preEps, postMult, mode, iters, eps);
+    // y and post are not kept: their missing gradients' zeros take the
+    // shapes and dtypes of x's channels and of pre.
     ctx->save_for_backward({x, phi, alpha, beta, weight.value_or(Tensor()), h,
-                            ms, pre, post, logits, y});
+                            ms, pre, logits});
     ctx->saved_data["n"] = n;
     ctx->saved_data["layout"] = layout;
     ctx->saved_data["tf32"] = tf32;
@@ -235,20 +150,26 @@ struct Pre : torch::autograd::Function<Pre> {
   static variable_list backward(AutogradContext *ctx, variable_list g) {
     auto s = ctx->get_saved_variables();
     const Tensor &x = s[0], &phi = s[1], &alpha = s[2], &beta = s[3], &w = s[4];
-    const Tensor &h = s[5], &ms = s[6], &pre = s[7], &post = s[8];
-    const Tensor &logits = s[9], &y = s[10];
+    const Tensor &h = s[5], &ms = s[6], &pre = s[7], &logits = s[8];
     int64_t n = ctx->saved_data["n"].toInt();
     std::string layout = ctx->saved_data["layout"].toStringRef();
     auto e = ctx->saved_data["scale"].toDoubleVector();
-    auto [gxAggregate, gpre] = aggregateBackwardOp().call(grad(g[0], y), x, pre, n, layout);
+    Tensor gy = g[0].defined()
+                    ? g[0].contiguous()
+                    : at::zeros({x.size(0), x.size(layout == "nc" ? 2 : 1)},
+                                x.options());
+    auto [gxAggregate, gpre] =
+        aggregateBackwardOp().call(gy, x, pre, n, layout, std::nullopt);
     Tensor glogits = sinkhornBackwardOp().call(
         grad(g[2], logits), logits, n, ctx->saved_data["mode"].toStringRef(),
         ctx->saved_data["iters"].toInt(), ctx->saved_data["eps"].toDouble());
     auto [gh, gms, galpha, gbeta] = scaleBackwardOp().call(
-        gpre, grad(g[1], post), glogits, h, ms, alpha, beta, n, e[0], e[1], e[2]);
-    auto [gxProject, gphi, gw] = projectBackwardOp().call(
-        gh, gms, x, phi, opt(w), n, layout, ctx->saved_data["tf32"].toBool());
-    return {gxProject.add(gxAggregate), gphi, galpha, gbeta,
+        gpre, grad(g[1], pre), glogits, h, ms, alpha, beta, n, e[0], e[1], e[2]);
+    // x's gradient: project's with aggregate's added where the kernel
+    // stores it (acc), the bits of gxProject.add(gxAggregate).
+    auto [gx, gphi, gw] = projectBackwardOp().call(
+        gh, gms, x, phi, opt(w), n, layout, ctx->saved_data["tf32"].toBool(), gxAggregate);
+    return {gx, gphi, galpha, gbeta,
             w.defined() ? gw : Tensor(), Tensor(), Tensor(), Tensor(), Tensor(),
             Tensor(), Tensor(), Tensor(), Tensor(), Tensor()};
   }
@@ -330,9 +251,9 @@ Tensor expandCombineAutograd(const Tensor &f, const Tensor &post, const Tensor &
 std::tuple<Tensor, Tensor, Tensor>
 projectBackwardAutograd(const Tensor &gh, const Tensor &gms, const Tensor &x,
                         const Tensor &phi, const OptTensor &weight, int64_t n,
-                        Str layout, bool tf32) {
-  return firstOrderOnly("project", projectBackwardOp(), {gh, gms, x, phi, weight},
-                        gh, gms, x, phi, weight, n, layout, tf32);
+                        Str layout, bool tf32, const OptTensor &acc) {
+  return firstOrderOnly("project", projectBackwardOp(), {gh, gms, x, phi, weight, acc},
+                        gh, gms, x, phi, weight, n, layout, tf32, acc);
 }
 
 std::tuple<Tensor, Tensor, Tensor, Tensor>
@@ -353,18 +274,18 @@ Tensor sinkhornBackwardAutograd(const Tensor &gP, const Tensor &logits, int64_t 
 
 std::tuple<Tensor, Tensor> aggregateBackwardAutograd(const Tensor &gy, const Tensor &x,
                                                      const Tensor &pre, int64_t n,
-                                                     Str layout) {
-  return firstOrderOnly("aggregate", aggregateBackwardOp(), {gy, x, pre}, gy, x, pre,
-                        n, layout);
+                                                     Str layout, const OptTensor &acc) {
+  return firstOrderOnly("aggregate", aggregateBackwardOp(), {gy, x, pre, acc}, gy, x,
+                        pre, n, layout, acc);
 }
 
 std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor>
 expandCombineBackwardAutograd(const Tensor &gout, const Tensor &f, const Tensor &post,
                               const Tensor &x, const Tensor &P, const OptTensor &bias,
-                              int64_t n, Str layout) {
+                              int64_t n, Str layout, const OptTensor &acc) {
   return firstOrderOnly("expand_combine", expandCombineBackwardOp(),
-                        {gout, f, post, x, P, bias}, gout, f, post, x, P, bias, n,
-                        layout);
+                        {gout, f, post, x, P, bias, acc}, gout, f, post, x, P, bias,
+                        n, layout, acc);
 }
 
 } // namespace

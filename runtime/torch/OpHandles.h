@@ -34,7 +34,7 @@ using ExpandCombineSig = Tensor(const Tensor &, const Tensor &, const Tensor &,
                                 const Tensor &, const OptTensor &, int64_t, Str);
 using ProjectBackwardSig = std::tuple<Tensor, Tensor, Tensor>(
     const Tensor &, const Tensor &, const Tensor &, const Tensor &,
-    const OptTensor &, int64_t, Str, bool);
+    const OptTensor &, int64_t, Str, bool, const OptTensor &);
 using ScaleBackwardSig = std::tuple<Tensor, Tensor, Tensor, Tensor>(
     const Tensor &, const Tensor &, const Tensor &, const Tensor &,
     const Tensor &, const Tensor &, const Tensor &, int64_t, double, double,
@@ -42,11 +42,12 @@ using ScaleBackwardSig = std::tuple<Tensor, Tensor, Tensor, Tensor>(
 using SinkhornBackwardSig = Tensor(const Tensor &, const Tensor &, int64_t, Str,
                                    int64_t, double);
 using AggregateBackwardSig = std::tuple<Tensor, Tensor>(
-    const Tensor &, const Tensor &, const Tensor &, int64_t, Str);
+    const Tensor &, const Tensor &, const Tensor &, int64_t, Str,
+    const OptTensor &);
 using ExpandCombineBackwardSig =
     std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor>(
         const Tensor &, const Tensor &, const Tensor &, const Tensor &,
-        const Tensor &, const OptTensor &, int64_t, Str);
+        const Tensor &, const OptTensor &, int64_t, Str, const OptTensor &);
 template <typename Out>
 using PreSigOf = Out(const Tensor &, const Tensor &, const Tensor &,
                      const Tensor &, const OptTensor &, int64_t, Str, bool,
@@ -54,6 +55,28 @@ using PreSigOf = Out(const Tensor &, const Tensor &, const Tensor &,
 using PreSig = PreSigOf<std::tuple<Tensor, Tensor, Tensor>>;
 using PreSavedSig = PreSigOf<
     std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor>>;
+
+// The layer seam (docs/design/seam.md, "The contract"): expand_combine of
+// layer l, then the pre step of layer l+1; its attributes are mhc::pre's.
+template <typename Out>
+using PostPreSigOf = Out(const Tensor &, const Tensor &, const Tensor &,
+                         const Tensor &, const OptTensor &, const Tensor &,
+                         const Tensor &, const Tensor &, const OptTensor &,
+                         int64_t, Str, bool, double, double, double, Str,
+                         int64_t, double);
+using PostPreSig = PostPreSigOf<std::tuple<Tensor, Tensor, Tensor, Tensor>>;
+using PostPreSavedSig = PostPreSigOf<std::tuple<Tensor, Tensor, Tensor, Tensor,
+                                                Tensor, Tensor, Tensor, Tensor>>;
+using PostPreBackwardSig =
+    std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor,
+               Tensor>(const Tensor &, const Tensor &, const Tensor &,
+                       const Tensor &, const Tensor &, const Tensor &,
+                       const Tensor &, const Tensor &, const OptTensor &,
+                       const Tensor &, const Tensor &, const Tensor &,
+                       const Tensor &, const Tensor &, const Tensor &,
+                       const Tensor &, const Tensor &, const OptTensor &,
+                       int64_t, Str, bool, double, double, double, Str, int64_t,
+                       double);
 
 /// One op's name and schema; Library.cpp defines it from these, and its
 /// handle below is typed with the signature above (both checked against the
@@ -63,11 +86,14 @@ struct OpSchema {
   const char *schema;
 };
 
+// The backward ops of aggregate, project and expand_combine end in an
+// optional `acc` (x's shape and dtype): their gx is acc plus their own
+// gradient of x, summed where gx is stored (docs/MATH.md, "Backward").
 inline constexpr OpSchema kProject{"mhc::project",
     "project(Tensor x, Tensor phi, Tensor? weight, int n, str layout, bool tf32) -> (Tensor, Tensor)"};
 inline constexpr OpSchema kProjectBackward{"mhc::project_backward",
     "project_backward(Tensor gh, Tensor gms, Tensor x, Tensor phi, Tensor? weight, int n, str layout, "
-    "bool tf32) -> (Tensor, Tensor, Tensor)"};
+    "bool tf32, Tensor? acc=None) -> (Tensor, Tensor, Tensor)"};
 inline constexpr OpSchema kScale{"mhc::scale",
     "scale(Tensor h, Tensor ms, Tensor alpha, Tensor beta, int n, float norm_eps, float pre_eps, "
     "float post_mult) -> (Tensor, Tensor, Tensor)"};
@@ -81,12 +107,13 @@ inline constexpr OpSchema kSinkhornBackward{"mhc::sinkhorn_backward",
 inline constexpr OpSchema kAggregate{"mhc::aggregate",
     "aggregate(Tensor x, Tensor pre, int n, str layout) -> Tensor"};
 inline constexpr OpSchema kAggregateBackward{"mhc::aggregate_backward",
-    "aggregate_backward(Tensor gy, Tensor x, Tensor pre, int n, str layout) -> (Tensor, Tensor)"};
+    "aggregate_backward(Tensor gy, Tensor x, Tensor pre, int n, str layout, Tensor? acc=None) -> "
+    "(Tensor, Tensor)"};
 inline constexpr OpSchema kExpandCombine{"mhc::expand_combine",
     "expand_combine(Tensor f, Tensor post, Tensor x, Tensor P, Tensor? bias, int n, str layout) -> Tensor"};
 inline constexpr OpSchema kExpandCombineBackward{"mhc::expand_combine_backward",
     "expand_combine_backward(Tensor gout, Tensor f, Tensor post, Tensor x, Tensor P, Tensor? bias, int n, "
-    "str layout) -> (Tensor, Tensor, Tensor, Tensor, Tensor)"};
+    "str layout, Tensor? acc=None) -> (Tensor, Tensor, Tensor, Tensor, Tensor)"};
 // One layer's pre step (project -> scale -> sinkhorn -> aggregate): one
 // call and, on CUDA, one fused kernel. pre_saved also returns what the
 // gradient needs (h, ms, pre, logits); autograd calls it (Autograd.cpp).
@@ -97,6 +124,29 @@ inline constexpr OpSchema kPreSaved{"mhc::pre_saved",
     "pre_saved(Tensor x, Tensor phi, Tensor alpha, Tensor beta, Tensor? weight, int n, str layout, bool tf32, "
     "float norm_eps, float pre_eps, float post_mult, str mode, int iters, float eps) -> "
     "(Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor)"};
+
+// The layer seam (docs/design/seam.md): post_pre returns (x_next, y,
+// post_next, P_next); post_pre_saved all eight results of the contract
+// (autograd calls it, AutogradSeam.cpp); post_pre_backward the gradient,
+// with an empty gbias / gweight where bias / weight is absent.
+#define MHC_SEAM_INPUTS                                                        \
+  "Tensor f, Tensor post, Tensor x, Tensor P, Tensor? bias, Tensor phi, Tensor alpha, Tensor beta, " \
+  "Tensor? weight, "
+#define MHC_PRE_ATTRS                                                          \
+  "int n, str layout, bool tf32, float norm_eps, float pre_eps, float post_mult, str mode, int iters, " \
+  "float eps"
+inline constexpr OpSchema kPostPre{"mhc::post_pre",
+    "post_pre(" MHC_SEAM_INPUTS MHC_PRE_ATTRS ") -> (Tensor, Tensor, Tensor, Tensor)"};
+inline constexpr OpSchema kPostPreSaved{"mhc::post_pre_saved",
+    "post_pre_saved(" MHC_SEAM_INPUTS MHC_PRE_ATTRS ") -> "
+    "(Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor)"};
+inline constexpr OpSchema kPostPreBackward{"mhc::post_pre_backward",
+    "post_pre_backward(Tensor gx_next, Tensor gy, Tensor gpost_next, Tensor gP_next, Tensor f, Tensor post, "
+    "Tensor x, Tensor P, Tensor? bias, Tensor x_next, Tensor h, Tensor ms, Tensor pre, Tensor logits, "
+    "Tensor phi, Tensor alpha, Tensor beta, Tensor? weight, " MHC_PRE_ATTRS ") -> "
+    "(Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor)"};
+#undef MHC_SEAM_INPUTS
+#undef MHC_PRE_ATTRS
 
 /// The typed dispatcher handle of `op`, looked up once per signature.
 template <typename Sig, const OpSchema &op>
@@ -119,6 +169,12 @@ inline const auto &expandCombineBackwardOp() {
 }
 inline const auto &preOp() { return handle<PreSig, kPre>(); }
 inline const auto &preSavedOp() { return handle<PreSavedSig, kPreSaved>(); }
+
+inline const auto &postPreOp() { return handle<PostPreSig, kPostPre>(); }
+inline const auto &postPreSavedOp() { return handle<PostPreSavedSig, kPostPreSaved>(); }
+inline const auto &postPreBackwardOp() {
+  return handle<PostPreBackwardSig, kPostPreBackward>();
+}
 
 } // namespace mhc::ops
 

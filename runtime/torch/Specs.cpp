@@ -91,6 +91,11 @@ mhc::KernelSpec combineSpec(mhc::Direction dir, int64_t n, const Tensor &x,
   return spec;
 }
 
+mhc::KernelSpec withAcc(mhc::KernelSpec spec, const OptTensor &acc) {
+  spec.acc = acc.has_value();
+  return spec;
+}
+
 mhc::KernelSpec preSpec(int64_t n, const Tensor &x, Str layout, int64_t C,
                         const Tensor &phi, const OptTensor &weight, bool tf32,
                         double normEps, double preEps, double postMult,
@@ -99,6 +104,17 @@ mhc::KernelSpec preSpec(int64_t n, const Tensor &x, Str layout, int64_t C,
   projectFields(spec, x, layout, C, phi, weight, tf32);
   scaleFields(spec, normEps, preEps, postMult);
   sinkhornFields(spec, mode, iters, eps);
+  return spec;
+}
+
+mhc::KernelSpec postPreSpec(mhc::Direction dir, const PreAttrs &a,
+                            const Tensor &x, int64_t C, const Tensor &phi,
+                            const OptTensor &weight, const OptTensor &bias) {
+  auto spec = baseSpec(mhc::OpKind::PostPre, dir, a.n);
+  projectFields(spec, x, a.layout, C, phi, weight, a.tf32);
+  scaleFields(spec, a.normEps, a.preEps, a.postMult);
+  sinkhornFields(spec, a.mode, a.iters, a.eps);
+  spec.hasBias = bias.has_value();
   return spec;
 }
 

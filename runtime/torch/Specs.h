@@ -30,12 +30,33 @@ mhc::KernelSpec aggregateSpec(mhc::Direction dir, int64_t n, const Tensor &x,
                               Str layout, int64_t C);
 mhc::KernelSpec combineSpec(mhc::Direction dir, int64_t n, const Tensor &x,
                             Str layout, int64_t C, const OptTensor &bias);
+/// A backward spec of aggregate, project or expand_combine with acc set when
+/// the call passes `acc` (x's gradient from its other users).
+mhc::KernelSpec withAcc(mhc::KernelSpec spec, const OptTensor &acc);
 /// The fused pre step's: project's fields (one param dtype, phi's), then
 /// scale's and sinkhorn's attributes.
 mhc::KernelSpec preSpec(int64_t n, const Tensor &x, Str layout, int64_t C,
                         const Tensor &phi, const OptTensor &weight, bool tf32,
                         double normEps, double preEps, double postMult,
                         Str mode, int64_t iters, double eps);
+
+/// The pre step's attributes, as pre and post_pre take them (views of the
+/// call's arguments: valid for the call).
+struct PreAttrs {
+  int64_t n;
+  Str layout;
+  bool tf32;
+  double normEps, preEps, postMult;
+  Str mode;
+  int64_t iters;
+  double eps;
+};
+
+/// The layer seam's (post_pre.fwd / .bwd): the pre step's fields (one param
+/// dtype, phi's) and expand_combine's bias.
+mhc::KernelSpec postPreSpec(mhc::Direction dir, const PreAttrs &a,
+                            const Tensor &x, int64_t C, const Tensor &phi,
+                            const OptTensor &weight, const OptTensor &bias);
 
 } // namespace mhc::ops
 
