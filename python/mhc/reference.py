@@ -22,7 +22,7 @@ def from_streams(s, layout):
 
 
 def project(x, phi, weight=None):
-    xvec = x.reshape(x.shape[0], -1)
+    xvec = x.reshape(x.shape[0], phi.shape[1])  # (not -1: ambiguous for M = 0)
     xw = xvec if weight is None else xvec * weight
     h = xw @ phi.t()
     ms = (xvec * xvec).mean(dim=-1)
@@ -35,7 +35,7 @@ def scale(h, ms, alpha, beta, n, norm_eps=1e-6, pre_eps=1e-6, post_mult=2.0):
     z = seg * h * r[:, None] + beta
     pre = torch.sigmoid(z[:, :n]) + pre_eps
     post = post_mult * torch.sigmoid(z[:, n:2 * n])
-    logits = z[:, 2 * n:].reshape(-1, n, n)
+    logits = z[:, 2 * n:].reshape(z.shape[0], n, n)
     return pre, post, logits
 
 

@@ -1,73 +1,255 @@
-"""Transformer Engine's mHC function names, argument order and layout.
+"""Transformer Engine's mHC API (transformer_engine.pytorch.triton.mhc) on mhc's ops.
 
-A user of transformer_engine.pytorch.triton.mhc can switch by changing the
-import. TE's conventions: x is (s, b, C, n) (stream-minor, our layout "cn"),
-the projection takes x flattened to (M, n*C), norm_eps = FLT_EPSILON, no eps
-on pre, post multiplier 2, log-domain Sinkhorn with 20 iterations.
-
-Differences, by design: the projection returns H as (M, 2n + n^2) (TE pads it
-to 32 columns; every consumer here and in TE reads the first N); any n from 1
-to 8 works (TE asserts n = 4); results are deterministic without a split-K
-switch; `fused_grad_x_acc_buffer` is not supported (autograd sums x's three
-gradient contributions), so passing one raises.
+A user of TE's module switches by changing the import: TE's function names,
+argument order, defaults, conventions (x (s, b, C, n), layout "cn";
+norm_eps = FLT_EPSILON, no pre eps, post x 2, log Sinkhorn, 20 iterations),
+dtypes and shapes. docs/PYTORCH.md ("Transformer Engine's API") is the
+contract: what is TE's, the casts at the boundary, mhc's extensions and what
+is not supported yet (fused_grad_x_acc_buffer raises).
 """
+
+import os
 
 import torch
 
-from . import ops
+from . import _C, ops
 
 _FLT_EPSILON = torch.finfo(torch.float32).eps
+_H_COLUMNS = 32  # TE's padded width of H
+
+# TE's determinism switch: "0" asks for deterministic algorithms. Read once,
+# at import, as TE does; mhc is deterministic either way.
+ENFORCE_DETERMINISTIC = os.environ.get("NVTE_ALLOW_NONDETERMINISTIC_ALGO") == "0"
 
 
-def _no_acc_buffer(buffer):
+def check_deterministic(operator, use_split_k=False):
+    """TE's guard against split-K atomics under ENFORCE_DETERMINISTIC. mhc's
+    split reductions are fixed-order, so no setting conflicts: never raises."""
+    del operator, use_split_k
+
+
+def _no_acc_buffer(fn, buffer):
     if buffer is not None:
-        raise ValueError("fused_grad_x_acc_buffer is not supported by mhc: autograd accumulates x's "
-                         "gradient; pass None")
+        raise ValueError(f"mhc.te.{fn}: argument 'fused_grad_x_acc_buffer' is not supported yet (autograd "
+                         "accumulates x's gradient); pass None")
+
+
+def _n(fn, n):
+    n = ops._integer("n", n)
+    if not 1 <= n <= _C.MAX_STREAMS:
+        raise ValueError(f"mhc.te.{fn}: argument 'n' must be >= 1 and <= {_C.MAX_STREAMS}; got {n}")
+    return n
+
+
+def _tensor(fn, name, t, min_dim, want):
+    if not isinstance(t, torch.Tensor) or t.dim() < min_dim:
+        got = tuple(t.shape) if isinstance(t, torch.Tensor) else type(t).__name__
+        raise ValueError(f"mhc.te.{fn}: argument '{name}' must be a tensor {want}; got {got}")
+
+
+def _streams_n(fn, x, n, name="x"):
+    """x (..., C, n) with its last dim equal to the argument n."""
+    _tensor(fn, name, x, 3, "(s, b, C, n)")
+    n = _n(fn, n)
+    if x.shape[-1] != n:
+        raise ValueError(f"mhc.te.{fn}: argument 'n' is {n} but '{name}' has {x.shape[-1]} streams "
+                         f"(its last dim; '{name}' is (s, b, C, n), got shape {tuple(x.shape)})")
+    return n
+
+
+def _shaped(fn, name, t, want, *alternatives, optional=False):
+    """t, a tensor of shape `want` (or one of `alternatives`), or None where optional."""
+    if (optional and t is None) or (isinstance(t, torch.Tensor) and tuple(t.shape) in (want, *alternatives)):
+        return
+    got = tuple(t.shape) if isinstance(t, torch.Tensor) else type(t).__name__
+    raise ValueError(f"mhc.te.{fn}: argument '{name}' must have shape {want}; got {got}")
+
+
+# The ops' mixing dtype of each floating dtype, asked of mhc._C once (the
+# lookup also runs while torch.compile traces, which cannot call into C++).
+_MIXING = {d: _C.mixing_dtype(d) for d in (torch.bfloat16, torch.float16, torch.float32, torch.float64)}
+
+
+def _mixing(t):
+    """A mixing tensor in the ops' mixing dtype (float32; float64 stays)."""
+    if not isinstance(t, torch.Tensor):
+        return t  # for the op to name
+    want = _MIXING.get(t.dtype, t.dtype)  # (another dtype: the op names it)
+    return t if t.dtype == want else t.to(want)
+
+
+def _one_dtype(a, b):
+    """a and b in one dtype, the wider of the two (bfloat16 -> float32 is
+    exact), where the op needs them alike; float64 and non-tensors as given."""
+    if not isinstance(a, torch.Tensor) or not isinstance(b, torch.Tensor) or a.dtype == b.dtype:
+        return a, b
+    if torch.float64 in (a.dtype, b.dtype) or not (a.is_floating_point() and b.is_floating_point()):
+        return a, b  # float64 is all or nothing: the op names the argument
+    wide = torch.promote_types(a.dtype, b.dtype)
+    return a.to(wide), b.to(wide)
+
+
+def _logits_n(fn, N, name):
+    try:
+        return ops._streams_from_logits(N)
+    except ValueError:
+        raise ValueError(f"mhc.te.{fn}: argument '{name}' has {N} rows, which is not 2n + n^2 for any n") from None
+
+
+def _pad_h(h):
+    """H as TE returns it: (M, 32) with zeros past N, for N <= 32."""
+    N = h.shape[-1]
+    return h if N >= _H_COLUMNS else torch.nn.functional.pad(h, (0, _H_COLUMNS - N))
 
 
 def mhc_fused_projection(x, phi, use_tf32=True, norm_weight=None, fused_grad_x_acc_buffer=None,
                          use_split_k=False):
-    """H (M, N) and ms (M,) for x (M, n*C) in TE's (C, n) order and phi (N, n*C)."""
-    _no_acc_buffer(fused_grad_x_acc_buffer)
+    """H (M, 32) float32 (its first N = 2n + n^2 columns valid, the rest zero;
+    (M, N) for n >= 5) and ms (M,) float32, for x (M, n*C) in TE's (C, n)
+    order and phi (N, n*C). norm_weight (n*C,) scales x's columns."""
+    fn = "mhc_fused_projection"
+    _no_acc_buffer(fn, fused_grad_x_acc_buffer)
+    check_deterministic(fn, use_split_k)
+    _tensor(fn, "x", x, 2, "(M, n*C)")
+    _tensor(fn, "phi", phi, 2, "(2n + n^2, n*C)")
     if x.dim() != 2:
-        raise ValueError(f"argument 'x' must be (M, n*C); got {tuple(x.shape)}")
-    n = ops._streams_from_logits(phi.shape[0])
+        raise ValueError(f"mhc.te.{fn}: argument 'x' must be (M, n*C); got {tuple(x.shape)}")
+    n = _logits_n(fn, phi.shape[0], "phi")
     if x.shape[1] % n:
-        raise ValueError(f"argument 'x' has {x.shape[1]} columns, not a multiple of n = {n}")
+        raise ValueError(f"mhc.te.{fn}: argument 'x' has {x.shape[1]} columns, not a multiple of n = {n} "
+                         f"(phi has {phi.shape[0]} = 2n + n^2 rows)")
+    phi, norm_weight = _one_dtype(phi, norm_weight)
     x3 = x.reshape(x.shape[0], x.shape[1] // n, n)
-    return ops.project(x3, phi, norm_weight, layout="cn", tf32=use_tf32)
+    h, ms = ops.project(x3, phi, norm_weight, layout="cn", tf32=use_tf32)
+    return _pad_h(h), ms
+
+
+def _scale_out(fn, H, alpha, beta, ms, n):
+    """(pre, post, logits (..., n, n)) of TE's scale, in H's dtype."""
+    _tensor(fn, "H", H, 2, "(M, 32)")
+    n = _n(fn, n)
+    N = ops._num_logits(n)
+    if H.shape[-1] < N:
+        raise ValueError(f"mhc.te.{fn}: argument 'H' has {H.shape[-1]} columns; n = {n} needs the "
+                         f"2n + n^2 = {N} logits (H is (M, 32) or (M, {N})); got shape {tuple(H.shape)}")
+    if isinstance(beta, torch.Tensor) and beta.numel() != N:
+        raise ValueError(f"mhc.te.{fn}: argument 'beta' must have 2n + n^2 = {N} values for n = {n} "
+                         f"((1, {N})); got shape {tuple(beta.shape)}")
+    h = H if H.shape[-1] == N else H[..., :N]
+    h = _mixing(h).contiguous()
+    alpha, beta = _one_dtype(alpha, beta)
+    beta = beta.reshape(-1) if isinstance(beta, torch.Tensor) else beta
+    outs = ops.scale(h, _mixing(ms), alpha, beta, norm_eps=_FLT_EPSILON, pre_eps=0.0, post_mult=2.0)
+    return tuple(o if o.dtype == H.dtype else o.to(H.dtype) for o in outs)
 
 
 def mhc_fused_scale(H, alpha, beta, ms, n):
-    """(h_pre, h_post, h_res) with TE's constants; h_res is (M, n*n)."""
-    N = ops._num_logits(n)
-    h = H[..., :N]
-    pre, post, logits = ops.scale(h, ms, alpha, beta.reshape(-1), norm_eps=_FLT_EPSILON, pre_eps=0.0,
-                                  post_mult=2.0)
-    return pre, post, logits.reshape(*logits.shape[:-2], n * n)
+    """(H_pre (M, n), H_post (M, n), H_res (M, n*n)) in H's dtype from H
+    (M, 32) (or (M, N)), alpha (3,), beta (1, N) and ms (M,)."""
+    pre, post, logits = _scale_out("mhc_fused_scale", H, alpha, beta, ms, n)
+    return pre, post, logits.flatten(-2)
 
 
 def mhc_fused_sinkhorn(H_res, n=4, recompute_hist=True, iters=20):
-    """Log-domain Sinkhorn of H_res (..., n, n). The backward always recomputes."""
-    return ops.sinkhorn(H_res.reshape(*H_res.shape[:-2], n, n) if H_res.shape[-1] != n else H_res,
-                        mode="log", iters=iters)
+    """The doubly stochastic H_res (s, b, n, n) in H_res's dtype, log-domain
+    Sinkhorn with `iters` iterations. H_res (..., n*n) is accepted too, and
+    keeps its shape. The backward always recomputes (recompute_hist)."""
+    fn = "mhc_fused_sinkhorn"
+    del recompute_hist
+    _tensor(fn, "H_res", H_res, 2, "(s, b, n, n)")
+    n = _n(fn, n)
+    if H_res.dim() >= 3 and tuple(H_res.shape[-2:]) == (n, n):
+        L = H_res
+    elif H_res.shape[-1] == n * n:
+        L = H_res.reshape(*H_res.shape[:-1], n, n)
+    else:
+        raise ValueError(f"mhc.te.{fn}: argument 'n' is {n} but 'H_res' is not (s, b, n, n) or (..., n*n) "
+                         f"for it; got shape {tuple(H_res.shape)}")
+    P = ops.sinkhorn(_mixing(L), mode="log", iters=iters)
+    P = P if P.dtype == H_res.dtype else P.to(H_res.dtype)
+    return P if L is H_res else P.reshape(H_res.shape)
 
 
 def mhc_fused_aggregate(x, H_pre, n, use_tf32=True, fused_grad_x_acc_buffer=None):
-    """out (..., C) = sum_i x[..., C, i] H_pre[..., i]."""
-    _no_acc_buffer(fused_grad_x_acc_buffer)
-    return ops.aggregate(x, H_pre, layout="cn")
+    """out (s, b, C) in x's dtype: out[..., c] = sum_i x[..., c, i] H_pre[..., i]."""
+    fn = "mhc_fused_aggregate"
+    _no_acc_buffer(fn, fused_grad_x_acc_buffer)
+    n = _streams_n(fn, x, n)
+    _shaped(fn, "H_pre", H_pre, (*x.shape[:-2], n))
+    return ops.aggregate(x, _mixing(H_pre), layout="cn")
 
 
 def mhc_fused_expand_combine(f, bias, H_post, x, H_res, n, use_tf32=True, fused_grad_x_acc_buffer=None):
-    """out (..., C, n) = (f + bias) H_post + x H_res."""
-    _no_acc_buffer(fused_grad_x_acc_buffer)
-    return ops.expand_combine(f, H_post, x, H_res, bias, layout="cn")
+    """out (s, b, C, n) in x's dtype: (f + bias) H_post + x H_res."""
+    fn = "mhc_fused_expand_combine"
+    _no_acc_buffer(fn, fused_grad_x_acc_buffer)
+    n = _streams_n(fn, x, n)
+    lead, C = tuple(x.shape[:-2]), x.shape[-2]
+    _shaped(fn, "f", f, (*lead, C))
+    _shaped(fn, "bias", bias, (C,), optional=True)
+    _shaped(fn, "H_post", H_post, (*lead, n))
+    _shaped(fn, "H_res", H_res, (*lead, n, n), (*lead, n * n))
+    if H_res.dim() == len(lead) + 1:  # (..., n*n)
+        H_res = H_res.reshape(*lead, n, n)
+    if isinstance(f, torch.Tensor) and f.dtype != x.dtype and torch.float64 not in (f.dtype, x.dtype):
+        f = f.to(x.dtype)
+    return ops.expand_combine(f, _mixing(H_post), x, _mixing(H_res), bias, layout="cn")
 
 
 def mhc_generate_mix_and_aggregate(x, phi, alpha, beta, norm_weight=None, use_tf32=True,
                                    fused_grad_x_acc_buffer=None, use_split_k=False):
-    """TE's composed pre step: (out (s, b, C), H_post (s, b, n), H_res (s, b, n, n))."""
-    _no_acc_buffer(fused_grad_x_acc_buffer)
-    return ops.pre(x, phi, alpha, beta.reshape(-1), norm_weight, layout="cn", tf32=use_tf32,
+    """TE's composed pre step: (out (s, b, C) in x's dtype, H_post (s, b, n)
+    float32, H_res (s, b, n, n) float32) for x (s, b, C, n)."""
+    fn = "mhc_generate_mix_and_aggregate"
+    _no_acc_buffer(fn, fused_grad_x_acc_buffer)
+    check_deterministic(fn, use_split_k)
+    _tensor(fn, "x", x, 3, "(s, b, C, n)")
+    phi, norm_weight = _one_dtype(phi, norm_weight)
+    alpha, beta = _one_dtype(alpha, beta)
+    beta = beta.reshape(-1) if isinstance(beta, torch.Tensor) else beta
+    return ops.pre(x, phi, alpha, beta, norm_weight, layout="cn", tf32=use_tf32,
                    norm_eps=_FLT_EPSILON, pre_eps=0.0, post_mult=2.0, mode="log", iters=20)
+
+
+# TE's autograd operators, by name: `.apply` with TE's positional arguments
+# and TE's results (the functions above hold the work).
+
+class mHCProjectionOp:  # noqa: N801 (TE's name)
+    """(H, ms) = mHCProjectionOp.apply(x, phi, norm_weight, use_tf32, fused_grad_x_acc_buffer, use_split_k)."""
+
+    @staticmethod
+    def apply(x, phi, norm_weight=None, use_tf32=True, fused_grad_x_acc_buffer=None, use_split_k=False):
+        return mhc_fused_projection(x, phi, use_tf32, norm_weight, fused_grad_x_acc_buffer, use_split_k)
+
+
+class mHCScaleFusedOp:  # noqa: N801
+    """out (M, 32) in H's dtype = [H_pre | H_post | H_res | zeros] = mHCScaleFusedOp.apply(H, alpha, beta, ms, n)."""
+
+    @staticmethod
+    def apply(H, alpha, beta, ms, n):
+        pre, post, logits = _scale_out("mHCScaleFusedOp", H, alpha, beta, ms, n)
+        return _pad_h(torch.cat([pre, post, logits.flatten(-2)], dim=-1))
+
+
+class mHCSinkhornOp:  # noqa: N801
+    """H_res = mHCSinkhornOp.apply(H_res, n, recompute_hist, iters)."""
+
+    @staticmethod
+    def apply(H_res, n=4, recompute_hist=True, iters=20):
+        return mhc_fused_sinkhorn(H_res, n, recompute_hist, iters)
+
+
+class mHCAggregateOp:  # noqa: N801
+    """out = mHCAggregateOp.apply(x, H_pre, n, use_tf32, fused_grad_x_acc_buffer)."""
+
+    @staticmethod
+    def apply(x, H_pre, n, use_tf32=True, fused_grad_x_acc_buffer=None):
+        return mhc_fused_aggregate(x, H_pre, n, use_tf32, fused_grad_x_acc_buffer)
+
+
+class mHCExpandCombineOp:  # noqa: N801
+    """out = mHCExpandCombineOp.apply(f, bias, H_post, x, H_res, n, use_tf32, fused_grad_x_acc_buffer)."""
+
+    @staticmethod
+    def apply(f, bias, H_post, x, H_res, n, use_tf32=True, fused_grad_x_acc_buffer=None):
+        return mhc_fused_expand_combine(f, bias, H_post, x, H_res, n, use_tf32, fused_grad_x_acc_buffer)

@@ -140,7 +140,7 @@ def test_no_tokens_through_torch_ops_and_te():
     p = params(n, C)
     H, ms = mhc.mhc_fused_projection(x.reshape(0, C * n), p["phi"])
     h_pre, h_post, h_res = mhc.mhc_fused_scale(H, p["alpha"], p["beta"], ms, n)
-    assert H.shape == (0, 24) and h_res.shape == (0, n * n)
+    assert H.shape == (0, 32) and h_res.shape == (0, n * n)  # TE pads H to 32 columns
     P = mhc.mhc_fused_sinkhorn(h_res.view(0, 2, n, n), n)
     y = mhc.mhc_fused_aggregate(x, h_pre.view(0, 2, n), n)
     out = mhc.mhc_fused_expand_combine(y, None, h_post.view(0, 2, n), x, P, n)

@@ -1,0 +1,143 @@
+"""mhc.te on CUDA: Transformer Engine's mHC contract on the kernel path.
+
+The cases and checks of test/python/test_te_contract.py (every function,
+every dtype combination TE's docstrings allow, n = 4 and 1..8, M in {0, 1, 7,
+300}, C in {32, 4096, 5129}, forward and backward, TE's dtypes and shapes,
+float64 SPEC.md with TE's tolerances), here on the GPU, and:
+- no call runs the reference path (mhc._C.stats()'s reference_calls) except
+  where documented: M = 0 (nothing to launch: every op's call counts one
+  reference call) and the projection (mhc_fused_projection, and the one in
+  mhc_generate_mix_and_aggregate) at K = n*C not a multiple of 8 (C = 5129:
+  its kernels need K % 8 == 0, docs/PYTORCH.md);
+- the same inputs give the same bits twice (use_split_k or not);
+- M = 0 through every torch.ops.mhc op (forward and *_backward) and every
+  mhc.* function, forward and backward, on CUDA;
+- with MHC_TE_PATH=<a Transformer Engine checkout> (TE's Triton files are
+  loaded by path, as bench/bench.py --te does), TE runs on the same inputs
+  (n = 4, M > 0): its outputs' and gradients' dtypes and shapes must be
+  mhc's, and the values agree within twice TE's tolerance.
+
+    MHC_TE_PATH=/path/to/TransformerEngine python3 -m pytest -q test/gpu/test_te_contract_gpu.py
+"""
+
+import importlib.util
+import os
+import sys
+
+import pytest
+import torch
+
+import mhc
+from mhc import te
+
+here = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(here, "..", "python"))
+import test_hardening as hardening  # noqa: E402  (op_args: every torch.ops.mhc op's arguments)
+import test_te_contract as contract  # noqa: E402  (its helpers; its tests are not collected here)
+
+assert torch.cuda.is_available(), "the GPU suite needs a GPU"
+DEV = "cuda"
+CASES = [(fn, c) for fn in contract.AXES for c in contract.cases(fn)]
+IDS = [f"{fn}-{contract.case_id(c)}" for fn, c in CASES]
+
+
+def load_te():
+    """TE's module from MHC_TE_PATH (None when unset), through bench.py's loader."""
+    path = os.environ.get("MHC_TE_PATH")
+    if not path:
+        return None
+    spec = importlib.util.spec_from_file_location("mhc_bench", os.path.join(here, "..", "..", "bench", "bench.py"))
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    bench.load_te(path)
+    return sys.modules["transformer_engine.pytorch.triton.mhc"]
+
+
+TE = load_te()
+
+
+def reference_expected(fn, M, C, n):
+    """Whether a case may run the reference path (the documented reasons)."""
+    projects = fn in ("mhc_fused_projection", "mhc_generate_mix_and_aggregate")
+    return M == 0 or (projects and (n * C) % 8 != 0)
+
+
+def reference_calls():
+    torch.cuda.synchronize()
+    return mhc._C.stats()["reference_calls"]
+
+
+@pytest.mark.parametrize("fn, case", CASES, ids=IDS)
+def test_te_call_on_the_kernel_path(fn, case):
+    dtypes, M, C, n = case
+    before = reference_calls()
+    t, outs, ups, grads = contract.run_case(fn, case, DEV)
+    used = reference_calls() - before
+    if not reference_expected(fn, M, C, n):
+        assert used == 0, f"{fn} ({contract.case_id(case)}) ran the reference path {used} times"
+    if TE is None or n != 4 or M == 0:
+        return
+    leaves = {k: v.detach().clone().requires_grad_() for k, v in t.items() if v is not None}
+    te_inputs = {k: leaves.get(k) for k in t}
+    te_outs = contract.call(TE, fn, te_inputs, n)
+    te_grads = torch.autograd.grad(te_outs, list(leaves.values()), ups)
+    tol = 2 * (contract.TOL[contract.BF16] if contract.BF16 in dtypes.values() else contract.TOL[contract.F32])
+    for i, (a, b) in enumerate(zip(outs, te_outs)):
+        assert (a.dtype, a.shape) == (b.dtype, b.shape), (fn, "output", i, a.dtype, a.shape, b.dtype, b.shape)
+        e = contract.rel_err(a.detach(), b.detach().double())
+        assert e <= tol, f"{fn} output {i}: mhc vs TE {e:.3g} > {tol:g} ({contract.case_id(case)})"
+    for name, a, b in zip(leaves, grads, te_grads):
+        assert (a.dtype, a.shape) == (b.dtype, b.shape), (fn, name, a.dtype, a.shape, b.dtype, b.shape)
+        e = contract.rel_err(a, b.double())
+        assert e <= tol, f"{fn} grad of {name}: mhc vs TE {e:.3g} > {tol:g} ({contract.case_id(case)})"
+
+
+@pytest.mark.parametrize("fn", list(contract.AXES))
+def test_same_inputs_same_bits(fn):
+    """Twice the same call, forward and backward: the same bits (and with
+    use_split_k=True for the functions that take it)."""
+    dtypes = dict.fromkeys(contract.AXES[fn], contract.BF16)
+    case = (dtypes, 300, 4096 if fn in contract.HAS_C else None, 4)
+    a = contract.run_case(fn, case, DEV)
+    b = contract.run_case(fn, case, DEV)
+    for u, v in zip((*a[1], *a[3]), (*b[1], *b[3])):
+        assert torch.equal(u, v), fn
+    if fn in ("mhc_fused_projection", "mhc_generate_mix_and_aggregate"):
+        split, plain = contract.call(te, fn, a[0], 4, split_k=True), contract.call(te, fn, a[0], 4)
+        assert all(torch.equal(u, v) for u, v in zip(split, plain)), fn
+
+
+def test_no_tokens_through_every_torch_op_on_cuda():
+    """Every torch.ops.mhc op with M = 0 on CUDA: empty per-token outputs,
+    zero parameter gradients (a sum over no tokens)."""
+    for op, args in hardening.op_args(M=0, n=4, C=64).items():
+        args = [a.to(DEV) if isinstance(a, torch.Tensor) else a for a in args]
+        out = getattr(torch.ops.mhc, op)(*args)
+        for o in out if isinstance(out, tuple) else (out,):
+            assert o.device.type == DEV, op
+            if o.dim() and o.shape[0] == 0:
+                continue
+            assert torch.equal(o, torch.zeros_like(o)), op
+
+
+@pytest.mark.parametrize("lead", [(0,), (0, 3), (2, 0)])
+def test_no_tokens_through_every_function_on_cuda(lead):
+    """mhc.* with M = 0 on CUDA (bf16 x, f32 parameters), forward and
+    backward: TE's and mhc's shapes, empty or zero gradients."""
+    n, C = 4, 64
+    x = torch.randn(*lead, n, C, device=DEV, dtype=torch.bfloat16, requires_grad=True)
+    p = {k: v.to(DEV).requires_grad_() for k, v in hardening.params(n, C).items()}
+    bias = torch.randn(C, device=DEV, requires_grad=True)
+    h, ms = mhc.project(x, p["phi"], p["weight"])
+    pre, post, L = mhc.scale(h, ms, p["alpha"], p["beta"])
+    P = mhc.sinkhorn(L)
+    y = mhc.aggregate(x, pre)
+    out = mhc.expand_combine(y, post, x, P, bias)
+    y2, post2, P2 = mhc.pre(x, p["phi"], p["alpha"], p["beta"], p["weight"])
+    assert h.shape == (*lead, 24) and ms.shape == lead and L.shape == P.shape == P2.shape == (*lead, n, n)
+    assert y.shape == y2.shape == (*lead, C) and post2.shape == (*lead, n) and out.shape == x.shape
+    leaves = [x, bias, *p.values()]
+    grads = torch.autograd.grad(out.float().sum() + y2.float().sum() + post2.sum() + P2.sum(), leaves)
+    assert grads[0].shape == x.shape and grads[0].dtype == x.dtype
+    for g, leaf in zip(grads[1:], leaves[1:]):
+        assert torch.equal(g, torch.zeros_like(leaf))
