@@ -67,7 +67,28 @@ std::map<std::string_view, std::vector<ArgRule>> buildTable() {
       tensor("post", {Sym::M, Sym::n}, E::Mixing),
       tensor("P", {Sym::M, Sym::n, Sym::n}, E::Mixing),
       optional(tensor("bias", {Sym::C}, E::Param))};
+  // The layer seam (docs/design/seam.md, "The contract"): f first, so M and
+  // C come from it and x, x_next must have its dtype; the next layer's
+  // parameters as in pre.
+  const ArgRule post = tensor("post", {Sym::M, Sym::n}, E::Mixing);
+  const ArgRule P = tensor("P", {Sym::M, Sym::n, Sym::n}, E::Mixing);
+  const ArgRule bias = optional(tensor("bias", {Sym::C}, E::Param));
+  const std::vector<ArgRule> seamParams{project[1], scale[2], scale[3], project[2]};
+  const std::vector<ArgRule> seam = concat(
+      {tensor("f", {Sym::M, Sym::C}, E::Activation), post, streams("x", "f"), P, bias},
+      seamParams);
+  const std::vector<ArgRule> seamBackward = concat(
+      {streams("gx_next"), tensor("gy", {Sym::M, Sym::C}, E::Activation, "gx_next"),
+       tensor("gpost_next", {Sym::M, Sym::n}, E::Mixing),
+       tensor("gP_next", {Sym::M, Sym::n, Sym::n}, E::Mixing),
+       tensor("f", {Sym::M, Sym::C}, E::Activation, "gx_next"), post,
+       streams("x", "gx_next"), P, bias, streams("x_next", "gx_next"),
+       scale[0], scale[1], aggregate[1], logits},
+      seamParams);
   return {
+      {"post_pre", seam},
+      {"post_pre_saved", seam},
+      {"post_pre_backward", seamBackward},
       {"project", project},
       {"project_backward",
        concat(project, {tensor("gh", {Sym::M, Sym::N}, E::Mixing),

@@ -3,7 +3,9 @@
     import mhc
     y, post, P = mhc.pre(x, phi, alpha, beta)             # project+scale+sinkhorn+aggregate
     x_next = mhc.post(block(y), post, x, P)               # expand_combine
+    x_next, y, post, P = mhc.post_pre(f, post, x, P, phi, alpha, beta)  # post, then the next pre
     layer = mhc.HyperConnection(n=4, C=2048)              # an nn.Module around a block
+    stack = mhc.HyperConnectionStack(blocks, n=4, C=2048) # blocks with mHC, fused seams
 
 The ops are torch.ops.mhc.*: CUDA tensors run kernels specialised for their
 (op, n, dtype, layout, C, arch), compiled on first use and cached on disk
@@ -26,9 +28,9 @@ if "MHC_COMPILER" not in _os.environ and _os.path.exists(_bundled):
 from . import _C  # noqa: E402,F401  (registers torch.ops.mhc.* and their autograd)
 from . import _registry  # noqa: E402,F401  (fake kernels; autograd is in C++, Autograd.cpp)
 from .ops import (  # noqa: E402,F401
-    project, scale, sinkhorn, aggregate, expand_combine, pre, post,
+    project, scale, sinkhorn, aggregate, expand_combine, pre, post, post_pre,
 )
-from .module import HyperConnection  # noqa: E402,F401
+from .module import HyperConnection, HyperConnectionStack  # noqa: E402,F401
 from .te import (  # noqa: E402,F401
     mhc_fused_projection, mhc_fused_scale, mhc_fused_sinkhorn,
     mhc_fused_aggregate, mhc_fused_expand_combine, mhc_generate_mix_and_aggregate,

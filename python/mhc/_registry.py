@@ -107,6 +107,27 @@ def _(x, phi, alpha, beta, weight, n, layout, tf32, norm_eps, pre_eps, post_mult
     return _pre_outputs(x, phi, alpha, beta, weight, n, layout, saved=True)
 
 
+# The layer seam (docs/design/seam.md): x_next, then the pre step's outputs of x_next.
+def _post_pre_outputs(f, post, x, P, bias, phi, alpha, beta, weight, n, layout):
+    _one_device("post_pre", f=f, post=post, x=x, P=P, bias=bias, phi=phi, alpha=alpha, beta=beta, weight=weight)
+    y, post_next, P_next, h, ms, pre, logits = _pre_outputs(x, phi, alpha, beta, weight, n, layout, saved=True)
+    return x.new_empty(x.shape), h, ms, pre, post_next, logits, P_next, y
+
+
+@torch.library.register_fake(lib + "post_pre")
+def _(f, post, x, P, bias, phi, alpha, beta, weight, n, layout, tf32, norm_eps, pre_eps, post_mult, mode, iters,
+      eps):
+    x_next, h, ms, pre, post_next, logits, P_next, y = _post_pre_outputs(f, post, x, P, bias, phi, alpha, beta,
+                                                                         weight, n, layout)
+    return x_next, y, post_next, P_next
+
+
+@torch.library.register_fake(lib + "post_pre_saved")
+def _(f, post, x, P, bias, phi, alpha, beta, weight, n, layout, tf32, norm_eps, pre_eps, post_mult, mode, iters,
+      eps):
+    return _post_pre_outputs(f, post, x, P, bias, phi, alpha, beta, weight, n, layout)
+
+
 # --- backward: each gradient like its input; an absent input's is empty -----
 
 def _like(t):
@@ -145,5 +166,17 @@ def _(gout, f, post, x, P, bias, n, layout):
     return _like(f), _like(post), _like(x), _like(P), gb
 
 
-# Autograd is registered in C++ (runtime/torch/Autograd.cpp), so calls never
+@torch.library.register_fake(lib + "post_pre_backward")
+def _(gx_next, gy, gpost_next, gP_next, f, post, x, P, bias, x_next, h, ms, pre, logits, phi, alpha, beta, weight, n,
+      layout, tf32, norm_eps, pre_eps, post_mult, mode, iters, eps):
+    _one_device("post_pre_backward", gx_next=gx_next, gy=gy, gpost_next=gpost_next, gP_next=gP_next, f=f, post=post,
+                x=x, P=P, bias=bias, x_next=x_next, h=h, ms=ms, pre=pre, logits=logits, phi=phi, alpha=alpha,
+                beta=beta, weight=weight)
+    _N(n, "post_pre_backward")
+    gb = _like(bias) if bias is not None else x.new_empty((0,))
+    gw = _like(weight) if weight is not None else phi.new_empty((0,))
+    return _like(x), _like(f), _like(post), _like(P), gb, _like(phi), _like(alpha), _like(beta), gw
+
+
+# Autograd is registered in C++ (runtime/torch/Autograd.cpp, AutogradSeam.cpp), so calls never
 # enter Python.

@@ -217,3 +217,33 @@ def pre(x, phi, alpha, beta, weight=None, *, layout="nc", tf32=False, norm_eps=1
 def post(f, post_w, x, P, bias=None, *, layout="nc"):
     """One layer's post step: the next residual streams from the block output f."""
     return expand_combine(f, post_w, x, P, bias, layout=layout)
+
+
+def post_pre(f, post, x, P, phi, alpha, beta, weight=None, bias=None, *, layout="nc", tf32=False, norm_eps=1e-6,
+             pre_eps=1e-6, post_mult=2.0, mode="softmax_eps", iters=20, eps=1e-6):
+    """The seam between two layers: layer l's post step, then layer l+1's pre step.
+
+    Returns (x_next, y, post_next, P_next): x_next = P^T x + post (f + bias)
+    with layer l's f, post, P, bias, and (y, post_next, P_next) =
+    pre(x_next) with layer l+1's phi, alpha, beta, weight and options, as
+    post() then pre() give them, in one torch.ops.mhc.post_pre call: one
+    autograd node, and on CUDA one kernel spec each way where codegen has it
+    (docs/design/seam.md).
+    """
+    scale_args, (iters, eps) = _scale_args(norm_eps, pre_eps, post_mult), _sinkhorn_args(iters, eps)
+    if isinstance(x, torch.Tensor) and x.dim() == 3 and layout in _LAYOUTS:  # as in pre()
+        out = _eager(_C.post_pre, (f, post, x, P, phi, alpha, beta, weight, bias), f, post, x, P, bias, phi, alpha,
+                     beta, weight, layout, bool(tf32), *scale_args, mode, iters, eps)
+        if out is not _TORCH_OPS:
+            return out
+        return torch.ops.mhc.post_pre(_dense(f), _dense(post), _dense(x), _dense(P), _dense(bias), _dense(phi),
+                                      _dense(alpha), _dense(beta), _dense(weight), _n_of(x, layout), layout,
+                                      bool(tf32), *scale_args, mode, iters, eps)
+    lead, M, n, C = _streams(x, layout)
+    x_next, y, post_next, P_next = torch.ops.mhc.post_pre(
+        _flat(f, M, C), _flat(post, M, n), _flat(x, M, *x.shape[-2:]), _flat(P, M, n, n), _dense(bias), _dense(phi),
+        _dense(alpha), _dense(beta), _dense(weight), n, layout, bool(tf32), *scale_args, mode, iters, eps)
+    if len(lead) == 1:
+        return x_next, y, post_next, P_next
+    return (x_next.reshape(x.shape), _unflat(y, lead, C), _unflat(post_next, lead, n),
+            P_next.reshape(*lead, n, n))

@@ -5,108 +5,20 @@
 // registration would run on every call, grad or not). Missing upstream
 // gradients become zeros; upstream gradients are made contiguous. The
 // *_backward ops have no gradient: differentiating one (double backward)
-// raises a clear error.
+// raises a clear error. The layer seam's node is in AutogradSeam.cpp.
 //
 //===----------------------------------------------------------------------===//
 
-#include "OpHandles.h"
+#include "AutogradUtil.h"
 #include "Reference.h"
 
 #include "mhc/Support/OpContract.h"
 
-#include <torch/autograd.h>
 #include <torch/library.h>
 
-#include <algorithm>
-#include <functional>
-#include <utility>
-
 using namespace mhc::ops;
-using torch::autograd::AutogradContext;
-using torch::autograd::variable_list;
 
 namespace {
-
-/// Calls `op` below the Autograd key: the kernel itself, recording nothing.
-template <typename Sig, typename... Args>
-decltype(auto) belowAutograd(const c10::TypedOperatorHandle<Sig> &op,
-                             Args &&...args) {
-  at::AutoDispatchBelowADInplaceOrView guard;
-  return op.call(std::forward<Args>(args)...);
-}
-
-Tensor grad(const Tensor &g, const Tensor &like) {
-  return g.defined() ? g.contiguous() : at::zeros_like(like);
-}
-
-OptTensor opt(const Tensor &t) { return t.defined() ? OptTensor(t) : std::nullopt; }
-
-/// True when this call records no graph: then the wrappers below go straight
-/// to the kernel (Function::apply builds a node and its saved state on every
-/// call, a few microseconds of host time).
-bool noGraph(std::initializer_list<const Tensor *> inputs) {
-  if (!at::GradMode::is_enabled())
-    return true;
-  for (const Tensor *t : inputs)
-    if (t->defined() && t->requires_grad())
-      return false;
-  return true;
-}
-
-variable_list listOf(const Tensor &t) { return {t}; }
-template <typename... T> variable_list listOf(const std::tuple<T...> &t) {
-  return std::apply([](const auto &...v) { return variable_list{v...}; }, t);
-}
-template <typename Tuple, size_t... I>
-Tuple tupleOf(const variable_list &v, std::index_sequence<I...>) {
-  return Tuple{v[I]...};
-}
-template <typename Out> Out outOf(const variable_list &v) {
-  if constexpr (std::is_same_v<Out, Tensor>)
-    return v[0];
-  else
-    return tupleOf<Out>(v, std::make_index_sequence<std::tuple_size_v<Out>>());
-}
-
-/// A *_backward op's call while a graph is recorded (a backward with
-/// create_graph=True): its outputs hang off this node, which raises when it
-/// is differentiated, instead of PyTorch's deprecated autograd fallthrough
-/// (which would give silently wrong second-order gradients).
-struct FirstOrderOnly : torch::autograd::Function<FirstOrderOnly> {
-  static variable_list forward(AutogradContext *ctx, const char *op,
-                               at::TensorList inputs,
-                               const std::function<variable_list()> &run) {
-    ctx->saved_data["op"] = std::string(op);
-    at::AutoDispatchBelowADInplaceOrView guard;
-    return run();
-  }
-  static variable_list backward(AutogradContext *ctx, variable_list) {
-    TORCH_CHECK(false, "mhc: double backward (second-order gradients) is not "
-                "supported by mhc.", ctx->saved_data["op"].toStringRef(),
-                " (mhc.", ctx->saved_data["op"].toStringRef(),
-                "_backward has no gradient)");
-  }
-};
-
-/// Calls the backward op `handle`; with a graph to record (any of `inputs`
-/// requires grad under grad mode), through FirstOrderOnly.
-template <typename Sig, typename... Args>
-auto firstOrderOnly(const char *op, const c10::TypedOperatorHandle<Sig> &handle,
-                    std::initializer_list<OptTensor> inputs, const Args &...args) {
-  using Out = decltype(handle.call(args...));
-  std::vector<Tensor> defined;
-  for (const OptTensor &t : inputs)
-    if (t && t->defined())
-      defined.push_back(*t);
-  bool graph = at::GradMode::is_enabled() &&
-               std::any_of(defined.begin(), defined.end(),
-                           [](const Tensor &t) { return t.requires_grad(); });
-  if (!graph)
-    return belowAutograd(handle, args...);
-  return outOf<Out>(FirstOrderOnly::apply(op, at::TensorList(defined), [&] {
-    return listOf(handle.call(args...));
-  }));
-}
 
 struct Project : torch::autograd::Function<Project> {
   static variable_list forward(AutogradContext *ctx, Tensor x, Tensor phi,
@@ -221,8 +133,10 @@ struct Pre : torch::autograd::Function<Pre> {
     auto [y, post, P, h, ms, pre, logits] =
         belowAutograd(preSavedOp(), x, phi, alpha, beta, weight, n, layout,
                       tf32, normEps, preEps, postMult, mode, iters, eps);
+    // y and post are not kept: their missing gradients' zeros take the
+    // shapes and dtypes of x's channels and of pre.
     ctx->save_for_backward({x, phi, alpha, beta, weight.value_or(Tensor()), h,
-                            ms, pre, post, logits, y});
+                            ms, pre, logits});
     ctx->saved_data["n"] = n;
     ctx->saved_data["layout"] = layout;
     ctx->saved_data["tf32"] = tf32;
@@ -235,17 +149,20 @@ struct Pre : torch::autograd::Function<Pre> {
   static variable_list backward(AutogradContext *ctx, variable_list g) {
     auto s = ctx->get_saved_variables();
     const Tensor &x = s[0], &phi = s[1], &alpha = s[2], &beta = s[3], &w = s[4];
-    const Tensor &h = s[5], &ms = s[6], &pre = s[7], &post = s[8];
-    const Tensor &logits = s[9], &y = s[10];
+    const Tensor &h = s[5], &ms = s[6], &pre = s[7], &logits = s[8];
     int64_t n = ctx->saved_data["n"].toInt();
     std::string layout = ctx->saved_data["layout"].toStringRef();
     auto e = ctx->saved_data["scale"].toDoubleVector();
-    auto [gxAggregate, gpre] = aggregateBackwardOp().call(grad(g[0], y), x, pre, n, layout);
+    Tensor gy = g[0].defined()
+                    ? g[0].contiguous()
+                    : at::zeros({x.size(0), x.size(layout == "nc" ? 2 : 1)},
+                                x.options());
+    auto [gxAggregate, gpre] = aggregateBackwardOp().call(gy, x, pre, n, layout);
     Tensor glogits = sinkhornBackwardOp().call(
         grad(g[2], logits), logits, n, ctx->saved_data["mode"].toStringRef(),
         ctx->saved_data["iters"].toInt(), ctx->saved_data["eps"].toDouble());
     auto [gh, gms, galpha, gbeta] = scaleBackwardOp().call(
-        gpre, grad(g[1], post), glogits, h, ms, alpha, beta, n, e[0], e[1], e[2]);
+        gpre, grad(g[1], pre), glogits, h, ms, alpha, beta, n, e[0], e[1], e[2]);
     auto [gxProject, gphi, gw] = projectBackwardOp().call(
         gh, gms, x, phi, opt(w), n, layout, ctx->saved_data["tf32"].toBool());
     return {gxProject.add(gxAggregate), gphi, galpha, gbeta,

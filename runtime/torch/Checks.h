@@ -53,8 +53,8 @@ private:
   const Tensor *first = nullptr;
   std::string_view firstName;
   // The tensors checked so far, by rule index (for sameTypeAs); no op has
-  // more tensor arguments.
-  std::array<const Tensor *, 8> seen{};
+  // more tensor arguments (post_pre_backward has 18).
+  std::array<const Tensor *, 18> seen{};
 };
 
 void checkLayout(const char *op, Str layout);

@@ -29,7 +29,8 @@ int64_t streamsOf(const at::Tensor &t, const std::string &layout = "nc") {
 }
 constexpr char kProject[] = "project", kSinkhorn[] = "sinkhorn",
                kAggregate[] = "aggregate", kCombine[] = "expand_combine",
-               kPre[] = "pre", kX[] = "x", kLogits[] = "logits";
+               kPre[] = "pre", kPostPre[] = "post_pre", kX[] = "x",
+               kLogits[] = "logits";
 
 OptTensor contiguous(const OptTensor &t) {
   return t ? OptTensor(t->contiguous()) : std::nullopt;
@@ -130,6 +131,18 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
         f.contiguous(), post.contiguous(), x.contiguous(), P.contiguous(), contiguous(bias),
         streamsOf<kCombine, kX>(x, layout), layout);
   }, "torch.ops.mhc.expand_combine for 3-D x, n from x and the layout (eager entry point).");
+  m.def("post_pre", [](const at::Tensor &f, const at::Tensor &post, const at::Tensor &x,
+                       const at::Tensor &P, const OptTensor &bias, const at::Tensor &phi,
+                       const at::Tensor &alpha, const at::Tensor &beta, const OptTensor &weight,
+                       const std::string &layout, bool tf32, double normEps, double preEps,
+                       double postMult, const std::string &mode, int64_t iters, double eps) {
+    pybind11::gil_scoped_release noGil;
+    return mhc::ops::postPreOp().call(
+        f.contiguous(), post.contiguous(), x.contiguous(), P.contiguous(), contiguous(bias),
+        phi.contiguous(), alpha.contiguous(), beta.contiguous(), contiguous(weight),
+        streamsOf<kPostPre, kX>(x, layout), layout, tf32, normEps, preEps, postMult, mode, iters,
+        eps);
+  }, "torch.ops.mhc.post_pre for 3-D x, n from x and the layout (eager entry point).");
   m.attr("MAX_STREAMS") = mhc::ops::kMaxStreams;
   // The ops' contract (mhc/Support/OpContract.h), for the Python package.
   m.def("num_logits", &mhc::numLogits, "N = 2n + n^2, the mixing logits per token.");

@@ -30,6 +30,10 @@ ExpandCombineSig expand_combine_ref, expand_combine_cuda;
 ExpandCombineBackwardSig expand_combine_backward_ref, expand_combine_backward_cuda;
 PreSig pre_ref, pre_cuda;
 PreSavedSig pre_saved_ref, pre_saved_cuda;
+// The layer seam (SeamOps.cpp).
+PostPreSig post_pre_ref, post_pre_cuda;
+PostPreSavedSig post_pre_saved_ref, post_pre_saved_cuda;
+PostPreBackwardSig post_pre_backward_ref, post_pre_backward_cuda;
 
 /// project's checks (layout, n, x, phi, weight) for `op`: project,
 /// project_backward and pre, whose rules begin with project's.

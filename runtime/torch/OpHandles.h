@@ -55,6 +55,28 @@ using PreSig = PreSigOf<std::tuple<Tensor, Tensor, Tensor>>;
 using PreSavedSig = PreSigOf<
     std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor>>;
 
+// The layer seam (docs/design/seam.md, "The contract"): expand_combine of
+// layer l, then the pre step of layer l+1; its attributes are mhc::pre's.
+template <typename Out>
+using PostPreSigOf = Out(const Tensor &, const Tensor &, const Tensor &,
+                         const Tensor &, const OptTensor &, const Tensor &,
+                         const Tensor &, const Tensor &, const OptTensor &,
+                         int64_t, Str, bool, double, double, double, Str,
+                         int64_t, double);
+using PostPreSig = PostPreSigOf<std::tuple<Tensor, Tensor, Tensor, Tensor>>;
+using PostPreSavedSig = PostPreSigOf<std::tuple<Tensor, Tensor, Tensor, Tensor,
+                                                Tensor, Tensor, Tensor, Tensor>>;
+using PostPreBackwardSig =
+    std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor,
+               Tensor>(const Tensor &, const Tensor &, const Tensor &,
+                       const Tensor &, const Tensor &, const Tensor &,
+                       const Tensor &, const Tensor &, const OptTensor &,
+                       const Tensor &, const Tensor &, const Tensor &,
+                       const Tensor &, const Tensor &, const Tensor &,
+                       const Tensor &, const Tensor &, const OptTensor &,
+                       int64_t, Str, bool, double, double, double, Str, int64_t,
+                       double);
+
 /// One op's name and schema; Library.cpp defines it from these, and its
 /// handle below is typed with the signature above (both checked against the
 /// schema by PyTorch: the entries at registration, the handle on lookup).
@@ -98,6 +120,29 @@ inline constexpr OpSchema kPreSaved{"mhc::pre_saved",
     "float norm_eps, float pre_eps, float post_mult, str mode, int iters, float eps) -> "
     "(Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor)"};
 
+// The layer seam (docs/design/seam.md): post_pre returns (x_next, y,
+// post_next, P_next); post_pre_saved all eight results of the contract
+// (autograd calls it, AutogradSeam.cpp); post_pre_backward the gradient,
+// with an empty gbias / gweight where bias / weight is absent.
+#define MHC_SEAM_INPUTS                                                        \
+  "Tensor f, Tensor post, Tensor x, Tensor P, Tensor? bias, Tensor phi, Tensor alpha, Tensor beta, " \
+  "Tensor? weight, "
+#define MHC_PRE_ATTRS                                                          \
+  "int n, str layout, bool tf32, float norm_eps, float pre_eps, float post_mult, str mode, int iters, " \
+  "float eps"
+inline constexpr OpSchema kPostPre{"mhc::post_pre",
+    "post_pre(" MHC_SEAM_INPUTS MHC_PRE_ATTRS ") -> (Tensor, Tensor, Tensor, Tensor)"};
+inline constexpr OpSchema kPostPreSaved{"mhc::post_pre_saved",
+    "post_pre_saved(" MHC_SEAM_INPUTS MHC_PRE_ATTRS ") -> "
+    "(Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor)"};
+inline constexpr OpSchema kPostPreBackward{"mhc::post_pre_backward",
+    "post_pre_backward(Tensor gx_next, Tensor gy, Tensor gpost_next, Tensor gP_next, Tensor f, Tensor post, "
+    "Tensor x, Tensor P, Tensor? bias, Tensor x_next, Tensor h, Tensor ms, Tensor pre, Tensor logits, "
+    "Tensor phi, Tensor alpha, Tensor beta, Tensor? weight, " MHC_PRE_ATTRS ") -> "
+    "(Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor)"};
+#undef MHC_SEAM_INPUTS
+#undef MHC_PRE_ATTRS
+
 /// The typed dispatcher handle of `op`, looked up once per signature.
 template <typename Sig, const OpSchema &op>
 const c10::TypedOperatorHandle<Sig> &handle() {
@@ -119,6 +164,12 @@ inline const auto &expandCombineBackwardOp() {
 }
 inline const auto &preOp() { return handle<PreSig, kPre>(); }
 inline const auto &preSavedOp() { return handle<PreSavedSig, kPreSaved>(); }
+
+inline const auto &postPreOp() { return handle<PostPreSig, kPostPre>(); }
+inline const auto &postPreSavedOp() { return handle<PostPreSavedSig, kPostPreSaved>(); }
+inline const auto &postPreBackwardOp() {
+  return handle<PostPreBackwardSig, kPostPreBackward>();
+}
 
 } // namespace mhc::ops
 

@@ -102,4 +102,15 @@ mhc::KernelSpec preSpec(int64_t n, const Tensor &x, Str layout, int64_t C,
   return spec;
 }
 
+mhc::KernelSpec postPreSpec(mhc::Direction dir, const PreAttrs &a,
+                            const Tensor &x, int64_t C, const Tensor &phi,
+                            const OptTensor &weight, const OptTensor &bias) {
+  auto spec = baseSpec(mhc::OpKind::PostPre, dir, a.n);
+  projectFields(spec, x, a.layout, C, phi, weight, a.tf32);
+  scaleFields(spec, a.normEps, a.preEps, a.postMult);
+  sinkhornFields(spec, a.mode, a.iters, a.eps);
+  spec.hasBias = bias.has_value();
+  return spec;
+}
+
 } // namespace mhc::ops

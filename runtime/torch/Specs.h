@@ -37,6 +37,24 @@ mhc::KernelSpec preSpec(int64_t n, const Tensor &x, Str layout, int64_t C,
                         double normEps, double preEps, double postMult,
                         Str mode, int64_t iters, double eps);
 
+/// The pre step's attributes, as pre and post_pre take them (views of the
+/// call's arguments: valid for the call).
+struct PreAttrs {
+  int64_t n;
+  Str layout;
+  bool tf32;
+  double normEps, preEps, postMult;
+  Str mode;
+  int64_t iters;
+  double eps;
+};
+
+/// The layer seam's (post_pre.fwd / .bwd): the pre step's fields (one param
+/// dtype, phi's) and expand_combine's bias.
+mhc::KernelSpec postPreSpec(mhc::Direction dir, const PreAttrs &a,
+                            const Tensor &x, int64_t C, const Tensor &phi,
+                            const OptTensor &weight, const OptTensor &bias);
+
 } // namespace mhc::ops
 
 #endif // MHC_TORCH_SPECS_H

@@ -53,9 +53,32 @@ static void argumentRules() {
   EXPECT(!argRules("nope") && !argRule("project", "nope"));
 }
 
+// The layer seam's rules in docs/design/seam.md's contract order: f first
+// (M and C come from it; x and x_next take its dtype), the next layer's
+// parameters last.
+static void seamRules() {
+  const std::vector<ArgRule> *fwd = argRules("post_pre");
+  const std::vector<ArgRule> *saved = argRules("post_pre_saved");
+  const std::vector<ArgRule> *bwd = argRules("post_pre_backward");
+  EXPECT(fwd && saved && bwd && fwd->size() == 9 && saved->size() == 9 &&
+         bwd->size() == 18);
+  const char *fwdNames[] = {"f", "post", "x", "P", "bias",
+                            "phi", "alpha", "beta", "weight"};
+  for (size_t i = 0; fwd && i < fwd->size(); ++i)
+    EXPECT((*fwd)[i].name == fwdNames[i] && (*saved)[i].name == fwdNames[i]);
+  const ArgRule *x = argRule("post_pre", "x");
+  EXPECT(x && x->streams && x->sameTypeAs == "f");
+  const ArgRule *bias = argRule("post_pre", "bias");
+  EXPECT(bias && bias->optional && bias->elem == ElemClass::Param);
+  EXPECT(bwd && (*bwd)[0].name == "gx_next" && (*bwd)[0].streams &&
+         (*bwd)[9].name == "x_next" && (*bwd)[13].name == "logits" &&
+         (*bwd)[17].name == "weight" && (*bwd)[17].optional);
+}
+
 int main() {
   logitsOfStreams();
   preStepFusion();
   argumentRules();
+  seamRules();
   return summary();
 }

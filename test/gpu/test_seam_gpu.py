@@ -1,0 +1,357 @@
+"""The GPU suite of the layer seam (docs/design/seam.md): torch.ops.mhc.post_pre
+and its gradient on CUDA against float64 SPEC.md, run to run bitwise, against
+the unfused ops (mhc.post then mhc.pre), through mhc.HyperConnectionStack
+(determinism, torch.compile, CUDA-graph capture of a training step), and the
+path taken: where codegen generates the seam's kernels (post_pre.fwd / .bwd)
+no call may fall back to the reference.
+
+Run on the GPU machine by test/gpu/run-torch-suite.sh: pytest -q test/gpu/test_seam_gpu.py
+"""
+
+import json
+import os
+import struct
+import sys
+import zlib
+
+import pytest
+import torch
+from torch import nn
+
+import mhc
+from mhc import reference as ref
+
+sys.path.insert(0, os.path.dirname(__file__))
+from kernels import DT  # noqa: E402
+
+assert torch.cuda.is_available(), "the GPU suite needs a GPU"
+SEED = int(os.environ.get("MHC_SEED") or int.from_bytes(os.urandom(4), "little"))
+RESULTS = []  # (output, rel, bound, case) for the summary
+
+
+def case_seed(*key):
+    return SEED + zlib.crc32(repr(key).encode()) % 100000
+
+
+def arch():
+    """The codegen target of this GPU, as the runtime names it (Driver::archOf)."""
+    major, minor = torch.cuda.get_device_capability()
+    return {9: "sm_90a", 10: "sm_100a"}.get(major, "sm_80")
+
+
+def f32_text(v):
+    """A float attribute as KernelSpec::canonical prints it (%.9g of the float)."""
+    return "%.9g" % struct.unpack("f", struct.pack("f", v))[0]
+
+
+def seam_spec(cfg, direction):
+    """The canonical post_pre spec string of a case (checked by mhc._C.canonical_spec)."""
+    s = (f"post_pre.{direction};n={cfg['n']};act={cfg['act']};param={cfg.get('param', 'f32')};"
+         f"layout={cfg['layout']};C={cfg['C']};tf32={int(cfg['tf32'])};weight={int(cfg['weight'])};"
+         f"norm_eps={f32_text(cfg['norm_eps'])};pre_eps={f32_text(cfg['pre_eps'])};post_mult={f32_text(2.0)};"
+         f"mode={cfg['mode']};iters=20")
+    if cfg["mode"] == "softmax_eps":
+        s += f";eps={f32_text(1e-6)}"
+    s += f";bias={int(cfg['bias'])};arch={arch()}"
+    assert mhc._C.canonical_spec(s) == s
+    return s
+
+
+def seam_kernel(cfg, direction):
+    """Whether this case runs the seam's own kernel (codegen has it, the pre step fuses at M)."""
+    return mhc._C.unsupported_reason(seam_spec(cfg, direction)) == "" and mhc._C.pre_step_fuses(cfg["n"], cfg["M"])
+
+
+def inputs(cfg, gen):
+    M, n, C = cfg["M"], cfg["n"], cfg["C"]
+    N, K = 2 * n + n * n, n * C
+    act, param = DT[cfg["act"]], DT[cfg.get("param", "f32")]
+
+    def rnd(*shape, scale=1.0, dtype=torch.float32):
+        return (torch.randn(*shape, generator=gen, device="cuda") * scale).to(dtype)
+
+    x = rnd(*((M, n, C) if cfg["layout"] == "nc" else (M, C, n)), dtype=act)
+    return dict(f=rnd(M, C, dtype=act), post=2 * torch.sigmoid(rnd(M, n)), x=x,
+                P=torch.softmax(rnd(M, n, n), -2), bias=rnd(C, scale=0.5, dtype=param) if cfg["bias"] else None,
+                phi=rnd(N, K, scale=K ** -0.5, dtype=param), alpha=(rnd(3).abs() + 0.5).to(param),
+                beta=rnd(N, scale=0.5, dtype=param), weight=(1 + rnd(K, scale=0.1)).to(param) if cfg["weight"] else None)
+
+
+def attrs(cfg):
+    eps = 1e-6 if cfg["mode"] == "softmax_eps" else 0.0
+    return (cfg["n"], cfg["layout"], cfg["tf32"], cfg["norm_eps"], cfg["pre_eps"], 2.0, cfg["mode"], 20, eps)
+
+
+FWD_ARGS = ("f", "post", "x", "P", "bias", "phi", "alpha", "beta", "weight")
+
+
+def seam64(t, cfg):
+    """float64 SPEC.md: layer l's post step, then layer l+1's pre step; and
+    the logits (for the Sinkhorn gradient's cancellation)."""
+    n, layout, _, norm_eps, pre_eps, post_mult, mode, iters, eps = attrs(cfg)
+    x_next = ref.expand_combine(t["f"], t["post"], t["x"], t["P"], t.get("bias"), layout)
+    h, ms = ref.project(x_next, t["phi"], t.get("weight"))
+    pre, post_next, L = ref.scale(h, ms, t["alpha"], t["beta"], n, norm_eps, pre_eps, post_mult)
+    P_next = ref.sinkhorn(L, mode, iters, eps)
+    return (x_next, ref.aggregate(x_next, pre, layout), post_next, P_next), L
+
+
+def cancellation(L, gP, cfg):
+    """kappa = ||P * gP|| / ||glogits|| of the seam's Sinkhorn step (as
+    test/gpu/kernels.py's cancellation(), MATH.md's reason for scaling the
+    float32 bound by it)."""
+    _, _, _, _, _, _, mode, iters, eps = attrs(cfg)
+    L = L.detach().requires_grad_()
+    P = ref.sinkhorn(L, mode, iters, eps)
+    (g,) = torch.autograd.grad(P, L, gP)
+    return ((P * gP).norm() / g.norm().clamp_min(1e-300)).item()
+
+
+def bound(cfg, kappa=1.0):
+    """SPEC.md's bounds for the chain: with 2-byte activations every result
+    carries a rounding of 2^-8 / 2^-11 (x_next is stored in them; in the
+    backward so is x_next's summed gradient): 1e-2. float32 activations: a
+    TF32 product 2e-3, else 1e-5, times max(1, kappa) in the backward (the
+    Sinkhorn gradient's cancellation, test/gpu/kernels.py: cancellation)."""
+    if cfg["act"] != "f32":
+        return 1e-2
+    return (2e-3 if cfg["tf32"] else 1e-5) * max(1.0, kappa)
+
+
+def rel(a, b):
+    return ((a.double() - b).norm() / b.norm().clamp_min(1e-300)).item()
+
+
+CONFIGS = [dict(n=n, act=act, layout=lay, C=C, M=M, mode=mode, tf32=tf32, weight=w, bias=b, norm_eps=ne,
+                pre_eps=pe, **({"param": p} if p else {}))
+           for (n, act, lay, C, M, mode, tf32, w, b, ne, pe, p) in [
+               (4, "bf16", "cn", 4096, 128, "log", True, False, False, 1.1920929e-07, 0.0, None),  # the bench's
+               (4, "bf16", "nc", 7168, 77, "softmax_eps", False, True, True, 1e-6, 1e-6, None),
+               (4, "bf16", "nc", 2048, 4096 + 1, "log", True, True, True, 1e-6, 1e-6, "bf16"),
+               (1, "f32", "nc", 64, 1, "log", False, False, True, 1e-6, 1e-6, None),
+               (2, "f16", "cn", 1000, 7, "softmax_eps", False, True, False, 1e-6, 1e-6, None),
+               (3, "f32", "cn", 64, 70000, "log", False, False, False, 1e-6, 1e-6, None),  # M > 65535
+               (5, "bf16", "nc", 1000 + 8, 33, "log", True, False, True, 1e-6, 0.0, None),
+               (6, "f16", "nc", 1000, 5, "softmax_eps", False, True, True, 1e-6, 1e-6, None),
+               (7, "bf16", "cn", 520, 300, "softmax_eps", True, True, False, 1e-6, 1e-6, None),
+               (8, "bf16", "cn", 2048, 300, "log", True, False, True, 1e-6, 1e-6, None),
+               (8, "bf16", "nc", 1024, 1000, "softmax_eps", True, False, False, 1e-6, 1e-6, None),  # not fused
+               (8, "f32", "nc", 96, 3, "log", False, True, True, 1e-6, 1e-6, None),
+           ]]
+
+
+def _id(c):
+    return "n{n}-{act}-{layout}-C{C}-M{M}-{mode}-tf32{tf32:d}-w{weight:d}-b{bias:d}".format(**c)
+
+
+def _run_twice(op, *args):
+    a, b = op(*args), op(*args)
+    for u, v in zip(a, b):
+        assert torch.equal(u, v), "two runs differ"
+    return a
+
+
+@pytest.mark.parametrize("cfg", CONFIGS, ids=_id)
+def test_seam_matches_float64(cfg):
+    """post_pre_saved and post_pre_backward against float64 SPEC.md on the
+    same inputs (every result and every gradient), run to run bitwise;
+    post_pre is post_pre_saved's four; where the seam's kernels exist no
+    call falls back to the reference."""
+    gen = torch.Generator(device="cuda").manual_seed(case_seed("seam", _id(cfg)))
+    t = inputs(cfg, gen)
+    a = attrs(cfg)
+    fwd = tuple(t[k] for k in FWD_ARGS)
+    before = mhc._C.stats()
+    saved = _run_twice(torch.ops.mhc.post_pre_saved, *fwd, *a)
+    x_next, h, ms, pre, post_next, logits, P_next, y = saved
+    plain = torch.ops.mhc.post_pre(*fwd, *a)
+    for u, v in zip(plain, (x_next, y, post_next, P_next)):
+        assert torch.equal(u, v)
+    gouts = [torch.randn(o.shape, generator=gen, device="cuda").to(o.dtype) for o in (x_next, y, post_next, P_next)]
+    grads = _run_twice(torch.ops.mhc.post_pre_backward, *gouts, *fwd[:5], x_next, h, ms, pre, logits, *fwd[5:], *a)
+    after = mhc._C.stats()
+    if seam_kernel(cfg, "fwd") and seam_kernel(cfg, "bwd"):
+        assert after["reference_calls"] == before["reference_calls"], (before, after)
+        assert after["kernel_calls"] - before["kernel_calls"] == 5, (before, after)
+    t64 = {k: v.double().requires_grad_() for k, v in t.items() if v is not None}
+    want, L64 = seam64(t64, cfg)
+    wrt = [k for k in ("x", "f", "post", "P", "bias", "phi", "alpha", "beta", "weight") if k in t64]
+    want_g = torch.autograd.grad(want, [t64[k] for k in wrt], [g.double() for g in gouts])
+    kappa = cancellation(L64, gouts[3].double(), cfg) if cfg["n"] > 1 else 1.0  # (1 x 1: no gradient)
+    names = ("x_next", "y", "post_next", "P_next")
+    got = dict(zip(names, (x_next, y, post_next, P_next)))
+    refs = dict(zip(names, (w.detach() for w in want)))
+    by_name = dict(zip(("gx", "gf", "gpost", "gP", "gbias", "gphi", "galpha", "gbeta", "gweight"), grads))
+    got.update({"g" + k: by_name["g" + k] for k in wrt})
+    refs.update({"g" + k: w for k, w in zip(wrt, want_g)})
+    for name, g in got.items():
+        b = bound(cfg, kappa if name not in names else 1.0)
+        err = rel(g.reshape(refs[name].shape), refs[name])
+        RESULTS.append((name, err, b, _id(cfg)))
+        assert torch.isfinite(g).all(), f"{name}: non-finite ({cfg})"
+        assert err <= b, f"{name}: rel err {err:.3e} > {b:.0e} ({cfg})"
+    if not cfg["bias"]:
+        assert grads[4].numel() == 0
+    if not cfg["weight"]:
+        assert grads[8].numel() == 0
+
+
+@pytest.mark.parametrize("cfg", [c for c in CONFIGS if c["M"] <= 4096], ids=_id)
+def test_fused_is_post_then_pre(cfg):
+    """mhc.post_pre against mhc.post then mhc.pre, each its own autograd
+    node: the same forward bits (the seam kernel keeps the unfused ops'
+    instruction order); the gradients within float64 SPEC.md's bounds of
+    each other, and where the separate ops run, the parameters' bit for bit
+    (the same backward kernels on the same values)."""
+    gen = torch.Generator(device="cuda").manual_seed(case_seed("unfused", _id(cfg)))
+    t = {k: None if v is None else v.requires_grad_() for k, v in inputs(cfg, gen).items()}
+    n, layout, tf32, norm_eps, pre_eps, post_mult, mode, iters, eps = attrs(cfg)
+    kw = dict(layout=layout, tf32=tf32, norm_eps=norm_eps, pre_eps=pre_eps, post_mult=post_mult, mode=mode,
+              iters=iters, eps=eps)
+    fused = mhc.post_pre(t["f"], t["post"], t["x"], t["P"], t["phi"], t["alpha"], t["beta"], t["weight"], t["bias"],
+                         **kw)
+    x_next = mhc.post(t["f"], t["post"], t["x"], t["P"], t["bias"], layout=layout)
+    unfused = (x_next, *mhc.pre(x_next, t["phi"], t["alpha"], t["beta"], t["weight"], **kw))
+    for name, u, v in zip(("x_next", "y", "post_next", "P_next"), fused, unfused):
+        assert torch.equal(u, v), name
+    leaves = {k: v for k, v in t.items() if v is not None}
+    g = [torch.randn(o.shape, generator=gen, device="cuda").to(o.dtype) for o in fused]
+    gf = torch.autograd.grad(fused, list(leaves.values()), g)
+    gu = torch.autograd.grad(unfused, list(leaves.values()), g)
+    separate = not (seam_kernel(cfg, "fwd") and seam_kernel(cfg, "bwd"))
+    for name, a, b in zip(leaves, gf, gu):
+        if separate and name in ("phi", "alpha", "beta", "weight"):
+            assert torch.equal(a, b), name
+        err = rel(a, b.double())
+        RESULTS.append((f"fused-vs-unfused {name}", err, bound(cfg, 1.0), _id(cfg)))
+        assert err <= bound(cfg, 1.0), (name, err)
+
+
+def _stack(fused, n=4, C=512, L=4, dtype=torch.bfloat16, **kw):
+    torch.manual_seed(7)
+    blocks = [nn.Sequential(nn.Linear(C, C), nn.GELU()) for _ in range(L)]
+    stack = mhc.HyperConnectionStack(blocks, n, C, fused=fused, bias=True, **kw).cuda()
+    with torch.no_grad():
+        for layer in stack.layers:
+            layer.alpha.copy_(torch.rand(3) + 0.5)
+            layer.beta.normal_(0, 0.5)
+            layer.bias.normal_(0, 0.5)
+    return stack.to(dtype) if dtype != torch.float32 else stack
+
+
+def _step(stack, x):
+    for p in stack.parameters():
+        p.grad = None
+    xs = x.detach().clone().requires_grad_()
+    out = stack(xs)
+    out.float().square().sum().backward()
+    return [out.detach()] + [xs.grad] + [p.grad.clone() for p in stack.parameters()]
+
+
+@pytest.mark.parametrize("layout", ["nc", "cn"])
+def test_stack_is_deterministic_and_matches_the_unfused_stack(layout):
+    """A 4-layer fused stack (bf16 blocks and activations, float32 mixing):
+    forward and every gradient bitwise run to run; the forward bitwise the
+    unfused stack's, the gradients within bf16's 1e-2 of it."""
+    stack = _stack(True, layout=layout, dtype=torch.float32)
+    for block in stack.blocks:
+        block.to(torch.bfloat16)
+    x = torch.randn((256, 4, 512) if layout == "nc" else (256, 512, 4), device="cuda").bfloat16()
+    first, again = _step(stack, x), _step(stack, x)
+    for a, b in zip(first, again):
+        assert torch.equal(a, b)
+    stack.fused = False
+    unfused = _step(stack, x)
+    assert torch.equal(first[0], unfused[0])
+    for a, b in zip(first[1:], unfused[1:]):
+        err = rel(a, b.double())
+        RESULTS.append(("stack fused-vs-unfused", err, 1e-2, layout))
+        assert err <= 1e-2
+
+
+def test_compile_fullgraph_of_a_stack():
+    """torch.compile(fullgraph=True) of a fused float32 stack: its output and
+    every gradient within SPEC.md's float32 1e-5 of eager's (Inductor's own
+    kernels for the blocks sum in their own order)."""
+    torch._dynamo.reset()
+    stack = _stack(True, dtype=torch.float32, mode="log")
+    x = torch.randn(64, 4, 512, device="cuda")
+    eager = _step(stack, x)
+    compiled = _step(torch.compile(stack, fullgraph=True), x)
+    for a, b in zip(compiled, eager):
+        err = rel(a, b.double())
+        RESULTS.append(("compiled-vs-eager", err, 1e-5, "stack"))
+        assert err <= 1e-5
+
+
+def test_cuda_graph_capture_of_a_training_step():
+    """Forward and backward of a fused stack captured in one CUDA graph: the
+    replay gives eager's output and gradients bit for bit, for new inputs too."""
+    stack = _stack(True, dtype=torch.float32)
+    static_x = torch.randn(64, 4, 512, device="cuda", requires_grad=True)
+
+    def step():
+        out = stack(static_x)
+        out.square().sum().backward()
+        return out
+
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        for _ in range(2):  # warm-up: compiles every kernel, builds the grads
+            stack.zero_grad(set_to_none=True)
+            static_x.grad = None
+            step()
+    torch.cuda.current_stream().wait_stream(s)
+    stack.zero_grad(set_to_none=True)
+    static_x.grad = None
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        static_out = step()
+    # The graph's gradient buffers (the eager steps below set .grad anew).
+    static_grads = [static_x.grad] + [p.grad for p in stack.parameters()]
+    for _ in range(2):
+        with torch.no_grad():
+            static_x.copy_(torch.randn_like(static_x))
+        g.replay()
+        torch.cuda.synchronize()
+        got = [static_out.clone()] + [t.clone() for t in static_grads]
+        want = _step(stack, static_x.detach())
+        for a, b in zip(got, want):
+            assert torch.equal(a, b)
+
+
+def test_opcheck_cuda():
+    cfg = dict(CONFIGS[1], M=7, C=256)
+    gen = torch.Generator(device="cuda").manual_seed(SEED)
+    t = inputs(cfg, gen)
+    fwd = tuple(t[k] for k in FWD_ARGS)
+    a = attrs(cfg)
+    x_next, h, ms, pre, post_next, logits, P_next, y = torch.ops.mhc.post_pre_saved(*fwd, *a)
+    bwd = (torch.randn_like(x_next), torch.randn_like(y), torch.randn_like(post_next), torch.randn_like(P_next),
+           *fwd[:5], x_next, h, ms, pre, logits, *fwd[5:], *a)
+    grad_args = tuple(v.detach().requires_grad_() if isinstance(v, torch.Tensor) else v for v in (*fwd, *a))
+    torch.library.opcheck(torch.ops.mhc.post_pre, grad_args)
+    torch.library.opcheck(torch.ops.mhc.post_pre_saved, grad_args)
+    torch.library.opcheck(torch.ops.mhc.post_pre_backward, bwd)
+
+
+def test_zz_summary():
+    """Prints the worst error per output against its bound (last test)."""
+    worst = {}
+    for name, err, b, where in RESULTS:
+        if name not in worst or err / b > worst[name][0] / worst[name][1]:
+            worst[name] = (err, b, where)
+    kernels = {d: mhc._C.unsupported_reason(seam_spec(dict(CONFIGS[0]), d)) or "generated" for d in ("fwd", "bwd")}
+    lines = [f"device: {torch.cuda.get_device_name()}  seed: {SEED}  checks: {len(RESULTS)}  "
+             f"seam kernels: fwd {kernels['fwd']}; bwd {kernels['bwd']}"]
+    for name in sorted(worst):
+        err, b, where = worst[name]
+        lines.append(f"  {name:28s} worst rel err {err:.3e}  bound {b:.0e}  ({where})")
+    out = os.environ.get("OUT")
+    if out:
+        with open(os.path.join(out, "seam-summary.txt"), "w") as f:
+            f.write("\n".join(lines) + "\n")
+        with open(os.path.join(out, "seam-results.json"), "w") as f:
+            json.dump(RESULTS, f)
+    print("\n".join(lines))
