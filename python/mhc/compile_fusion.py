@@ -392,9 +392,10 @@ def _views_of(node):
 def fuse_graph(graph):
     """Rewrites `graph` (a torch.fx.Graph or GraphModule from Dynamo, before
     autograd): pre-step chains into torch.ops.mhc.pre, then seams into
-    torch.ops.mhc.post_pre. Returns {"pre": count, "post_pre": count}."""
-    gm = graph if isinstance(graph, torch.fx.GraphModule) else None
-    graph = gm.graph if gm is not None else graph
+    torch.ops.mhc.post_pre; recompiles the GraphModule that owns it. Returns
+    {"pre": count, "post_pre": count}."""
+    graph = graph.graph if isinstance(graph, torch.fx.GraphModule) else graph
+    gm = graph.owning_module
     counts = collections.Counter(pre=0, post_pre=0)
     if not any(_packet(node) is not None for node in graph.nodes):
         return dict(counts)
@@ -412,7 +413,7 @@ def fuse_graph(graph):
         from torch._inductor.pattern_matcher import stable_topological_sort
         stable_topological_sort(graph)  # results used before the fused op's place
         graph.lint()
-        if gm is not None:
+        if isinstance(gm, torch.fx.GraphModule):
             gm.recompile()
     _record(graph, counts)
     return dict(counts)
@@ -424,11 +425,16 @@ _FUSED_MARK = "_mhc_compile_fusion_done"
 
 
 def _fuse_once(graph):
-    """fuse_graph, once per graph (compile_backend's graph reaches Inductor's hook too)."""
-    graph = graph.graph if isinstance(graph, torch.fx.GraphModule) else graph
-    if not getattr(graph, _FUSED_MARK, False):
-        fuse_graph(graph)
-        setattr(graph, _FUSED_MARK, True)
+    """fuse_graph, once per graph (compile_backend's graph reaches Inductor's
+    hook too); for a GraphModule, also on the subgraphs it holds (those of
+    higher-order ops such as activation checkpointing: Inductor's hook is
+    called on each of them itself)."""
+    graphs = [m.graph for m in graph.modules() if isinstance(m, torch.fx.GraphModule)] if isinstance(
+        graph, torch.fx.GraphModule) else [graph]
+    for g in graphs:
+        if not getattr(g, _FUSED_MARK, False):
+            fuse_graph(g)
+            setattr(g, _FUSED_MARK, True)
 
 
 def _record(graph, counts):
