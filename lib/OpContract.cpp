@@ -61,6 +61,9 @@ std::map<std::string_view, std::vector<ArgRule>> buildTable() {
   const ArgRule logits = tensor("logits", {Sym::M, Sym::n, Sym::n}, E::Mixing);
   const std::vector<ArgRule> aggregate{
       streams("x"), tensor("pre", {Sym::M, Sym::n}, E::Mixing)};
+  // x's gradient from its other users, which a backward adds to its own
+  // (docs/MATH.md, "Backward"): x's shape and dtype, optional.
+  const ArgRule acc = optional(streams("acc", "x"));
   const std::vector<ArgRule> combine{
       streams("x"),
       tensor("f", {Sym::M, Sym::C}, E::Activation, "x"),
@@ -92,7 +95,7 @@ std::map<std::string_view, std::vector<ArgRule>> buildTable() {
       {"project", project},
       {"project_backward",
        concat(project, {tensor("gh", {Sym::M, Sym::N}, E::Mixing),
-                        tensor("gms", {Sym::M}, E::Mixing)})},
+                        tensor("gms", {Sym::M}, E::Mixing), acc})},
       {"scale", scale},
       {"scale_backward",
        concat(scale, {tensor("gpre", {Sym::M, Sym::n}, E::Mixing),
@@ -103,9 +106,9 @@ std::map<std::string_view, std::vector<ArgRule>> buildTable() {
        {tensor("gP", {Sym::M, Sym::n, Sym::n}, E::Mixing), logits}},
       {"aggregate", aggregate},
       {"aggregate_backward",
-       concat(aggregate, {tensor("gy", {Sym::M, Sym::C}, E::Activation, "x")})},
+       concat(aggregate, {tensor("gy", {Sym::M, Sym::C}, E::Activation, "x"), acc})},
       {"expand_combine", combine},
-      {"expand_combine_backward", concat(combine, {streams("gout", "x")})},
+      {"expand_combine_backward", concat(combine, {streams("gout", "x"), acc})},
       // The fused pre step: project's arguments, then scale's parameters.
       {"pre", concat(project, {scale[2], scale[3]})},
       {"pre_saved", concat(project, {scale[2], scale[3]})},

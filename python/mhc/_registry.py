@@ -129,14 +129,15 @@ def _(f, post, x, P, bias, phi, alpha, beta, weight, n, layout, tf32, norm_eps, 
 
 
 # --- backward: each gradient like its input; an absent input's is empty -----
+# (gx with acc, x's gradient from its other users, is still x-shaped.)
 
 def _like(t):
     return t.new_empty(t.shape)
 
 
 @torch.library.register_fake(lib + "project_backward")
-def _(gh, gms, x, phi, weight, n, layout, tf32):
-    _one_device("project_backward", x=x, phi=phi, weight=weight, gh=gh, gms=gms)
+def _(gh, gms, x, phi, weight, n, layout, tf32, acc=None):
+    _one_device("project_backward", x=x, phi=phi, weight=weight, gh=gh, gms=gms, acc=acc)
     gw = _like(weight) if weight is not None else phi.new_empty((0,))
     return _like(x), _like(phi), gw
 
@@ -154,14 +155,14 @@ def _(gP, logits, n, mode, iters, eps):
 
 
 @torch.library.register_fake(lib + "aggregate_backward")
-def _(gy, x, pre, n, layout):
-    _one_device("aggregate_backward", x=x, pre=pre, gy=gy)
+def _(gy, x, pre, n, layout, acc=None):
+    _one_device("aggregate_backward", x=x, pre=pre, gy=gy, acc=acc)
     return _like(x), _like(pre)
 
 
 @torch.library.register_fake(lib + "expand_combine_backward")
-def _(gout, f, post, x, P, bias, n, layout):
-    _one_device("expand_combine_backward", x=x, f=f, post=post, P=P, bias=bias, gout=gout)
+def _(gout, f, post, x, P, bias, n, layout, acc=None):
+    _one_device("expand_combine_backward", x=x, f=f, post=post, P=P, bias=bias, gout=gout, acc=acc)
     gb = _like(bias) if bias is not None else x.new_empty((0,))
     return _like(f), _like(post), _like(x), _like(P), gb
 

@@ -32,9 +32,10 @@ Tensor aggregate_cuda(const Tensor &x, const Tensor &pre, int64_t n, Str layout)
 
 namespace {
 Checker checkAggregateBackward(const Tensor &gy, const Tensor &x,
-                               const Tensor &pre, int64_t n, Str layout) {
+                               const Tensor &pre, int64_t n, Str layout,
+                               const OptTensor &acc) {
   Checker c = checkAggregate("aggregate_backward", x, pre, n, layout);
-  c.args({&gy}, layout, /*first=*/2);
+  c.args({&gy, acc ? &*acc : nullptr}, layout, /*first=*/2);
   return c;
 }
 } // namespace
@@ -42,23 +43,26 @@ Checker checkAggregateBackward(const Tensor &gy, const Tensor &x,
 std::tuple<Tensor, Tensor> aggregate_backward_ref(const Tensor &gy,
                                                   const Tensor &x,
                                                   const Tensor &pre, int64_t n,
-                                                  Str layout) {
-  checkAggregateBackward(gy, x, pre, n, layout);
-  return mhc::ref::aggregate_backward(gy, x, pre, std::string(layout));
+                                                  Str layout,
+                                                  const OptTensor &acc) {
+  checkAggregateBackward(gy, x, pre, n, layout, acc);
+  return mhc::ref::aggregate_backward(gy, x, pre, std::string(layout), acc);
 }
 
 std::tuple<Tensor, Tensor> aggregate_backward_cuda(const Tensor &gy,
                                                    const Tensor &x,
                                                    const Tensor &pre,
-                                                   int64_t n, Str layout) {
-  Checker c = checkAggregateBackward(gy, x, pre, n, layout);
-  auto spec = aggregateSpec(mhc::Direction::Backward, n, x, layout, c.C);
-  auto *k = select("aggregate_backward", spec, {&x, &pre, &gy}, c.M);
+                                                   int64_t n, Str layout,
+                                                   const OptTensor &acc) {
+  Checker c = checkAggregateBackward(gy, x, pre, n, layout, acc);
+  auto spec = withAcc(aggregateSpec(mhc::Direction::Backward, n, x, layout, c.C), acc);
+  Tensor a = orUndefined(acc);
+  auto *k = select("aggregate_backward", spec, {&x, &pre, &gy, &a}, c.M);
   if (!k)
-    return mhc::ref::aggregate_backward(gy, x, pre, std::string(layout));
+    return mhc::ref::aggregate_backward(gy, x, pre, std::string(layout), acc);
   Tensor gx = at::empty_like(x), gpre = at::empty_like(pre);
-  launch(*k, c.M, {{"gy", &gy}, {"x", &x}, {"pre", &pre}, {"gx", &gx},
-                   {"gpre", &gpre}},
+  launch(*k, c.M, {{"gy", &gy}, {"x", &x}, {"pre", &pre}, {"acc", &a},
+                   {"gx", &gx}, {"gpre", &gpre}},
          x);
   return {gx, gpre};
 }

@@ -40,7 +40,7 @@ struct Project : torch::autograd::Function<Project> {
     Tensor gh = g[0].defined() ? g[0].contiguous() : at::zeros({M, N}, mixing);
     Tensor gms = g[1].defined() ? g[1].contiguous() : at::zeros({M}, mixing);
     auto [gx, gphi, gw] = projectBackwardOp().call(gh, gms, s[0], s[1], opt(s[2]), n, layout,
-                                   ctx->saved_data["tf32"].toBool());
+                                   ctx->saved_data["tf32"].toBool(), std::nullopt);
     return {gx, gphi, s[2].defined() ? gw : Tensor(), Tensor(), Tensor(), Tensor()};
   }
 };
@@ -99,7 +99,7 @@ struct Aggregate : torch::autograd::Function<Aggregate> {
   static variable_list backward(AutogradContext *ctx, variable_list g) {
     auto s = ctx->get_saved_variables();
     auto [gx, gpre] = aggregateBackwardOp().call(grad(g[0], s[2]), s[0], s[1], ctx->saved_data["n"].toInt(),
-                               ctx->saved_data["layout"].toStringRef());
+                               ctx->saved_data["layout"].toStringRef(), std::nullopt);
     return {gx, gpre, Tensor(), Tensor()};
   }
 };
@@ -117,7 +117,8 @@ struct ExpandCombine : torch::autograd::Function<ExpandCombine> {
     auto s = ctx->get_saved_variables();
     auto [gf, gpost, gx, gP, gbias] =
         expandCombineBackwardOp().call(grad(g[0], s[2]), s[0], s[1], s[2], s[3], opt(s[4]),
-                 ctx->saved_data["n"].toInt(), ctx->saved_data["layout"].toStringRef());
+                 ctx->saved_data["n"].toInt(), ctx->saved_data["layout"].toStringRef(),
+                 std::nullopt);
     return {gf, gpost, gx, gP, s[4].defined() ? gbias : Tensor(), Tensor(), Tensor()};
   }
 };
@@ -157,14 +158,15 @@ struct Pre : torch::autograd::Function<Pre> {
                     ? g[0].contiguous()
                     : at::zeros({x.size(0), x.size(layout == "nc" ? 2 : 1)},
                                 x.options());
-    auto [gxAggregate, gpre] = aggregateBackwardOp().call(gy, x, pre, n, layout);
+    auto [gxAggregate, gpre] =
+        aggregateBackwardOp().call(gy, x, pre, n, layout, std::nullopt);
     Tensor glogits = sinkhornBackwardOp().call(
         grad(g[2], logits), logits, n, ctx->saved_data["mode"].toStringRef(),
         ctx->saved_data["iters"].toInt(), ctx->saved_data["eps"].toDouble());
     auto [gh, gms, galpha, gbeta] = scaleBackwardOp().call(
         gpre, grad(g[1], pre), glogits, h, ms, alpha, beta, n, e[0], e[1], e[2]);
     auto [gxProject, gphi, gw] = projectBackwardOp().call(
-        gh, gms, x, phi, opt(w), n, layout, ctx->saved_data["tf32"].toBool());
+        gh, gms, x, phi, opt(w), n, layout, ctx->saved_data["tf32"].toBool(), std::nullopt);
     return {gxProject.add(gxAggregate), gphi, galpha, gbeta,
             w.defined() ? gw : Tensor(), Tensor(), Tensor(), Tensor(), Tensor(),
             Tensor(), Tensor(), Tensor(), Tensor(), Tensor()};
@@ -247,9 +249,9 @@ Tensor expandCombineAutograd(const Tensor &f, const Tensor &post, const Tensor &
 std::tuple<Tensor, Tensor, Tensor>
 projectBackwardAutograd(const Tensor &gh, const Tensor &gms, const Tensor &x,
                         const Tensor &phi, const OptTensor &weight, int64_t n,
-                        Str layout, bool tf32) {
-  return firstOrderOnly("project", projectBackwardOp(), {gh, gms, x, phi, weight},
-                        gh, gms, x, phi, weight, n, layout, tf32);
+                        Str layout, bool tf32, const OptTensor &acc) {
+  return firstOrderOnly("project", projectBackwardOp(), {gh, gms, x, phi, weight, acc},
+                        gh, gms, x, phi, weight, n, layout, tf32, acc);
 }
 
 std::tuple<Tensor, Tensor, Tensor, Tensor>
@@ -270,18 +272,18 @@ Tensor sinkhornBackwardAutograd(const Tensor &gP, const Tensor &logits, int64_t 
 
 std::tuple<Tensor, Tensor> aggregateBackwardAutograd(const Tensor &gy, const Tensor &x,
                                                      const Tensor &pre, int64_t n,
-                                                     Str layout) {
-  return firstOrderOnly("aggregate", aggregateBackwardOp(), {gy, x, pre}, gy, x, pre,
-                        n, layout);
+                                                     Str layout, const OptTensor &acc) {
+  return firstOrderOnly("aggregate", aggregateBackwardOp(), {gy, x, pre, acc}, gy, x,
+                        pre, n, layout, acc);
 }
 
 std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor>
 expandCombineBackwardAutograd(const Tensor &gout, const Tensor &f, const Tensor &post,
                               const Tensor &x, const Tensor &P, const OptTensor &bias,
-                              int64_t n, Str layout) {
+                              int64_t n, Str layout, const OptTensor &acc) {
   return firstOrderOnly("expand_combine", expandCombineBackwardOp(),
-                        {gout, f, post, x, P, bias}, gout, f, post, x, P, bias, n,
-                        layout);
+                        {gout, f, post, x, P, bias, acc}, gout, f, post, x, P, bias,
+                        n, layout, acc);
 }
 
 } // namespace

@@ -17,9 +17,9 @@ Checker checkCombine(const char *op, const Tensor &f, const Tensor &post,
 Checker checkCombineBackward(const Tensor &gout, const Tensor &f,
                              const Tensor &post, const Tensor &x,
                              const Tensor &P, const OptTensor &bias, int64_t n,
-                             Str layout) {
+                             Str layout, const OptTensor &acc) {
   Checker c = checkCombine("expand_combine_backward", f, post, x, P, bias, n, layout);
-  c.args({&gout}, layout, /*first=*/5);
+  c.args({&gout, acc ? &*acc : nullptr}, layout, /*first=*/5);
   return c;
 }
 } // namespace
@@ -49,28 +49,30 @@ Tensor expand_combine_cuda(const Tensor &f, const Tensor &post, const Tensor &x,
 
 std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> expand_combine_backward_ref(
     const Tensor &gout, const Tensor &f, const Tensor &post, const Tensor &x,
-    const Tensor &P, const OptTensor &bias, int64_t n, Str layout) {
-  checkCombineBackward(gout, f, post, x, P, bias, n, layout);
+    const Tensor &P, const OptTensor &bias, int64_t n, Str layout,
+    const OptTensor &acc) {
+  checkCombineBackward(gout, f, post, x, P, bias, n, layout, acc);
   return mhc::ref::expand_combine_backward(gout, f, post, x, P, bias,
-                                           std::string(layout));
+                                           std::string(layout), acc);
 }
 
 std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> expand_combine_backward_cuda(
     const Tensor &gout, const Tensor &f, const Tensor &post, const Tensor &x,
-    const Tensor &P, const OptTensor &bias, int64_t n, Str layout) {
-  Checker c = checkCombineBackward(gout, f, post, x, P, bias, n, layout);
-  auto spec = combineSpec(mhc::Direction::Backward, n, x, layout, c.C, bias);
-  Tensor b = orUndefined(bias);
+    const Tensor &P, const OptTensor &bias, int64_t n, Str layout,
+    const OptTensor &acc) {
+  Checker c = checkCombineBackward(gout, f, post, x, P, bias, n, layout, acc);
+  auto spec = withAcc(combineSpec(mhc::Direction::Backward, n, x, layout, c.C, bias), acc);
+  Tensor b = orUndefined(bias), a = orUndefined(acc);
   auto *k = select("expand_combine_backward", spec,
-                   {&x, &gout, &f, &post, &P, &b}, c.M);
+                   {&x, &gout, &f, &post, &P, &b, &a}, c.M);
   if (!k)
     return mhc::ref::expand_combine_backward(gout, f, post, x, P, bias,
-                                             std::string(layout));
+                                             std::string(layout), acc);
   Tensor gf = at::empty_like(f), gpost = at::empty_like(post);
   Tensor gx = at::empty_like(x), gP = at::empty_like(P);
   Tensor gbias = bias ? at::empty_like(*bias) : at::empty({0}, x.options());
   launch(*k, c.M, {{"gout", &gout}, {"f", &f}, {"post", &post}, {"x", &x},
-                   {"P", &P}, {"bias", &b}, {"gf", &gf}, {"gpost", &gpost},
+                   {"P", &P}, {"bias", &b}, {"acc", &a}, {"gf", &gf}, {"gpost", &gpost},
                    {"gx", &gx}, {"gP", &gP}, {"gbias", &gbias}},
          x);
   return {gf, gpost, gx, gP, gbias};

@@ -34,7 +34,7 @@ using ExpandCombineSig = Tensor(const Tensor &, const Tensor &, const Tensor &,
                                 const Tensor &, const OptTensor &, int64_t, Str);
 using ProjectBackwardSig = std::tuple<Tensor, Tensor, Tensor>(
     const Tensor &, const Tensor &, const Tensor &, const Tensor &,
-    const OptTensor &, int64_t, Str, bool);
+    const OptTensor &, int64_t, Str, bool, const OptTensor &);
 using ScaleBackwardSig = std::tuple<Tensor, Tensor, Tensor, Tensor>(
     const Tensor &, const Tensor &, const Tensor &, const Tensor &,
     const Tensor &, const Tensor &, const Tensor &, int64_t, double, double,
@@ -42,11 +42,12 @@ using ScaleBackwardSig = std::tuple<Tensor, Tensor, Tensor, Tensor>(
 using SinkhornBackwardSig = Tensor(const Tensor &, const Tensor &, int64_t, Str,
                                    int64_t, double);
 using AggregateBackwardSig = std::tuple<Tensor, Tensor>(
-    const Tensor &, const Tensor &, const Tensor &, int64_t, Str);
+    const Tensor &, const Tensor &, const Tensor &, int64_t, Str,
+    const OptTensor &);
 using ExpandCombineBackwardSig =
     std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor>(
         const Tensor &, const Tensor &, const Tensor &, const Tensor &,
-        const Tensor &, const OptTensor &, int64_t, Str);
+        const Tensor &, const OptTensor &, int64_t, Str, const OptTensor &);
 template <typename Out>
 using PreSigOf = Out(const Tensor &, const Tensor &, const Tensor &,
                      const Tensor &, const OptTensor &, int64_t, Str, bool,
@@ -85,11 +86,14 @@ struct OpSchema {
   const char *schema;
 };
 
+// The backward ops of aggregate, project and expand_combine end in an
+// optional `acc` (x's shape and dtype): their gx is acc plus their own
+// gradient of x, summed where gx is stored (docs/MATH.md, "Backward").
 inline constexpr OpSchema kProject{"mhc::project",
     "project(Tensor x, Tensor phi, Tensor? weight, int n, str layout, bool tf32) -> (Tensor, Tensor)"};
 inline constexpr OpSchema kProjectBackward{"mhc::project_backward",
     "project_backward(Tensor gh, Tensor gms, Tensor x, Tensor phi, Tensor? weight, int n, str layout, "
-    "bool tf32) -> (Tensor, Tensor, Tensor)"};
+    "bool tf32, Tensor? acc=None) -> (Tensor, Tensor, Tensor)"};
 inline constexpr OpSchema kScale{"mhc::scale",
     "scale(Tensor h, Tensor ms, Tensor alpha, Tensor beta, int n, float norm_eps, float pre_eps, "
     "float post_mult) -> (Tensor, Tensor, Tensor)"};
@@ -103,12 +107,13 @@ inline constexpr OpSchema kSinkhornBackward{"mhc::sinkhorn_backward",
 inline constexpr OpSchema kAggregate{"mhc::aggregate",
     "aggregate(Tensor x, Tensor pre, int n, str layout) -> Tensor"};
 inline constexpr OpSchema kAggregateBackward{"mhc::aggregate_backward",
-    "aggregate_backward(Tensor gy, Tensor x, Tensor pre, int n, str layout) -> (Tensor, Tensor)"};
+    "aggregate_backward(Tensor gy, Tensor x, Tensor pre, int n, str layout, Tensor? acc=None) -> "
+    "(Tensor, Tensor)"};
 inline constexpr OpSchema kExpandCombine{"mhc::expand_combine",
     "expand_combine(Tensor f, Tensor post, Tensor x, Tensor P, Tensor? bias, int n, str layout) -> Tensor"};
 inline constexpr OpSchema kExpandCombineBackward{"mhc::expand_combine_backward",
     "expand_combine_backward(Tensor gout, Tensor f, Tensor post, Tensor x, Tensor P, Tensor? bias, int n, "
-    "str layout) -> (Tensor, Tensor, Tensor, Tensor, Tensor)"};
+    "str layout, Tensor? acc=None) -> (Tensor, Tensor, Tensor, Tensor, Tensor)"};
 // One layer's pre step (project -> scale -> sinkhorn -> aggregate): one
 // call and, on CUDA, one fused kernel. pre_saved also returns what the
 // gradient needs (h, ms, pre, logits); autograd calls it (Autograd.cpp).

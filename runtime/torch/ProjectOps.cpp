@@ -39,35 +39,39 @@ std::tuple<Tensor, Tensor> project_cuda(const Tensor &x, const Tensor &phi,
 namespace {
 Checker checkProjectBackward(const Tensor &gh, const Tensor &gms,
                              const Tensor &x, const Tensor &phi,
-                             const OptTensor &weight, int64_t n, Str layout) {
+                             const OptTensor &weight, int64_t n, Str layout,
+                             const OptTensor &acc) {
   Checker c = checkProject("project_backward", x, phi, weight, n, layout);
-  c.args({&gh, &gms}, layout, /*first=*/3);
+  c.args({&gh, &gms, acc ? &*acc : nullptr}, layout, /*first=*/3);
   return c;
 }
 } // namespace
 
 std::tuple<Tensor, Tensor, Tensor> project_backward_ref(
     const Tensor &gh, const Tensor &gms, const Tensor &x, const Tensor &phi,
-    const OptTensor &weight, int64_t n, Str layout, bool tf32) {
-  checkProjectBackward(gh, gms, x, phi, weight, n, layout);
-  return mhc::ref::project_backward(gh, gms, x, phi, weight);
+    const OptTensor &weight, int64_t n, Str layout, bool tf32,
+    const OptTensor &acc) {
+  checkProjectBackward(gh, gms, x, phi, weight, n, layout, acc);
+  return mhc::ref::project_backward(gh, gms, x, phi, weight, acc);
 }
 
 std::tuple<Tensor, Tensor, Tensor> project_backward_cuda(
     const Tensor &gh, const Tensor &gms, const Tensor &x, const Tensor &phi,
-    const OptTensor &weight, int64_t n, Str layout, bool tf32) {
-  Checker c = checkProjectBackward(gh, gms, x, phi, weight, n, layout);
+    const OptTensor &weight, int64_t n, Str layout, bool tf32,
+    const OptTensor &acc) {
+  Checker c = checkProjectBackward(gh, gms, x, phi, weight, n, layout, acc);
   int64_t M = c.M;
-  auto spec = projectSpec(mhc::Direction::Backward, n, x, layout, c.C, phi, weight, tf32);
-  Tensor w = orUndefined(weight);
-  auto *k = select("project_backward", spec, {&x, &phi, &w, &gh, &gms}, M);
+  auto spec = withAcc(
+      projectSpec(mhc::Direction::Backward, n, x, layout, c.C, phi, weight, tf32), acc);
+  Tensor w = orUndefined(weight), a = orUndefined(acc);
+  auto *k = select("project_backward", spec, {&x, &phi, &w, &gh, &gms, &a}, M);
   if (!k)
-    return mhc::ref::project_backward(gh, gms, x, phi, weight);
+    return mhc::ref::project_backward(gh, gms, x, phi, weight, acc);
   Tensor gx = at::empty_like(x);
   Tensor gphi = at::empty_like(phi);
   Tensor gw = weight ? at::empty_like(*weight) : at::empty({0}, phi.options());
   launch(*k, M, {{"gh", &gh}, {"gms", &gms}, {"x", &x}, {"phi", &phi},
-                 {"weight", &w}, {"gx", &gx}, {"gphi", &gphi}, {"gweight", &gw}},
+                 {"weight", &w}, {"acc", &a}, {"gx", &gx}, {"gphi", &gphi}, {"gweight", &gw}},
          x);
   return {gx, gphi, gw};
 }

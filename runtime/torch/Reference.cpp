@@ -14,6 +14,10 @@ Tensor streams(const Tensor &x, const std::string &layout) {
 Tensor fromStreams(const Tensor &s, const std::string &layout) {
   return (layout == "nc" ? s : s.transpose(1, 2)).contiguous();
 }
+/// gx: the op's own gradient of x (in x's dtype), plus acc when given.
+Tensor plusAcc(const Tensor &own, const OptTensor &acc) {
+  return acc ? own.add(*acc) : own;
+}
 Tensor segments(const Tensor &alpha, int64_t n, at::ScalarType type) {
   Tensor a = up(alpha, type);
   return at::cat({a[0].expand({n}), a[1].expand({n}), a[2].expand({n * n})});
@@ -33,7 +37,7 @@ std::tuple<Tensor, Tensor> project(const Tensor &x, const Tensor &phi,
 
 std::tuple<Tensor, Tensor, Tensor> project_backward(
     const Tensor &gh, const Tensor &gms, const Tensor &x, const Tensor &phi,
-    const OptTensor &weight) {
+    const OptTensor &weight, const OptTensor &acc) {
   auto type = computeType(x);
   int64_t M = x.size(0), K = x.size(1) * x.size(2);
   Tensor xv = up(x, type).reshape({M, K});
@@ -45,8 +49,8 @@ std::tuple<Tensor, Tensor, Tensor> project_backward(
   Tensor gphi = at::matmul(g.t(), xw);
   Tensor gw = weight ? (d * xv).sum(0).to(weight->scalar_type())
                      : at::empty({0}, phi.options());
-  return {gx.reshape(x.sizes()).to(x.scalar_type()), gphi.to(phi.scalar_type()),
-          gw};
+  return {plusAcc(gx.reshape(x.sizes()).to(x.scalar_type()), acc),
+          gphi.to(phi.scalar_type()), gw};
 }
 
 std::tuple<Tensor, Tensor, Tensor> scale(const Tensor &h, const Tensor &ms,
@@ -172,12 +176,13 @@ Tensor aggregate(const Tensor &x, const Tensor &pre, const std::string &layout) 
 std::tuple<Tensor, Tensor> aggregate_backward(const Tensor &gy,
                                               const Tensor &x,
                                               const Tensor &pre,
-                                              const std::string &layout) {
+                                              const std::string &layout,
+                                              const OptTensor &acc) {
   auto type = computeType(x);
   Tensor g = up(gy, type), p = up(pre, type);
   Tensor gx = fromStreams(p.unsqueeze(2) * g.unsqueeze(1), layout);
   Tensor gpre = at::einsum("mc,mic->mi", {g, streams(up(x, type), layout)});
-  return {gx.to(x.scalar_type()), gpre.to(pre.scalar_type())};
+  return {plusAcc(gx.to(x.scalar_type()), acc), gpre.to(pre.scalar_type())};
 }
 
 Tensor expand_combine(const Tensor &f, const Tensor &post, const Tensor &x,
@@ -194,7 +199,8 @@ Tensor expand_combine(const Tensor &f, const Tensor &post, const Tensor &x,
 
 std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> expand_combine_backward(
     const Tensor &gout, const Tensor &f, const Tensor &post, const Tensor &x,
-    const Tensor &P, const OptTensor &bias, const std::string &layout) {
+    const Tensor &P, const OptTensor &bias, const std::string &layout,
+    const OptTensor &acc) {
   auto type = computeType(x);
   Tensor g = streams(up(gout, type), layout);
   Tensor fb = up(f, type);
@@ -207,7 +213,7 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> expand_combine_backward(
   Tensor gbias = bias ? gf.sum(0).to(bias->scalar_type())
                       : at::empty({0}, x.options());
   return {gf.to(f.scalar_type()), gpost.to(post.scalar_type()),
-          gx.to(x.scalar_type()), gP.to(P.scalar_type()), gbias};
+          plusAcc(gx.to(x.scalar_type()), acc), gP.to(P.scalar_type()), gbias};
 }
 
 } // namespace mhc::ref

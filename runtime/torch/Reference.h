@@ -31,9 +31,12 @@ inline at::ScalarType mixingType(at::ScalarType t) {
 
 std::tuple<Tensor, Tensor> project(const Tensor &x, const Tensor &phi,
                                    const OptTensor &weight);
+/// The backward of aggregate, project and expand_combine with `acc`: gx is
+/// the op's own gradient of x in x's dtype, plus acc (ATen's add: for 2-byte
+/// dtypes in f32, rounded once), the bits of the unfused `own.add(acc)`.
 std::tuple<Tensor, Tensor, Tensor> project_backward(
     const Tensor &gh, const Tensor &gms, const Tensor &x, const Tensor &phi,
-    const OptTensor &weight);
+    const OptTensor &weight, const OptTensor &acc = std::nullopt);
 
 std::tuple<Tensor, Tensor, Tensor> scale(const Tensor &h, const Tensor &ms,
                                          const Tensor &alpha,
@@ -54,14 +57,16 @@ Tensor aggregate(const Tensor &x, const Tensor &pre, const std::string &layout);
 std::tuple<Tensor, Tensor> aggregate_backward(const Tensor &gy,
                                               const Tensor &x,
                                               const Tensor &pre,
-                                              const std::string &layout);
+                                              const std::string &layout,
+                                              const OptTensor &acc = std::nullopt);
 
 Tensor expand_combine(const Tensor &f, const Tensor &post, const Tensor &x,
                       const Tensor &P, const OptTensor &bias,
                       const std::string &layout);
 std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> expand_combine_backward(
     const Tensor &gout, const Tensor &f, const Tensor &post, const Tensor &x,
-    const Tensor &P, const OptTensor &bias, const std::string &layout);
+    const Tensor &P, const OptTensor &bias, const std::string &layout,
+    const OptTensor &acc = std::nullopt);
 
 } // namespace mhc::ref
 

@@ -133,26 +133,21 @@ SeamOut seamSteps(const Steps &s, const SeamArgs &t, const PreAttrs &a,
   return {xNext, h, ms, pre, postNext, logits, PNext, y};
 }
 
-/// The contract's value of the gradient, in the ops it replaces. x_next's
-/// three contributions (its other users', aggregate's, project's) are
-/// summed as the chain goes.
+/// The contract's value of the gradient, in the ops it replaces: x_next's
+/// three contributions (its other users', aggregate's, project's) are summed
+/// inside those ops through their `acc` (no n-stream add here).
 SeamGrads seamGradSteps(const Steps &s, const SeamGradArgs &t, const PreAttrs &a) {
-  // ACC (h-acc): aggregate_backward(..., acc = gx_next) and
-  // project_backward(..., acc = g1) sum these two in their kernels; until
-  // that lands, the two adds below.
-  auto [gxAggregate, gpre] =
-      s.aggregateBackward(t.gy, t.xNext, t.pre, a.n, a.layout);
-  Tensor g1 = t.gxNext.add(gxAggregate);
+  auto [g1, gpre] =
+      s.aggregateBackward(t.gy, t.xNext, t.pre, a.n, a.layout, t.gxNext);
   Tensor glogits =
       s.sinkhornBackward(t.gPNext, t.logits, a.n, a.mode, a.iters, a.eps);
   auto [gh, gms, galpha, gbeta] =
       s.scaleBackward(gpre, t.gpostNext, glogits, t.h, t.ms, t.alpha, t.beta,
                       a.n, a.normEps, a.preEps, a.postMult);
-  auto [gxProject, gphi, gweight] = s.projectBackward(
-      gh, gms, t.xNext, t.phi, t.weight, a.n, a.layout, a.tf32);
-  Tensor g = g1.add(gxProject);
-  auto [gf, gpost, gx, gP, gbias] =
-      s.combineBackward(g, t.f, t.post, t.x, t.P, t.bias, a.n, a.layout);
+  auto [g, gphi, gweight] = s.projectBackward(gh, gms, t.xNext, t.phi, t.weight,
+                                              a.n, a.layout, a.tf32, g1);
+  auto [gf, gpost, gx, gP, gbias] = s.combineBackward(
+      g, t.f, t.post, t.x, t.P, t.bias, a.n, a.layout, std::nullopt);
   return {gx, gf, gpost, gP, gbias, gphi, galpha, gbeta, gweight};
 }
 

@@ -91,6 +91,11 @@ mhc::KernelSpec combineSpec(mhc::Direction dir, int64_t n, const Tensor &x,
   return spec;
 }
 
+mhc::KernelSpec withAcc(mhc::KernelSpec spec, const OptTensor &acc) {
+  spec.acc = acc.has_value();
+  return spec;
+}
+
 mhc::KernelSpec preSpec(int64_t n, const Tensor &x, Str layout, int64_t C,
                         const Tensor &phi, const OptTensor &weight, bool tf32,
                         double normEps, double preEps, double postMult,

@@ -30,6 +30,9 @@ mhc::KernelSpec aggregateSpec(mhc::Direction dir, int64_t n, const Tensor &x,
                               Str layout, int64_t C);
 mhc::KernelSpec combineSpec(mhc::Direction dir, int64_t n, const Tensor &x,
                             Str layout, int64_t C, const OptTensor &bias);
+/// A backward spec of aggregate, project or expand_combine with acc set when
+/// the call passes `acc` (x's gradient from its other users).
+mhc::KernelSpec withAcc(mhc::KernelSpec spec, const OptTensor &acc);
 /// The fused pre step's: project's fields (one param dtype, phi's), then
 /// scale's and sinkhorn's attributes.
 mhc::KernelSpec preSpec(int64_t n, const Tensor &x, Str layout, int64_t C,

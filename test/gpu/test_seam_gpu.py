@@ -57,6 +57,28 @@ def seam_spec(cfg, direction):
     return s
 
 
+def acc_specs(cfg):
+    """The canonical specs of the two backward ops the separate-op seam
+    gradient calls with `acc` (aggregate's and project's)."""
+    common = f"n={cfg['n']};act={cfg['act']}"
+    layout = f"layout={cfg['layout']};C={cfg['C']}"
+    specs = [f"aggregate.bwd;{common};{layout};acc=1;arch={arch()}",
+             f"project.bwd;{common};param={cfg.get('param', 'f32')};{layout};tf32={int(cfg['tf32'])};"
+             f"weight={int(cfg['weight'])};acc=1;arch={arch()}"]
+    for s in specs:
+        assert mhc._C.canonical_spec(s) == s
+    return specs
+
+
+def no_reference(cfg):
+    """Whether every call of a seam, forward and backward, should run a
+    generated kernel: the seam's own, or the separate ops' (the ones with
+    acc included)."""
+    if seam_kernel(cfg, "fwd") and seam_kernel(cfg, "bwd"):
+        return True
+    return all(mhc._C.unsupported_reason(s) == "" for s in acc_specs(cfg))
+
+
 def seam_kernel(cfg, direction):
     """Whether this case runs the seam's own kernel (codegen has it, the pre step fuses at M)."""
     return mhc._C.unsupported_reason(seam_spec(cfg, direction)) == "" and mhc._C.pre_step_fuses(cfg["n"], cfg["M"])
@@ -74,7 +96,8 @@ def inputs(cfg, gen):
     return dict(f=rnd(M, C, dtype=act), post=2 * torch.sigmoid(rnd(M, n)), x=x,
                 P=torch.softmax(rnd(M, n, n), -2), bias=rnd(C, scale=0.5, dtype=param) if cfg["bias"] else None,
                 phi=rnd(N, K, scale=K ** -0.5, dtype=param), alpha=(rnd(3).abs() + 0.5).to(param),
-                beta=rnd(N, scale=0.5, dtype=param), weight=(1 + rnd(K, scale=0.1)).to(param) if cfg["weight"] else None)
+                beta=rnd(N, scale=0.5, dtype=param),
+                weight=(1 + rnd(K, scale=0.1)).to(param) if cfg["weight"] else None)
 
 
 def attrs(cfg):
@@ -85,37 +108,76 @@ def attrs(cfg):
 FWD_ARGS = ("f", "post", "x", "P", "bias", "phi", "alpha", "beta", "weight")
 
 
-def seam64(t, cfg):
-    """float64 SPEC.md: layer l's post step, then layer l+1's pre step; and
-    the logits (for the Sinkhorn gradient's cancellation)."""
-    n, layout, _, norm_eps, pre_eps, post_mult, mode, iters, eps = attrs(cfg)
-    x_next = ref.expand_combine(t["f"], t["post"], t["x"], t["P"], t.get("bias"), layout)
-    h, ms = ref.project(x_next, t["phi"], t.get("weight"))
-    pre, post_next, L = ref.scale(h, ms, t["alpha"], t["beta"], n, norm_eps, pre_eps, post_mult)
-    P_next = ref.sinkhorn(L, mode, iters, eps)
-    return (x_next, ref.aggregate(x_next, pre, layout), post_next, P_next), L
+def _f64(v, grad=False):
+    return None if v is None else v.detach().double().requires_grad_(grad)
 
 
-def cancellation(L, gP, cfg):
-    """kappa = ||P * gP|| / ||glogits|| of the seam's Sinkhorn step (as
-    test/gpu/kernels.py's cancellation(), MATH.md's reason for scaling the
-    float32 bound by it)."""
+def forward64(cfg, t, saved):
+    """(result, the kernel's, float64 SPEC.md of its stage on the kernel's own
+    inputs to that stage, that stage's bound), as the pre step's test does:
+    x_next = expand_combine of the inputs; h, ms = project(x_next); pre,
+    post_next, logits = scale(h, ms); P_next = sinkhorn(logits); y =
+    aggregate(x_next, pre). Bounds: SPEC.md's for the stage's output."""
+    n, layout, tf32, norm_eps, pre_eps, post_mult, mode, iters, eps = attrs(cfg)
+    x_next, h, ms, pre, post_next, logits, P_next, y = saved
+    d = _f64
+    x64 = ref.expand_combine(d(t["f"]), d(t["post"]), d(t["x"]), d(t["P"]), d(t["bias"]), layout)
+    h64, ms64 = ref.project(d(x_next), d(t["phi"]), d(t["weight"]))
+    pre64, post64, L64 = ref.scale(d(h), d(ms), d(t["alpha"]), d(t["beta"]), n, norm_eps, pre_eps, post_mult)
+    act = 1e-2 if cfg["act"] != "f32" else 1e-5
+    return [("x_next", x_next, x64, act), ("h", h, h64, 2e-3 if tf32 else 1e-5), ("ms", ms, ms64, 1e-5),
+            ("pre", pre, pre64, 1e-5), ("post_next", post_next, post64, 1e-5), ("logits", logits, L64, 1e-5),
+            ("P_next", P_next, ref.sinkhorn(d(logits), mode, iters, eps), 1e-5),
+            ("y", y, ref.aggregate(d(x_next), d(pre), layout), act)]
+
+
+def sinkhorn_grad64(cfg, logits, gP):
+    """float64 glogits, and kappa = ||P * gP|| / ||glogits|| (1 for n = 1,
+    whose 1 x 1 Sinkhorn has no gradient)."""
     _, _, _, _, _, _, mode, iters, eps = attrs(cfg)
-    L = L.detach().requires_grad_()
+    L = _f64(logits, True)
     P = ref.sinkhorn(L, mode, iters, eps)
-    (g,) = torch.autograd.grad(P, L, gP)
-    return ((P * gP).norm() / g.norm().clamp_min(1e-300)).item()
+    (glogits,) = torch.autograd.grad(P, L, gP.double())
+    kappa = ((P * gP).norm() / glogits.norm().clamp_min(1e-300)).item() if cfg["n"] > 1 else 1.0
+    return glogits, kappa
+
+
+def backward64(cfg, t, saved, gouts):
+    """float64 SPEC.md of the seam's gradient on the op's own inputs: the
+    contract's chain (docs/design/seam.md), each step autograd of
+    reference.py, nothing rounded in between. Also kappa = ||P * gP|| /
+    ||glogits|| of its Sinkhorn step (test/gpu/kernels.py: cancellation(),
+    MATH.md's reason for scaling a bound by it)."""
+    n, layout, tf32, norm_eps, pre_eps, post_mult, mode, iters, eps = attrs(cfg)
+    x_next, h, ms, pre, _, logits, _, _ = saved
+    gx_next, gy, gpost_next, gP_next = (g.double() for g in gouts)
+    X, PRE = _f64(x_next, True), _f64(pre, True)
+    g_agg, gpre = torch.autograd.grad(ref.aggregate(X, PRE, layout), (X, PRE), gy)
+    glogits, kappa = sinkhorn_grad64(cfg, logits, gP_next)
+    H, MS, A, B = (_f64(v, True) for v in (h, ms, t["alpha"], t["beta"]))
+    gh, gms, galpha, gbeta = torch.autograd.grad(ref.scale(H, MS, A, B, n, norm_eps, pre_eps, post_mult),
+                                                 (H, MS, A, B), (gpre, gpost_next, glogits))
+    X, PHI, W = _f64(x_next, True), _f64(t["phi"], True), _f64(t["weight"], t["weight"] is not None)
+    g_proj, gphi, *gw = torch.autograd.grad(ref.project(X, PHI, W), [X, PHI] + ([W] if W is not None else []),
+                                            (gh, gms))
+    g = gx_next + g_agg + g_proj
+    F, POST, X0, P0, BIAS = (_f64(t[k], t[k] is not None) for k in ("f", "post", "x", "P", "bias"))
+    gf, gpost, gx, gP, *gb = torch.autograd.grad(ref.expand_combine(F, POST, X0, P0, BIAS, layout),
+                                                 [F, POST, X0, P0] + ([BIAS] if BIAS is not None else []), g)
+    want = dict(gx=gx, gf=gf, gpost=gpost, gP=gP, gphi=gphi, galpha=galpha, gbeta=gbeta)
+    want.update({"gbias": b for b in gb})
+    want.update({"gweight": w for w in gw})
+    return want, kappa
 
 
 def bound(cfg, kappa=1.0):
-    """SPEC.md's bounds for the chain: with 2-byte activations every result
-    carries a rounding of 2^-8 / 2^-11 (x_next is stored in them; in the
-    backward so is x_next's summed gradient): 1e-2. float32 activations: a
-    TF32 product 2e-3, else 1e-5, times max(1, kappa) in the backward (the
-    Sinkhorn gradient's cancellation, test/gpu/kernels.py: cancellation)."""
-    if cfg["act"] != "f32":
-        return 1e-2
-    return (2e-3 if cfg["tf32"] else 1e-5) * max(1.0, kappa)
+    """SPEC.md's bounds for the gradient: 2-byte activations 1e-2 (an x
+    path result carries a rounding of 2^-8 / 2^-11: x_next's summed
+    gradient is stored in them); float32 activations: a TF32 product 2e-3,
+    else 1e-5; times max(1, kappa) (the Sinkhorn gradient's cancellation
+    carries into every gradient downstream of it)."""
+    base = 1e-2 if cfg["act"] != "f32" else 2e-3 if cfg["tf32"] else 1e-5
+    return base * max(1.0, kappa)
 
 
 def rel(a, b):
@@ -137,6 +199,7 @@ CONFIGS = [dict(n=n, act=act, layout=lay, C=C, M=M, mode=mode, tf32=tf32, weight
                (8, "bf16", "cn", 2048, 300, "log", True, False, True, 1e-6, 1e-6, None),
                (8, "bf16", "nc", 1024, 1000, "softmax_eps", True, False, False, 1e-6, 1e-6, None),  # not fused
                (8, "f32", "nc", 96, 3, "log", False, True, True, 1e-6, 1e-6, None),
+               (8, "bf16", "nc", 1001, 65, "log", True, True, True, 1e-6, 1e-6, None),  # odd C
            ]]
 
 
@@ -153,10 +216,11 @@ def _run_twice(op, *args):
 
 @pytest.mark.parametrize("cfg", CONFIGS, ids=_id)
 def test_seam_matches_float64(cfg):
-    """post_pre_saved and post_pre_backward against float64 SPEC.md on the
-    same inputs (every result and every gradient), run to run bitwise;
-    post_pre is post_pre_saved's four; where the seam's kernels exist no
-    call falls back to the reference."""
+    """post_pre_saved and post_pre_backward against float64 SPEC.md, every
+    result and every gradient (each stage of the forward on the kernel's own
+    inputs to it, the gradient on the op's own inputs), run to run bitwise;
+    post_pre is post_pre_saved's four; where the kernels exist (the seam's,
+    or the separate ops' with acc) no call falls back to the reference."""
     gen = torch.Generator(device="cuda").manual_seed(case_seed("seam", _id(cfg)))
     t = inputs(cfg, gen)
     a = attrs(cfg)
@@ -170,23 +234,17 @@ def test_seam_matches_float64(cfg):
     gouts = [torch.randn(o.shape, generator=gen, device="cuda").to(o.dtype) for o in (x_next, y, post_next, P_next)]
     grads = _run_twice(torch.ops.mhc.post_pre_backward, *gouts, *fwd[:5], x_next, h, ms, pre, logits, *fwd[5:], *a)
     after = mhc._C.stats()
-    if seam_kernel(cfg, "fwd") and seam_kernel(cfg, "bwd"):
+    if no_reference(cfg):
         assert after["reference_calls"] == before["reference_calls"], (before, after)
+    if seam_kernel(cfg, "fwd") and seam_kernel(cfg, "bwd"):
         assert after["kernel_calls"] - before["kernel_calls"] == 5, (before, after)
-    t64 = {k: v.double().requires_grad_() for k, v in t.items() if v is not None}
-    want, L64 = seam64(t64, cfg)
-    wrt = [k for k in ("x", "f", "post", "P", "bias", "phi", "alpha", "beta", "weight") if k in t64]
-    want_g = torch.autograd.grad(want, [t64[k] for k in wrt], [g.double() for g in gouts])
-    kappa = cancellation(L64, gouts[3].double(), cfg) if cfg["n"] > 1 else 1.0  # (1 x 1: no gradient)
-    names = ("x_next", "y", "post_next", "P_next")
-    got = dict(zip(names, (x_next, y, post_next, P_next)))
-    refs = dict(zip(names, (w.detach() for w in want)))
+    checks = [(name, g, w, b) for name, g, w, b in forward64(cfg, t, saved)]
+    want, kappa = backward64(cfg, t, saved, gouts)
     by_name = dict(zip(("gx", "gf", "gpost", "gP", "gbias", "gphi", "galpha", "gbeta", "gweight"), grads))
-    got.update({"g" + k: by_name["g" + k] for k in wrt})
-    refs.update({"g" + k: w for k, w in zip(wrt, want_g)})
-    for name, g in got.items():
-        b = bound(cfg, kappa if name not in names else 1.0)
-        err = rel(g.reshape(refs[name].shape), refs[name])
+    checks += [(name, by_name[name], w, bound(cfg, kappa)) for name, w in want.items()]
+    for name, g, w, b in checks:
+        w = w.detach()
+        err = rel(g.reshape(w.shape), w)
         RESULTS.append((name, err, b, _id(cfg)))
         assert torch.isfinite(g).all(), f"{name}: non-finite ({cfg})"
         assert err <= b, f"{name}: rel err {err:.3e} > {b:.0e} ({cfg})"
@@ -201,8 +259,9 @@ def test_fused_is_post_then_pre(cfg):
     """mhc.post_pre against mhc.post then mhc.pre, each its own autograd
     node: the same forward bits (the seam kernel keeps the unfused ops'
     instruction order); the gradients within float64 SPEC.md's bounds of
-    each other, and where the separate ops run, the parameters' bit for bit
-    (the same backward kernels on the same values)."""
+    each other, and where the separate ops run their kernels (no seam
+    kernel, acc generated), the parameters' bit for bit (the same backward
+    kernels on the same values)."""
     gen = torch.Generator(device="cuda").manual_seed(case_seed("unfused", _id(cfg)))
     t = {k: None if v is None else v.requires_grad_() for k, v in inputs(cfg, gen).items()}
     n, layout, tf32, norm_eps, pre_eps, post_mult, mode, iters, eps = attrs(cfg)
@@ -218,13 +277,37 @@ def test_fused_is_post_then_pre(cfg):
     g = [torch.randn(o.shape, generator=gen, device="cuda").to(o.dtype) for o in fused]
     gf = torch.autograd.grad(fused, list(leaves.values()), g)
     gu = torch.autograd.grad(unfused, list(leaves.values()), g)
-    separate = not (seam_kernel(cfg, "fwd") and seam_kernel(cfg, "bwd"))
-    for name, a, b in zip(leaves, gf, gu):
+    separate = not (seam_kernel(cfg, "fwd") and seam_kernel(cfg, "bwd")) and no_reference(cfg)
+    with torch.no_grad():
+        logits = torch.ops.mhc.post_pre_saved(*(t[k] for k in FWD_ARGS), *attrs(cfg))[5]
+    b = bound(cfg, sinkhorn_grad64(cfg, logits, g[3])[1])
+    for name, u, v in zip(leaves, gf, gu):
         if separate and name in ("phi", "alpha", "beta", "weight"):
-            assert torch.equal(a, b), name
-        err = rel(a, b.double())
-        RESULTS.append((f"fused-vs-unfused {name}", err, bound(cfg, 1.0), _id(cfg)))
-        assert err <= bound(cfg, 1.0), (name, err)
+            assert torch.equal(u, v), name
+        err = rel(u, v.double())
+        RESULTS.append((f"fused-vs-unfused {name}", err, b, _id(cfg)))
+        assert err <= b, (name, err)
+
+
+def test_mixed_parameter_dtypes_run_the_separate_ops():
+    """bf16 alpha, beta and bias with f32 phi: no single seam spec (one
+    param dtype); the separate ops run, each with its own kernel: mhc.post
+    then mhc.pre's bits, forward and gradients."""
+    cfg = dict(CONFIGS[1], M=40, C=512)
+    gen = torch.Generator(device="cuda").manual_seed(case_seed("mixed"))
+    t = inputs(cfg, gen)
+    t.update(alpha=t["alpha"].bfloat16(), beta=t["beta"].bfloat16(), bias=t["bias"].bfloat16())
+    a = attrs(cfg)
+    before = mhc._C.stats()
+    got = torch.ops.mhc.post_pre(*(t[k] for k in FWD_ARGS), *a)
+    after = mhc._C.stats()
+    x_next = torch.ops.mhc.expand_combine(t["f"], t["post"], t["x"], t["P"], t["bias"], cfg["n"], cfg["layout"])
+    want = (x_next, *torch.ops.mhc.pre(x_next, t["phi"], t["alpha"], t["beta"], t["weight"], *a))
+    for u, v in zip(got, want):
+        assert torch.equal(u, v)
+    # expand_combine, then the pre step as four ops (no fused pre spec either).
+    assert after["kernel_calls"] - before["kernel_calls"] == 5, (before, after)
+    assert after["reference_calls"] == before["reference_calls"], (before, after)
 
 
 def _stack(fused, n=4, C=512, L=4, dtype=torch.bfloat16, **kw):
@@ -342,9 +425,10 @@ def test_zz_summary():
     for name, err, b, where in RESULTS:
         if name not in worst or err / b > worst[name][0] / worst[name][1]:
             worst[name] = (err, b, where)
-    kernels = {d: mhc._C.unsupported_reason(seam_spec(dict(CONFIGS[0]), d)) or "generated" for d in ("fwd", "bwd")}
+    kernels = {d: mhc._C.unsupported_reason(seam_spec(CONFIGS[0], d)) or "generated" for d in ("fwd", "bwd")}
+    acc = mhc._C.unsupported_reason(acc_specs(CONFIGS[0])[1]) or "generated"
     lines = [f"device: {torch.cuda.get_device_name()}  seed: {SEED}  checks: {len(RESULTS)}  "
-             f"seam kernels: fwd {kernels['fwd']}; bwd {kernels['bwd']}"]
+             f"seam kernels: fwd {kernels['fwd']}; bwd {kernels['bwd']}; project.bwd with acc: {acc}"]
     for name in sorted(worst):
         err, b, where = worst[name]
         lines.append(f"  {name:28s} worst rel err {err:.3e}  bound {b:.0e}  ({where})")

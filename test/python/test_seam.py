@@ -116,6 +116,18 @@ def test_seam_is_post_then_pre(layout, bias, weight):
             assert rel(a, b) <= 1e-6, (name, rel(a, b))
 
 
+def test_mixed_parameter_dtypes():
+    """bf16 alpha, beta and bias with float32 phi and weight (accepted, as
+    mhc.pre accepts them): mhc.post then mhc.pre's bits."""
+    t = seam_inputs(5, 3, 8, "nc")
+    t.update(alpha=t["alpha"].bfloat16(), beta=t["beta"].bfloat16(), bias=t["bias"].bfloat16())
+    got = call(t, "nc", "log", 4, 0.0)
+    x_next = mhc.post(t["f"], t["post"], t["x"], t["P"], t["bias"])
+    want = (x_next, *mhc.pre(x_next, t["phi"], t["alpha"], t["beta"], t["weight"], mode="log", iters=4, eps=0.0,
+                             **OPTS))
+    assert all(torch.equal(a, b) for a, b in zip(got, want))
+
+
 def test_saved_op_and_backward_op_are_the_contract():
     """post_pre_saved's eight results in the contract's order (x_next, h, ms,
     pre, post_next, logits, P_next, y), post_pre's four of them, and
@@ -138,12 +150,13 @@ def test_saved_op_and_backward_op_are_the_contract():
     gpost_next, gP_next = torch.randn_like(post_next), torch.randn_like(P_next)
     grads = torch.ops.mhc.post_pre_backward(gx_next, gy, gpost_next, gP_next, t["f"], t["post"], t["x"], t["P"], None,
                                             x_next, h, ms, pre, logits, t["phi"], t["alpha"], t["beta"], None, *attrs)
-    gx_agg, gpre = torch.ops.mhc.aggregate_backward(gy, x_next, pre, n, layout)
+    g1, gpre = torch.ops.mhc.aggregate_backward(gy, x_next, pre, n, layout, acc=gx_next)
     glogits = torch.ops.mhc.sinkhorn_backward(gP_next, logits, n, "log", 5, 0.0)
     gh, gms, galpha, gbeta = torch.ops.mhc.scale_backward(gpre, gpost_next, glogits, h, ms, t["alpha"], t["beta"], n,
                                                           1e-6, 1e-6, 2.0)
-    gx_proj, gphi, gw = torch.ops.mhc.project_backward(gh, gms, x_next, t["phi"], None, n, layout, False)
-    g = (gx_next + gx_agg) + gx_proj
+    g, gphi, gw = torch.ops.mhc.project_backward(gh, gms, x_next, t["phi"], None, n, layout, False, acc=g1)
+    assert torch.equal(g, (gx_next + torch.ops.mhc.aggregate_backward(gy, x_next, pre, n, layout)[0])
+                       + torch.ops.mhc.project_backward(gh, gms, x_next, t["phi"], None, n, layout, False)[0])
     gf, gpost, gx, gP, gbias = torch.ops.mhc.expand_combine_backward(g, t["f"], t["post"], t["x"], t["P"], None, n,
                                                                      layout)
     for a, b in zip(grads, (gx, gf, gpost, gP, gbias, gphi, galpha, gbeta, gw)):
@@ -530,6 +543,44 @@ def test_each_x_is_saved_once_per_layer(layout):
         totals[fused] = sum(b for _, b in kept.values())
         out.sum().backward()
     assert totals[True] <= totals[False], totals
+
+
+class _Adds(TorchDispatchMode):
+    """Counts the element-wise adds whose result has `shape` (an n-stream tensor's)."""
+
+    def __init__(self, shape):
+        super().__init__()
+        self.shape, self.count = shape, 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        if func in (torch.ops.aten.add.Tensor, torch.ops.aten.add_.Tensor) and tuple(out.shape) == self.shape:
+            self.count += 1
+        return out
+
+
+def _backward_adds(fn, shape):
+    out = fn()
+    with _Adds(shape) as adds:
+        sum(o.sum() for o in (out if isinstance(out, tuple) else (out,))).backward()
+    return adds.count
+
+
+def test_seams_add_no_n_stream_tensors_in_the_backward():
+    """The backward of a fused stack adds no n-stream tensors but those of
+    the first layer's pre step (as mhc.pre alone does): the seams sum x's
+    contributions inside their backward ops (acc), and autograd has nothing
+    to sum (each x_l has one user). The unfused stack's autograd and pre
+    nodes add them per layer."""
+    L, n, C, M = 3, 4, 16, 5
+    x = torch.randn(M, n, C)
+    hc = mhc.HyperConnection(n, C)
+    pre_adds = _backward_adds(lambda: hc.pre(x)[0], x.shape)
+    counts = {}
+    for fused in (True, False):
+        stack = mhc.HyperConnectionStack([Double() for _ in range(L)], n, C, fused=fused, bias=True)
+        counts[fused] = _backward_adds(lambda: stack(x), x.shape)
+    assert counts[True] == pre_adds and counts[False] >= counts[True] + 2 * (L - 1), (counts, pre_adds)
 
 
 def test_pre_keeps_no_y():

@@ -51,6 +51,15 @@ static void argumentRules() {
   EXPECT(backward && backward->size() == 7 && (*backward)[0].name == "h" &&
          (*backward)[4].name == "gpre");
   EXPECT(!argRules("nope") && !argRule("project", "nope"));
+  // acc, x's gradient from its other users, ends the three backward ops
+  // that produce gx: x-shaped, x's dtype, optional.
+  for (const char *op : {"aggregate_backward", "project_backward", "expand_combine_backward"}) {
+    const std::vector<ArgRule> *rules = argRules(op);
+    const ArgRule &acc = rules->back();
+    EXPECT(acc.name == "acc" && acc.streams && acc.optional && acc.sameTypeAs == "x" &&
+           acc.elem == ElemClass::Activation);
+  }
+  EXPECT(!argRule("scale_backward", "acc") && !argRule("aggregate", "acc"));
 }
 
 // The layer seam's rules in docs/design/seam.md's contract order: f first

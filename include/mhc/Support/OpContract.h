@@ -56,7 +56,7 @@ struct ArgRule {
   std::string_view symbolic;
   ElemClass elem = ElemClass::Mixing;
   bool streams = false;  // x-shaped by the layout
-  bool optional = false; // may be absent (weight, bias)
+  bool optional = false; // may be absent (weight, bias, acc)
   /// The argument whose dtype this one must have, or empty.
   std::string_view sameTypeAs;
 };
