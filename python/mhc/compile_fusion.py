@@ -98,13 +98,6 @@ def _is_view(node):
         isinstance(a, torch.dtype) for a in (*node.args[1:], *node.kwargs.values()))
 
 
-def _source(node):
-    """node with the view calls in front of it stripped."""
-    while isinstance(node, Node) and _is_view(node):
-        node = node.args[0]
-    return node
-
-
 def _view_chain(node):
     """The view nodes from node down to its source, node first."""
     chain = []
@@ -112,6 +105,12 @@ def _view_chain(node):
         chain.append(node)
         node = node.args[0]
     return chain
+
+
+def _source(node):
+    """node with the view calls in front of it stripped."""
+    chain = _view_chain(node)
+    return chain[-1].args[0] if chain else node
 
 
 def _producer(value):
@@ -132,7 +131,7 @@ def _results(node, count):
     the tuple it returns."""
     results = [[] for _ in range(count)]
     for user in node.users:
-        if user.op != "call_function" or user.target is not operator.getitem or not isinstance(user.args[1], int):
+        if user.op != "call_function" or user.target is not operator.getitem or user.args[1] not in range(count):
             return None
         results[user.args[1]].append(user)
     return results

@@ -112,6 +112,12 @@ def _check_close(got, want):
         assert rel <= BOUND, rel
 
 
+def _mhc_ops(graph):
+    """Each torch.ops.mhc op's count in an ATen-level graph."""
+    return collections.Counter(str(node.target).split(".")[1] for node in graph.nodes
+                               if str(node.target).startswith("mhc."))
+
+
 class _GraphOps:
     """An AOTAutograd backend behind mhc.compile_backend that counts the mhc
     ops of the forward and backward graphs it is handed."""
@@ -120,8 +126,7 @@ class _GraphOps:
         self.graphs = []
 
     def _count(self, gm, example_inputs):
-        self.graphs.append(collections.Counter(
-            str(node.target).split(".")[1] for node in gm.graph.nodes if str(node.target).startswith("mhc.")))
+        self.graphs.append(_mhc_ops(gm.graph))
         return make_boxed_func(gm.forward)
 
     def compile(self, model):
@@ -158,11 +163,17 @@ def test_inductor_fuses_a_per_op_model_through_the_pre_grad_hook():
     torch._dynamo.reset()
     mhc.reset_compile_stats()
     want = _run(model, x)
-    got = _run(model, x, lambda m: torch.compile(m, fullgraph=True))
+    ops = _GraphOps()  # the forward and backward graphs after Inductor's post-grad passes
+    count = lambda graph: ops.graphs.append(_mhc_ops(graph))  # noqa: E731
+    # (a plain post-grad pass is not cacheable: the caches are off, so the graphs are compiled and seen)
+    with config.patch(post_grad_custom_post_pass=count, fx_graph_cache=False), \
+            torch._functorch.config.patch(enable_autograd_cache=False):
+        got = _run(model, x, lambda m: torch.compile(m, fullgraph=True))
     _check_close(got[0], want[0])
     _check_close(got[1], want[1])
     assert mhc.compile_stats() == {"graphs": 1, "pre": 3, "post_pre": 2,
                                    "ops": {"expand_combine": 1, "post_pre": 2, "pre": 1}}
+    assert ops.graphs == [FUSED_STACK_FORWARD, FUSED_STACK_BACKWARD]
 
 
 @pytest.mark.parametrize("layout,lead", [("nc", None), ("cn", (2, 4))])
