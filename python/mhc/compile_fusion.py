@@ -203,32 +203,48 @@ def _pre_step_fuses(n, x):
 
 # --- the pre step ---------------------------------------------------------------
 
+def _tuple_op(value, packet, count):
+    """(node, bound arguments, getitem results) of the `packet` call that
+    `value` is a result of (through views), or None."""
+    node = _producer(value)
+    if not _is(node, packet):
+        return None
+    bound, results = _bind(node), _results(node, count)
+    return (node, bound, results) if bound and results else None
+
+
 def _pre_chain_nodes(aggregate):
     """The project, scale and sinkhorn whose results reach `aggregate` as the
-    pattern has them, with their bound arguments and getitem results; None
-    if the graph has anything else there."""
+    pattern has them, with their bound arguments; None if the graph has
+    anything else there (another reader of h, ms, pre or the logits)."""
     a = _bind(aggregate)
-    scale = _producer(a["pre"]) if a else None
-    s, scale_out = (_bind(scale), _results(scale, 3)) if _is(scale, _MHC.scale) else (None, None)
-    project = _producer(s["h"]) if s and scale_out else None
-    p, project_out = (_bind(project), _results(project, 2)) if _is(project, _MHC.project) else (None, None)
-    if not p or not project_out or any(len(r) != 1 for r in (*project_out, scale_out[0], scale_out[2])):
+    scale_op = _tuple_op(a["pre"], _MHC.scale, 3) if a else None
+    project_op = _tuple_op(scale_op[1]["h"], _MHC.project, 2) if scale_op else None
+    if project_op is None:
+        return None
+    (scale, s, scale_out), (project, p, project_out) = scale_op, project_op
+    if any(len(r) != 1 for r in (*project_out, scale_out[0], scale_out[2])):
         return None
     (h,), (ms,), (pre,), (logits,) = *project_out, scale_out[0], scale_out[2]
     sinkhorns = [u for u in _users_through_views(logits) if _is(u, _MHC.sinkhorn)]
     k = _bind(sinkhorns[0]) if len(sinkhorns) == 1 else None
-    if not k or not (_reads(s["h"], h) and _reads(s["ms"], ms) and _reads(a["pre"], pre)
-                     and _reads(k["logits"], logits)):
-        return None
-    if not (_source(a["x"]) is _source(p["x"]) and _shape(a["x"]) == _shape(p["x"]) is not None):
+    if not k or not _pre_chain_reads(p, s, k, a, (h, ms, pre, logits)):
         return None
     views = []  # between the ops, erased with them
-    if not (_only_feeds([h], scale, views) and _only_feeds([ms], scale, views)
-            and _only_feeds([pre], aggregate, views) and _only_feeds([logits], sinkhorns[0], views)):
+    readers = ((h, scale), (ms, scale), (pre, aggregate), (logits, sinkhorns[0]))
+    if not all(_only_feeds([value], reader, views) for value, reader in readers):
         return None
     return dict(project=project, scale=scale, sinkhorn=sinkhorns[0], aggregate=aggregate, p=p, s=s, k=k, a=a,
                 post=scale_out[1], dead=[aggregate, *_view_chain(a["x"]), sinkhorns[0], *views,
                                          *(g for r in scale_out for g in r), scale, h, ms, project])
+
+
+def _pre_chain_reads(p, s, k, a, results):
+    """Whether scale reads project's h and ms, sinkhorn scale's logits,
+    aggregate scale's pre and project's x (each through views, in its shape)."""
+    h, ms, pre, logits = results
+    return (_reads(s["h"], h) and _reads(s["ms"], ms) and _reads(a["pre"], pre) and _reads(k["logits"], logits)
+            and _source(a["x"]) is _source(p["x"]) and _shape(a["x"]) == _shape(p["x"]) is not None)
 
 
 def _pre_chain_attrs(c):
@@ -456,6 +472,7 @@ def compile_stats():
 
 
 def reset_compile_stats():
+    """Sets compile_stats()'s counts to zero."""
     _stats.clear()
 
 
