@@ -348,9 +348,6 @@ std::string unsupportedReason(const KernelSpec &s) {
            "four ops' backward kernels)";
   if (s.op == OpKind::PostPre)
     return "the layer seam's kernels are not generated yet (issue 34)";
-  if (s.acc)
-    return "in-kernel accumulation of x's gradient is not generated yet "
-           "(issue 34)";
   if (s.usesProjectFields() && (s.n * s.channels) % 8 != 0)
     return "the projection kernel needs K = n*C to be a multiple of 8";
   if (s.op == OpKind::Sinkhorn && s.dir == Direction::Backward) {

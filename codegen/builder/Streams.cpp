@@ -65,6 +65,17 @@ void mlir::mhc::storeStreams(KernelBuilder &kb, const KernelContext &ctx,
   }
 }
 
+void mlir::mhc::declareAcc(KernelContext &ctx) {
+  if (ctx.spec.acc)
+    ctx.buffer("acc", ctx.spec.act, ::mhc::BufferRole::Input, {ctx.K(), 0});
+}
+
+Value mlir::mhc::plusAcc(KernelBuilder &kb, ::mhc::DType act, Value own, Value acc) {
+  if (::mhc::byteWidth(act) == 2)
+    own = kb.toF32(kb.toType(own, elementType(kb.b.getContext(), act)));
+  return kb.add(own, acc);
+}
+
 SmallVector<Value> mlir::mhc::loadRow(KernelBuilder &kb, Value mem, Value row,
                                      int64_t count) {
   int64_t width = count % 4 == 0 ? 4 : (count % 2 == 0 ? 2 : 1);

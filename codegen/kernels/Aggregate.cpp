@@ -2,7 +2,8 @@
 //
 // Forward: a stream of (token, w-wide channel chunk) items in memory order
 // (forEachItem), each read once and written once with 16-byte accesses.
-// Backward: one block per token; gx is per element, gpre a block reduction
+// Backward: one block per token; gx is per element (plus acc, x's gradient
+// from its other users, where the spec has it), gpre a block reduction
 // over the token's channels in a fixed order. n = 4 and 8 in the (C, n)
 // layout on sm_90+ (C % 32 == 0) feed the block's eight warps by bulk copies
 // (TokenRing.cpp).
@@ -57,16 +58,30 @@ static LogicalResult buildForward(KernelContext &ctx) {
   return success();
 }
 
-/// The backward fed by bulk copies (TokenRing): gy and x per piece, pre and
-/// the n sums of gpre in registers.
+/// The backward's launch "main" and its parameters, in the buffers' order.
+static LaunchBuilder &backwardLaunch(KernelContext &ctx) {
+  LaunchBuilder &l = ctx.launch("main");
+  l.param("gy").param("x").param("pre");
+  if (ctx.spec.acc)
+    l.param("acc");
+  return l.param("gx").param("gpre").param("M");
+}
+
+/// The backward fed by bulk copies (TokenRing): gy, x (and acc) per piece,
+/// pre and the n sums of gpre in registers.
 static void buildBackwardRing(KernelContext &ctx) {
   int64_t n = ctx.n();
-  TokenRing ring(ctx, {1, n});
-  LaunchBuilder &l = ctx.launch("main");
-  l.param("gy").param("x").param("pre").param("gx").param("gpre").param("M");
+  bool acc = ctx.spec.acc;
+  SmallVector<int64_t> values = {1, n};
+  if (acc)
+    values.push_back(n);
+  TokenRing ring(ctx, values);
+  LaunchBuilder &l = backwardLaunch(ctx);
   ring.configure(l, n);
   KernelBuilder kb = ctx.begin(l);
   SmallVector<Value> srcs = {l.arg("gy"), l.arg("x")};
+  if (acc)
+    srcs.push_back(l.arg("acc"));
   ring.start(kb, l, srcs);
   Value m = ring.token;
   SmallVector<Value> pre = loadRow(kb, l.arg("pre"), m, n);
@@ -74,12 +89,13 @@ static void buildBackwardRing(KernelContext &ctx) {
   Type act = elementType(kb.b.getContext(), ctx.spec.act);
   SmallVector<Value> partial = ring.loop(
       kb, l, srcs, act, zeros,
-      [&](Value chan, ArrayRef<SmallVector<Value>> vals, SmallVector<Value> &acc) {
+      [&](Value chan, ArrayRef<SmallVector<Value>> vals, SmallVector<Value> &sums) {
         Value gy = vals[0][0];
         SmallVector<SmallVector<Value>> gx(n);
         for (int64_t i = 0; i < n; ++i) {
-          gx[i].push_back(kb.mul(pre[i], gy));
-          acc[i] = kb.fma(gy, vals[1][i], acc[i]);
+          Value own = kb.mul(pre[i], gy);
+          gx[i].push_back(acc ? plusAcc(kb, ctx.spec.act, own, vals[2][i]) : own);
+          sums[i] = kb.fma(gy, vals[1][i], sums[i]);
         }
         storeStreams(kb, ctx, l.arg("gx"), m, chan, gx);
       });
@@ -96,6 +112,7 @@ static LogicalResult buildBackward(KernelContext &ctx) {
   ctx.buffer("gy", act, BufferRole::Input, {C, 0});
   ctx.buffer("x", act, BufferRole::Input, {n * C, 0});
   ctx.buffer("pre", DType::F32, BufferRole::Input, {n, 0});
+  declareAcc(ctx);
   ctx.buffer("gx", act, BufferRole::Output, {n * C, 0});
   ctx.buffer("gpre", DType::F32, BufferRole::Output, {n, 0});
 
@@ -104,9 +121,8 @@ static LogicalResult buildBackward(KernelContext &ctx) {
     return success();
   }
   int threads = tokenBlockThreads(chunks);
-  LaunchBuilder &l = ctx.launch("main");
-  l.param("gy").param("x").param("pre").param("gx").param("gpre").param("M")
-      .block(threads).grid({1, 0}).sharedF32((threads / 32) * n);
+  LaunchBuilder &l = backwardLaunch(ctx);
+  l.block(threads).grid({1, 0}).sharedF32((threads / 32) * n);
   KernelBuilder kb = ctx.begin(l);
   Value m = kb.blockId();
   SmallVector<Value> pre;
@@ -115,16 +131,20 @@ static LogicalResult buildBackward(KernelContext &ctx) {
   SmallVector<Value> zeros(n, kb.f32(0.0));
   SmallVector<Value> partial = chunkLoop(
       kb, chunks, threads, 2, zeros,
-      [&](Value chunk, ValueRange acc) {
+      [&](Value chunk, ValueRange sums) {
         Value c0 = kb.mul(chunk, kb.idx(w));
         SmallVector<Value> gy =
             kb.loadF32(l.arg("gy"), kb.add(kb.mul(m, kb.idx(C)), c0), w);
         auto xs = loadStreams(kb, ctx, l.arg("x"), m, c0, w);
+        SmallVector<SmallVector<Value>> acc;
+        if (ctx.spec.acc)
+          acc = loadStreams(kb, ctx, l.arg("acc"), m, c0, w);
         SmallVector<SmallVector<Value>> gx(n);
-        SmallVector<Value> next(acc.begin(), acc.end());
+        SmallVector<Value> next(sums.begin(), sums.end());
         for (int64_t i = 0; i < n; ++i)
           for (int64_t e = 0; e < w; ++e) {
-            gx[i].push_back(kb.mul(pre[i], gy[e]));
+            Value own = kb.mul(pre[i], gy[e]);
+            gx[i].push_back(acc.empty() ? own : plusAcc(kb, act, own, acc[i][e]));
             next[i] = kb.fma(gy[e], xs[i][e], next[i]);
           }
         storeStreams(kb, ctx, l.arg("gx"), m, c0, gx);

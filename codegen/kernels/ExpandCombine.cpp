@@ -4,7 +4,8 @@
 // (forEachItem): f, bias and the n streams read once, the n output streams
 // written once; n = 8 in the (C, n) layout on sm_90+ on bulk-copy rings
 // (TokenRing.cpp) instead.
-// Backward: one block per token computes gf and gx per element and reduces
+// Backward: one block per token computes gf and gx per element (gx plus acc,
+// x's gradient from its other users, where the spec has it) and reduces
 // gpost and gP over the channels in a fixed order. With a bias, gf is also
 // kept in f32 and summed over tokens by the deterministic column sum (per-block
 // partials added in order; no atomics). n = 4 and 8 in the (C, n) layout on
@@ -64,13 +65,13 @@ combine(KernelBuilder &kb, int64_t n, int64_t w, ArrayRef<Value> post,
 
 /// The backward at one element, given gout's g(j), x's x(i) and f (+ bias):
 /// appends gf = sum_j post_j g_j and gx_i = sum_j P_ij g_j, and adds f g_j
-/// and x_i g_j to the token's sums (acc: gpost, then gP row-major).
+/// and x_i g_j to the token's sums (sums: gpost, then gP row-major).
 static void backwardElement(KernelBuilder &kb, int64_t n, ArrayRef<Value> post,
                             ArrayRef<Value> P, function_ref<Value(int64_t)> g,
                             function_ref<Value(int64_t)> x, Value f,
                             SmallVector<Value> &gf,
                             SmallVector<SmallVector<Value>> &gx,
-                            MutableArrayRef<Value> acc) {
+                            MutableArrayRef<Value> sums) {
   Value sum = kb.mul(post[0], g(0));
   for (int64_t j = 1; j < n; ++j)
     sum = kb.fma(post[j], g(j), sum);
@@ -82,10 +83,10 @@ static void backwardElement(KernelBuilder &kb, int64_t n, ArrayRef<Value> post,
     gx[i].push_back(gxi);
   }
   for (int64_t j = 0; j < n; ++j)
-    acc[j] = kb.fma(f, g(j), acc[j]);
+    sums[j] = kb.fma(f, g(j), sums[j]);
   for (int64_t i = 0; i < n; ++i)
     for (int64_t j = 0; j < n; ++j)
-      acc[n + i * n + j] = kb.fma(x(i), g(j), acc[n + i * n + j]);
+      sums[n + i * n + j] = kb.fma(x(i), g(j), sums[n + i * n + j]);
 }
 
 /// n = 8's forward fed by bulk copies (TokenRing): f and x per piece, P and
@@ -183,6 +184,8 @@ static LaunchBuilder &backwardLaunch(KernelContext &ctx) {
   l.param("gout").param("f").param("post").param("x").param("P");
   if (hasBias)
     l.param("bias");
+  if (ctx.spec.acc)
+    l.param("acc");
   l.param("gf").param("gpost").param("gx").param("gP");
   if (hasBias)
     l.param("gf32");
@@ -201,17 +204,23 @@ static void storeSums(KernelBuilder &kb, LaunchBuilder &l, int64_t n, Value m,
   });
 }
 
-/// The backward fed by bulk copies (TokenRing): P, post and the n + n^2
-/// sums in registers (n = 8: 210 registers, no spills, one block per SM).
+/// The backward fed by bulk copies (TokenRing): gout, x, f (and acc) per
+/// piece, P, post and the n + n^2 sums in registers (n = 8: 210 registers,
+/// no spills, one block per SM).
 static void buildBackwardRing(KernelContext &ctx) {
   int64_t n = ctx.n(), C = ctx.C();
-  bool hasBias = ctx.spec.hasBias;
+  bool hasBias = ctx.spec.hasBias, acc = ctx.spec.acc;
   int64_t reduced = n + n * n; // gpost, then gP row-major
-  TokenRing ring(ctx, {n, n, 1});
+  SmallVector<int64_t> values = {n, n, 1};
+  if (acc)
+    values.push_back(n);
+  TokenRing ring(ctx, values);
   LaunchBuilder &l = backwardLaunch(ctx);
   ring.configure(l, reduced);
   KernelBuilder kb = ctx.begin(l);
   SmallVector<Value> srcs = {l.arg("gout"), l.arg("x"), l.arg("f")};
+  if (acc)
+    srcs.push_back(l.arg("acc"));
   ring.start(kb, l, srcs);
   Value m = ring.token;
   // Per token, while the first pieces load: post[j], P[i][j] (row-major).
@@ -221,7 +230,7 @@ static void buildBackwardRing(KernelContext &ctx) {
   Type act = elementType(kb.b.getContext(), ctx.spec.act);
   SmallVector<Value> part = ring.loop(
       kb, l, srcs, act, zeros,
-      [&](Value chan, ArrayRef<SmallVector<Value>> vals, SmallVector<Value> &acc) {
+      [&](Value chan, ArrayRef<SmallVector<Value>> vals, SmallVector<Value> &sums) {
         ArrayRef<Value> g = vals[0], xs = vals[1];
         Value fb = vals[2][0];
         if (hasBias)
@@ -230,7 +239,10 @@ static void buildBackwardRing(KernelContext &ctx) {
         SmallVector<SmallVector<Value>> gx(n);
         backwardElement(
             kb, n, post, P, [&](int64_t j) { return g[j]; },
-            [&](int64_t i) { return xs[i]; }, fb, gf, gx, acc);
+            [&](int64_t i) { return xs[i]; }, fb, gf, gx, sums);
+        if (acc)
+          for (int64_t i = 0; i < n; ++i)
+            gx[i][0] = plusAcc(kb, ctx.spec.act, gx[i][0], vals[3][i]);
         Value row = kb.add(kb.mul(m, kb.idx(C)), chan);
         kb.storeFrom(gf, l.arg("gf"), row);
         if (hasBias)
@@ -245,7 +257,9 @@ static LogicalResult buildBackward(KernelContext &ctx) {
   int64_t n = ctx.n(), C = ctx.C(), w = ctx.streamWidth();
   // Per element of a chunk a thread holds gout, x and gx of every stream;
   // P and the gpost/gP partials are held throughout. Narrow the chunk until
-  // that fits in registers (n = 8 needs 1-wide chunks).
+  // that fits in registers (n = 8 needs 1-wide chunks). (acc, read last,
+  // does not narrow it: the chunk decides the order of the gpost/gP sums,
+  // which must be the bits of the spec without acc.)
   while (w > 1 && 3 * n * w + 2 * n * n + n > 170)
     w /= 2;
   int64_t chunks = C / w;
@@ -253,6 +267,7 @@ static LogicalResult buildBackward(KernelContext &ctx) {
   bool hasBias = ctx.spec.hasBias;
   ctx.buffer("gout", act, BufferRole::Input, {n * C, 0});
   declareInputs(ctx);
+  declareAcc(ctx);
   ctx.buffer("gf", act, BufferRole::Output, {C, 0});
   ctx.buffer("gpost", DType::F32, BufferRole::Output, {n, 0});
   ctx.buffer("gx", act, BufferRole::Output, {n * C, 0});
@@ -318,6 +333,9 @@ static LogicalResult buildBackward(KernelContext &ctx) {
         Value row = kb.add(kb.mul(m, kb.idx(C)), c0);
         auto g = loadStreams(kb, ctx, l.arg("gout"), m, c0, w);
         auto xs = loadStreams(kb, ctx, l.arg("x"), m, c0, w);
+        SmallVector<SmallVector<Value>> acc;
+        if (ctx.spec.acc)
+          acc = loadStreams(kb, ctx, l.arg("acc"), m, c0, w);
         SmallVector<Value> fb = kb.loadF32(l.arg("f"), row, w);
         if (hasBias) {
           SmallVector<Value> bias = kb.loadF32(l.arg("bias"), c0, w);
@@ -330,6 +348,9 @@ static LogicalResult buildBackward(KernelContext &ctx) {
           backwardElement(
               kb, n, post, P, [&](int64_t j) { return g[j][e]; },
               [&](int64_t i) { return xs[i][e]; }, fb[e], gf, gx, next);
+        for (int64_t i = 0; i < (int64_t)acc.size(); ++i)
+          for (int64_t e = 0; e < w; ++e)
+            gx[i][e] = plusAcc(kb, act, gx[i][e], acc[i][e]);
         kb.storeFrom(gf, l.arg("gf"), row);
         if (hasBias)
           kb.storeFrom(gf, l.arg("gf32"), row);

@@ -165,9 +165,11 @@ struct Pre : torch::autograd::Function<Pre> {
         ctx->saved_data["iters"].toInt(), ctx->saved_data["eps"].toDouble());
     auto [gh, gms, galpha, gbeta] = scaleBackwardOp().call(
         gpre, grad(g[1], pre), glogits, h, ms, alpha, beta, n, e[0], e[1], e[2]);
-    auto [gxProject, gphi, gw] = projectBackwardOp().call(
-        gh, gms, x, phi, opt(w), n, layout, ctx->saved_data["tf32"].toBool(), std::nullopt);
-    return {gxProject.add(gxAggregate), gphi, galpha, gbeta,
+    // x's gradient: project's with aggregate's added where the kernel
+    // stores it (acc), the bits of gxProject.add(gxAggregate).
+    auto [gx, gphi, gw] = projectBackwardOp().call(
+        gh, gms, x, phi, opt(w), n, layout, ctx->saved_data["tf32"].toBool(), gxAggregate);
+    return {gx, gphi, galpha, gbeta,
             w.defined() ? gw : Tensor(), Tensor(), Tensor(), Tensor(), Tensor(),
             Tensor(), Tensor(), Tensor(), Tensor(), Tensor()};
   }

@@ -1,7 +1,7 @@
 """Compiles a matrix of kernel specs to cubin with ptxas and checks them.
 
 For every (op, direction) x n x activation dtype x layout x arch, plus the
-variants (weight, bias, tf32, both Sinkhorn modes), mhc-compile must produce
+variants (weight, bias, tf32, both Sinkhorn modes, acc), mhc-compile must produce
 PTX, a cubin and a manifest whose launch parameter lists match the PTX entry
 points exactly. The main n = 4 bf16 sm_90a kernels must not spill or use a
 local-memory stack.
@@ -40,6 +40,20 @@ def matrix():
         out.append(spec("project", d, 4, arch, param="bf16", weight=True, C=4096))
         out.append(spec("expand_combine", d, 4, arch, bias=True, C=7168))
         out.append(spec("scale", d, 4, arch, param="bf16", norm_eps=1.1920929e-07, pre_eps=0.0))
+    # x's gradient accumulated in the backward kernels (acc=1): n 1..8 spread
+    # over both layouts and bf16 / f32, the token rings (n = 4, 8, bf16, (C, n)
+    # on sm_90+) and the projection specs the one-wave and wgmma kernels
+    # serve without acc.
+    for arch, n in itertools.product(ARCHS, range(1, 9)):
+        for i, act in enumerate(("bf16", "f32")):
+            layout, C = ("nc", "cn")[(n + i) % 2], (1000, 2048, 96, 7168)[(n + i) % 4]
+            for op in ("aggregate", "expand_combine", "project"):
+                out.append(spec(op, "bwd", n, arch, act=act, layout=layout, C=C, acc=True))
+    for arch in ARCHS:
+        out.append(spec("expand_combine", "bwd", 4, arch, act="f16", layout="cn", C=7168, bias=True, acc=True))
+        out.append(spec("project", "bwd", 4, arch, weight=True, C=7168, acc=True))
+        for n, C in ((8, 2048), (8, 7168), (6, 4096), (8, 9216)):
+            out.append(spec("project", "bwd", n, arch, tf32=True, C=C, acc=True))
     # The fused pre step (forward only).
     for arch, (n, act, layout) in itertools.product(ARCHS, itertools.product((2, 3, 4, 6, 8), ("bf16", "f32"),
                                                                              ("nc", "cn"))):
@@ -85,11 +99,14 @@ def check(compiler, out_dir, s):
         errors.append(f"{s}: PTX entries {sorted(entries)} != manifest launches")
     names = {b["name"] for b in manifest["buffers"]}
     for l in manifest["launches"]:
-        # The ABI: each buffer is (ptr, ptr, offset, size, stride), M and S one u64 each.
+        # The ABI: each buffer is (ptr, ptr, offset, size, stride), M and S one u64 each,
+        # a tensor map of a buffer ("tmap16:x") a 128-byte CUtensorMap by value.
         want = []
         for p in l["params"]:
             if p in ("M", "S"):
                 want.append(".u64")
+            elif p.startswith("tmap") and p.split(":", 1)[-1] in names:
+                want.append(".align 64 .b8")
             elif p in names:
                 want += [".u64 .ptr .align 1"] * 2 + [".u64"] * 3
             else:

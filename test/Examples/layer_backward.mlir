@@ -15,14 +15,11 @@
 // IR-NOT: arith.addf
 // IR: return %[[GX]], %[[GPHI]]
 
-// The kernels. Until in-kernel accumulation is generated (issue 34), the
-// acc=1 specs of aggregate_grad and project_grad are on the reference path:
-// their two lines and the summary change when it lands (to "codegen" and
-// "5 for codegen, 0 on the reference path").
+// The kernels: every gradient op, the acc=1 ones included, is generated.
 // CHECK: mhc kernels:
 // CHECK-NEXT: codegen expand_combine.bwd;n=4;act=bf16;layout=cn;C=2048;bias=0;arch=sm_90a
-// CHECK-NEXT: reference aggregate.bwd;n=4;act=bf16;layout=cn;C=2048;acc=1;arch=sm_90a (in-kernel accumulation of x's gradient is not generated yet (issue 34))
+// CHECK-NEXT: codegen aggregate.bwd;n=4;act=bf16;layout=cn;C=2048;acc=1;arch=sm_90a
 // CHECK-NEXT: codegen sinkhorn.bwd;n=4;mode=log;iters=20;arch=sm_90a
 // CHECK-NEXT: codegen scale.bwd;n=4;param=f32;norm_eps=1.1920929e-07;pre_eps=0;post_mult=2;arch=sm_90a
-// CHECK-NEXT: reference project.bwd;n=4;act=bf16;param=f32;layout=cn;C=2048;tf32=0;weight=0;acc=1;arch=sm_90a (in-kernel accumulation of x's gradient is not generated yet (issue 34))
-// CHECK-NEXT: summary: 5 distinct kernel(s), 3 for codegen, 2 on the reference path, 0 op(s) unspecialised
+// CHECK-NEXT: codegen project.bwd;n=4;act=bf16;param=f32;layout=cn;C=2048;tf32=0;weight=0;acc=1;arch=sm_90a
+// CHECK-NEXT: summary: 5 distinct kernel(s), 5 for codegen, 0 on the reference path, 0 op(s) unspecialised

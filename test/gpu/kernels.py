@@ -52,7 +52,7 @@ def parse_spec(text):
     for k in ("norm_eps", "pre_eps", "post_mult", "eps"):
         if k in spec:
             spec[k] = float(spec[k])
-    for k in ("tf32", "weight", "bias"):
+    for k in ("tf32", "weight", "bias", "acc"):
         if k in spec:
             spec[k] = spec[k] == "1"
     return spec
@@ -179,11 +179,21 @@ def make_inputs(spec, m, gen):
             t["bias"] = rnd(C, dtype=param, scale=0.5)
         if d == "bwd":
             t["gout"] = rnd(*xshape, dtype=act)
+    if spec.get("acc"):  # x's gradient from its other users
+        t["acc"] = rnd(*xshape, dtype=act)
     return t
 
 
 def reference(spec, t):
-    """float64 outputs, named as in the manifest."""
+    """float64 outputs, named as in the manifest; with acc, gx is acc plus
+    the op's own gradient of x."""
+    out = _reference(spec, {k: v for k, v in t.items() if k != "acc"})
+    if "acc" in t:
+        out["gx"] = out["gx"] + t["acc"].double()
+    return out
+
+
+def _reference(spec, t):
     n, op, d = spec["n"], spec["op"], spec["dir"]
     layout = spec.get("layout", "nc")
     x64 = {k: v.double().requires_grad_(d == "bwd" and v.is_floating_point()) for k, v in t.items()}

@@ -31,9 +31,30 @@ for n, weight, C in ((4, True, 256), (4, False, 256), (8, True, 256), (8, False,
     # its workspace).
     with torch.no_grad():
         hc(x, lambda y: y * 2)
+# x's gradient summed in the backward kernels (acc): aggregate's and
+# expand_combine's backward on their token rings (n = 4, (C, n), bf16) and
+# per-token blocks (f32) with acc; the projection's one-wave and wgmma
+# kernels with acc (their launch "acc" after them) and without.
+o, direct = torch.ops.mhc, 0
+for layout, dtype in (("cn", torch.bfloat16), ("nc", torch.float32)):
+    M, n, C = 7, 4, 2048
+    x, acc = (torch.randn((M, n, C) if layout == "nc" else (M, C, n), device="cuda", dtype=dtype) for _ in range(2))
+    f = torch.randn(M, C, device="cuda", dtype=dtype)
+    pre, post, P = (torch.rand(shape, device="cuda") for shape in ((M, n), (M, n), (M, n, n)))
+    o.aggregate_backward(f, x, pre, n, layout, acc)
+    o.expand_combine_backward(acc, f, post, x, P, None, n, layout, acc)
+    direct += 2
+for n, C in ((8, 256), (8, 2192)):
+    M, N = 300, 2 * n + n * n
+    x = torch.randn(M, C, n, device="cuda", dtype=torch.bfloat16)
+    args = (torch.randn(M, N, device="cuda"), torch.randn(M, device="cuda"), x,
+            torch.randn(N, n * C, device="cuda"), None, n, "cn", True)
+    o.project_backward(*args)
+    o.project_backward(*args, torch.randn_like(x))
+    direct += 2
 torch.cuda.synchronize()
 # Per layer with grad: the fused pre step, expand_combine and five backwards
-# (7); without: 2. Four layers above, six here.
+# (7); without: 2. Four layers above, six here; then the direct calls.
 stats = mhc._C.stats()
-assert stats["reference_calls"] == 0 and stats["kernel_calls"] == 10 * 7 + 6 * 2, stats
+assert stats["reference_calls"] == 0 and stats["kernel_calls"] == 10 * 7 + 6 * 2 + direct, stats
 print("sanitize: ran every op forward and backward through its kernel:", stats)

@@ -15,7 +15,7 @@ def f(v):
 
 def spec(op, d, n, arch, act="bf16", param="f32", layout="nc", C=2048, tf32=False,
          weight=False, bias=False, norm_eps=1e-6, pre_eps=1e-6, post_mult=2.0,
-         mode="log", iters=20, eps=1e-6):
+         mode="log", iters=20, eps=1e-6, acc=False):
     # "pre" (the fused pre step) carries the fields of project, scale and sinkhorn.
     s = [f"{op}.{d}", f"n={n}"]
     if op in ("project", "aggregate", "expand_combine", "pre"):
@@ -34,6 +34,8 @@ def spec(op, d, n, arch, act="bf16", param="f32", layout="nc", C=2048, tf32=Fals
             s.append(f"eps={f(eps)}")
     if op == "expand_combine":
         s.append(f"bias={int(bias)}")
+    if acc:  # (the backward of aggregate, project and expand_combine)
+        s.append("acc=1")
     s.append(f"arch={arch}")
     return ";".join(s)
 
@@ -59,6 +61,16 @@ def smoke(arch):
         out.append(spec("expand_combine", d, 6, arch, act="f32", layout="cn", C=1000, bias=True))
         out.append(spec("scale", d, 4, arch, param="bf16", norm_eps=1.1920929e-07, pre_eps=0.0))
         out.append(spec("sinkhorn", d, 4, arch, mode="softmax_eps", iters=10))
+    # gx plus acc (x's gradient from its other users) in the backward kernels:
+    # the token ring, the per-token blocks, and the projection's mma.sync
+    # kernel (which the n = 8 one-wave spec takes with acc).
+    out.append(spec("aggregate", "bwd", 4, arch, layout="cn", C=2048, acc=True))
+    out.append(spec("aggregate", "bwd", 3, arch, act="f32", C=1000, acc=True))
+    out.append(spec("expand_combine", "bwd", 8, arch, layout="cn", C=4096, bias=True, acc=True))
+    out.append(spec("expand_combine", "bwd", 6, arch, act="f32", C=1000, acc=True))
+    out.append(spec("project", "bwd", 4, arch, tf32=True, C=7168, acc=True))
+    out.append(spec("project", "bwd", 8, arch, tf32=True, C=2048, acc=True))
+    out.append(spec("project", "bwd", 2, arch, act="f32", layout="cn", C=1000, weight=True, acc=True))
     return out
 
 

@@ -209,6 +209,7 @@ static void seamAndAcc() {
   a.acc = true;
   EXPECT(a.canonical() == plain.substr(0, plain.size() - 12) + ";acc=1;arch=sm_90a");
   EXPECT(KernelSpec::parse(a.canonical()).has_value());
+  EXPECT(unsupportedReason(a).empty()); // generated: codegen/kernels/Aggregate.cpp
   std::string error;
   EXPECT(!KernelSpec::parse(plain.substr(0, plain.size() - 12) + ";acc=0;arch=sm_90a", &error));
   EXPECT(error.find("not in canonical form") != std::string::npos);

@@ -46,11 +46,11 @@ namespace {
 
 /// What a step reads from its stage: the stage (its base, its ring index
 /// i in the block ring), the tokens 2t + u with x's values there, gh's rows
-/// and gms scaled by 2/K.
+/// and gms scaled by 2/K; with acc, acc's values at the lane's gx columns.
 struct StepValues {
   Value step, m0, base, i, ghBase;
   std::array<Value, 2> tok, tokOk, gms;
-  std::array<SmallVector<Value>, 2> xa;
+  std::array<SmallVector<Value>, 2> xa, acc;
 };
 
 /// Launch "main": the values every part of the kernel reads, and the
@@ -74,10 +74,11 @@ private:
   void issueBlockStep(Value i, Value st);
   Value ghAt(Value ghBase, Value tokLocal, int64_t rs, Value i);
   void enterStep(StepValues &s);
+  void loadAcc(StepValues &s);
   SmallVector<Value> stepProducts(Value ghBase, ArrayRef<SmallVector<Value>> xa,
                                   SmallVector<Value> &acc);
-  void storeGx(const StepValues &s, ArrayRef<Value> d, SmallVector<Value> &acc);
-  void stepBody(Value step, SmallVector<Value> &acc);
+  void storeGx(const StepValues &s, ArrayRef<Value> d, SmallVector<Value> &sums);
+  void stepBody(Value step, SmallVector<Value> &sums);
   SmallVector<Value> stepRange(Value lb, Value ub, ValueRange start);
   void startCopies();
   SmallVector<Value> shareSums();
@@ -88,6 +89,8 @@ private:
   const MmaPlan &p;
   LaunchBuilder &l;
   KernelBuilder kb;
+  ::mhc::DType act;
+  bool hasAcc; // gx = acc + the kernel's own gx (spec.acc)
   Value M, tid, bid, lane, warp, g, t, slice, share;
   Value colBase, active, col0, zero, smem, ring;
   SmallVector<Value> w; // the consumers' weights of this lane's columns
@@ -104,7 +107,7 @@ private:
 };
 
 MmaMain::MmaMain(KernelContext &ctx, const MmaPlan &p, LaunchBuilder &l)
-    : p(p), l(l), kb(ctx.begin(l)) {
+    : p(p), l(l), kb(ctx.begin(l)), act(ctx.spec.act), hasAcc(ctx.spec.acc) {
   const int64_t N = p.N, K = p.K;
   M = l.tokens();
   tid = kb.threadId(), bid = kb.blockId();
@@ -433,9 +436,19 @@ void MmaMain::enterStep(StepValues &s) {
                       twoOverK);
 }
 
-/// D[m0 + 2t + u][column 2kt + h] is d[kt][h][u]: gx to global memory, and
-/// gw's sums in `acc`.
-void MmaMain::storeGx(const StepValues &s, ArrayRef<Value> d, SmallVector<Value> &acc) {
+/// acc at the step's tokens 2t + u and this lane's columns, before the
+/// products (which then hide the loads' latency); rows past M read row
+/// M - 1 and are not stored.
+void MmaMain::loadAcc(StepValues &s) {
+  for (int u = 0; u < 2; ++u)
+    s.acc[u] = loadRun(kb, l.arg("acc"),
+                       kb.add(kb.mul(kb.min(s.tok[u], lastRow), kb.idx(p.K)), col0),
+                       p.laneCols);
+}
+
+/// D[m0 + 2t + u][column 2kt + h] is d[kt][h][u]: gx (plus acc) to global
+/// memory, and gw's sums in `sums`.
+void MmaMain::storeGx(const StepValues &s, ArrayRef<Value> d, SmallVector<Value> &sums) {
   const int64_t nAcc = p.nAcc();
   std::array<SmallVector<Value>, 2> gx;
   for (int u = 0; u < 2; ++u)
@@ -443,9 +456,10 @@ void MmaMain::storeGx(const StepValues &s, ArrayRef<Value> d, SmallVector<Value>
       Value dv = vector::ExtractOp::create(
           kb.b, kb.loc, d[j / 2], ArrayRef<int64_t>{j % 2, u});
       // (Without a weight, D w is D: one fma.)
-      gx[u].push_back(p.hasW ? kb.fma(dv, w[j], kb.mul(s.gms[u], s.xa[u][j]))
-                             : kb.fma(s.gms[u], s.xa[u][j], dv));
-      acc[nAcc + j] = kb.fma(s.xa[u][j], dv, acc[nAcc + j]);
+      Value own = p.hasW ? kb.fma(dv, w[j], kb.mul(s.gms[u], s.xa[u][j]))
+                         : kb.fma(s.gms[u], s.xa[u][j], dv);
+      gx[u].push_back(hasAcc ? plusAcc(kb, act, own, s.acc[u][j]) : own);
+      sums[nAcc + j] = kb.fma(s.xa[u][j], dv, sums[nAcc + j]);
     }
   for (int u = 0; u < 2; ++u)
     kb.when(kb.andi(active, s.tokOk[u]), [&] {
@@ -455,18 +469,20 @@ void MmaMain::storeGx(const StepValues &s, ArrayRef<Value> d, SmallVector<Value>
 }
 
 /// One step of 8 tokens: its stage, the products, the stage released, gx.
-void MmaMain::stepBody(Value step, SmallVector<Value> &acc) {
+void MmaMain::stepBody(Value step, SmallVector<Value> &sums) {
   StepValues s;
   s.step = step;
   s.m0 = kb.mul(step, kb.idx(8));
   enterStep(s);
-  SmallVector<Value> d = stepProducts(s.ghBase, s.xa, acc);
+  if (hasAcc)
+    loadAcc(s);
+  SmallVector<Value> d = stepProducts(s.ghBase, s.xa, sums);
   // Every lane is done with the stage before it is refilled.
   if (p.staged)
     bulk->release(s.i, lane);
   else
     kb.syncWarp();
-  storeGx(s, d, acc);
+  storeGx(s, d, sums);
 }
 
 SmallVector<Value> MmaMain::stepRange(Value lb, Value ub, ValueRange start) {
@@ -617,6 +633,8 @@ void buildMainLaunch(KernelContext &ctx, const MmaPlan &p) {
   l.param("gh").param("gms").param("x").param("phi");
   if (p.hasW)
     l.param("weight");
+  if (ctx.spec.acc)
+    l.param("acc");
   l.param("gx").param("partials");
   if (p.paced)
     l.param("progress");

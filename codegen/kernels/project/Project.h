@@ -45,10 +45,11 @@ LogicalResult buildProjectForwardStaged(KernelContext &ctx);
 /// partial launch.
 LogicalResult buildProjectForwardTf32(KernelContext &ctx);
 /// The projection backward (Backward.cpp): the Wide or Wgmma variant where
-/// it serves the spec, else the mma.sync kernel.
+/// it serves the spec (with acc, then launch "acc"), else the mma.sync
+/// kernel.
 LogicalResult buildProjectBackward(KernelContext &ctx);
-/// The backward's inputs and outputs: gh, gms, x, phi[, weight], gx,
-/// gphi[, gweight] (in order).
+/// The backward's inputs and outputs: gh, gms, x, phi[, weight][, acc],
+/// gx, gphi[, gweight] (in order).
 void declareProjectBackwardIO(KernelContext &ctx);
 /// The mma.sync backward for every n (BackwardMma.cpp).
 LogicalResult buildProjectBackwardMma(KernelContext &ctx);
