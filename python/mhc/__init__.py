@@ -31,6 +31,7 @@ from .ops import (  # noqa: E402,F401
     project, scale, sinkhorn, aggregate, expand_combine, pre, post, post_pre,
 )
 from .module import HyperConnection, HyperConnectionStack  # noqa: E402,F401
+from .compile_fusion import compile_backend, compile_stats, enable_compile_fusion, reset_compile_stats  # noqa: E402,F401,E501
 from .te import (  # noqa: E402,F401
     mhc_fused_projection, mhc_fused_scale, mhc_fused_sinkhorn,
     mhc_fused_aggregate, mhc_fused_expand_combine, mhc_generate_mix_and_aggregate,
