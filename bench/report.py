@@ -204,7 +204,7 @@ def stack_table(stack, block, M, C):
     mib = lambda v, digits=0: f"{v / 2**20:.{digits}f}" if v is not None else "-"
     for name, r in group.items():
         if r["status"] != "ok":
-            yield f"| {name} | {r['status'].split(':')[0]} | | | | | | | | | |"
+            yield f"| {name} | {status_word(r['status'])} | | | | | | | | | |"
             continue
         x = f"{te['total_us'] / r['total_us']:.2f}" if te else "-"
         yield (f"| {name} | {r['fwd_us']:.1f} | {r['bwd_us']:.1f} | {r['total_us']:.1f} | {pct(r['fwd_floor'])}"
@@ -232,7 +232,10 @@ def stack_section(stack):
            " the distinct storages autograd saves for backward, parameters left out; held = what the forward"
            " leaves allocated besides its output (also tensors kept outside autograd's saved tensors, such as TE's"
            " buffer); peak = max_memory_allocated over one forward + backward of the stack, above what was"
-           " allocated before it.\n")
+           " allocated before it. A column marked 'out of memory' did not fit beside what the process still"
+           " held from the columns before it (bench/stack.py does not yet return all of a column's memory;"
+           " 76.9 GiB were in use when the first such column started in the 2026-11-26 run), not its own"
+           " need.\n")
     yield "| target (identity block, M = 32768) | measured | |"
     yield "| --- | --- | --- |"
     yield from stack_targets(stack)
@@ -321,6 +324,12 @@ def report(d):
         yield ("\nThe stack: `bash bench/run-stack.sh <TE checkout>` (one call), then `python3 bench/report.py"
                " merge-stack docs/perf/results.json stack.json --setup mhc=... te=...`; its run:"
                f" `{command(d['stack']['command'])}`")
+
+
+def status_word(status):
+    """A row's status as the table says it: 'absent', 'failed', 'failed: out of memory'."""
+    word = status.split(":")[0]
+    return f"{word}: out of memory" if "OutOfMemoryError" in status else word
 
 
 def main(argv):
