@@ -53,17 +53,8 @@ LogicalResult PreOp::inferReturnTypes(MLIRContext *ctx,
                                       std::optional<Location>, Adaptor adaptor,
                                       SmallVectorImpl<Type> &types) {
   Value x = adaptor.getX();
-  int64_t m = inferTokens(x);
-  int64_t n = adaptor.getN();
-  Type f32 = Float32Type::get(ctx);
-  types.push_back(tensorOf({m, numLogits(n)}, f32)); // h
-  types.push_back(tensorOf({m}, f32));               // ms
-  types.push_back(tensorOf({m, n}, f32));            // pre
-  types.push_back(tensorOf({m, n}, f32));            // post
-  types.push_back(tensorOf({m, n, n}, f32));         // logits
-  types.push_back(tensorOf({m, n, n}, f32));         // P
-  types.push_back(tensorOf({m, channelsOf(x, adaptor.getLayout())},
-                           elementTypeOf(x)));       // y
+  appendPreStepTypes(types, x, adaptor.getLayout(), inferTokens(x),
+                     adaptor.getN());
   return success();
 }
 

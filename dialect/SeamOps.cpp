@@ -129,17 +129,8 @@ LogicalResult PostPreOp::inferReturnTypes(MLIRContext *ctx,
   Value x = adaptor.getX();
   int64_t m =
       inferTokens({adaptor.getF(), adaptor.getPost(), x, adaptor.getP()});
-  int64_t n = adaptor.getN();
-  Type f32 = Float32Type::get(ctx);
-  types.push_back(withTokens(x, m));                 // x_next
-  types.push_back(tensorOf({m, numLogits(n)}, f32)); // h
-  types.push_back(tensorOf({m}, f32));               // ms
-  types.push_back(tensorOf({m, n}, f32));            // pre
-  types.push_back(tensorOf({m, n}, f32));            // post_next
-  types.push_back(tensorOf({m, n, n}, f32));         // logits
-  types.push_back(tensorOf({m, n, n}, f32));         // P_next
-  types.push_back(tensorOf({m, channelsOf(x, adaptor.getLayout())},
-                           elementTypeOf(x))); // y
+  types.push_back(withTokens(x, m)); // x_next, then the next layer's pre step
+  appendPreStepTypes(types, x, adaptor.getLayout(), m, adaptor.getN());
   return success();
 }
 

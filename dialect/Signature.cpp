@@ -356,3 +356,15 @@ LogicalResult mlir::mhc::checkAcc(Signature &sig, Value acc, Value x,
     return failure();
   return success();
 }
+
+void mlir::mhc::appendPreStepTypes(SmallVectorImpl<Type> &types, Value x,
+                                   Layout layout, int64_t m, int64_t n) {
+  Type f32 = Float32Type::get(x.getContext());
+  types.push_back(tensorOf({m, ::mhc::numLogits(n)}, f32)); // h
+  types.push_back(tensorOf({m}, f32));                      // ms
+  types.push_back(tensorOf({m, n}, f32));                   // pre
+  types.push_back(tensorOf({m, n}, f32));                   // post
+  types.push_back(tensorOf({m, n, n}, f32));                // logits
+  types.push_back(tensorOf({m, n, n}, f32));                // P
+  types.push_back(tensorOf({m, channelsOf(x, layout)}, elementTypeOf(x))); // y
+}

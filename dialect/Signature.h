@@ -89,6 +89,10 @@ int64_t inferTokens(ValueRange values);
 int64_t channelsOf(Value x, Layout layout);
 RankedTensorType tensorOf(ArrayRef<int64_t> shape, Type elementType);
 Type elementTypeOf(Value v);
+/// The pre step's result types for x's m tokens, in mhc.pre's order: h, ms,
+/// pre, post, logits, P (f32), y (x's element type).
+void appendPreStepTypes(SmallVectorImpl<Type> &types, Value x, Layout layout,
+                        int64_t m, int64_t n);
 
 /// Result types are compatible when shapes are (a static M may refine `?`)
 /// and element types are equal.
