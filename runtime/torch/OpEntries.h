@@ -40,6 +40,15 @@ PostPreBackwardSig post_pre_backward_ref, post_pre_backward_cuda;
 Checker checkProject(const char *op, const Tensor &x, const Tensor &phi,
                      const OptTensor &weight, int64_t n, Str layout);
 
+/// The pre step's outputs for a kernel to write (PreOps.cpp): y, post and P
+/// always, h, ms, pre and logits only when `save` (else the kernel leaves
+/// them in its workspace and they stay undefined).
+struct PreStepOutputs {
+  Tensor y, post, P, h, ms, pre, logits;
+};
+PreStepOutputs emptyPreStep(const Tensor &x, int64_t M, int64_t n, int64_t C,
+                            bool save);
+
 } // namespace mhc::ops
 
 #endif // MHC_TORCH_OPENTRIES_H

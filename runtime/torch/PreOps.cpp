@@ -55,7 +55,7 @@ PreOut preCuda(const Tensor &x, const Tensor &phi, const Tensor &alpha,
                double postMult, Str mode, int64_t iters, double eps, bool save) {
   Checker c = checkPre(x, phi, alpha, beta, weight, n, layout, normEps, preEps,
                        postMult, mode, iters, eps);
-  int64_t M = c.M, N = mhc::numLogits(n);
+  int64_t M = c.M;
   // One kernel spec has one parameter dtype: phi, alpha, beta and weight
   // of different dtypes run as the four ops (each has its own kernel).
   bool oneParamType = phi.scalar_type() == beta.scalar_type() &&
@@ -71,17 +71,7 @@ PreOut preCuda(const Tensor &x, const Tensor &phi, const Tensor &alpha,
     return preSteps(project_cuda, scale_cuda, sinkhorn_cuda, aggregate_cuda, x,
                     phi, alpha, beta, weight, n, layout, tf32, normEps, preEps,
                     postMult, mode, iters, eps);
-  auto mixing = x.options().dtype(mhc::ref::mixingType(x.scalar_type()));
-  Tensor y = at::empty({M, c.C}, x.options());
-  Tensor post = at::empty({M, n}, mixing);
-  Tensor P = at::empty({M, n, n}, mixing);
-  Tensor h, ms, pre, logits;
-  if (save) {
-    h = at::empty({M, N}, mixing);
-    ms = at::empty({M}, mixing);
-    pre = at::empty({M, n}, mixing);
-    logits = at::empty({M, n, n}, mixing);
-  }
+  auto [y, post, P, h, ms, pre, logits] = emptyPreStep(x, M, n, c.C, save);
   auto kept = [&](const Tensor &t) { return save ? &t : nullptr; };
   launch(*k, M, {{"x", &x}, {"phi", &phi}, {"weight", &w}, {"alpha", &alpha},
                  {"beta", &beta}, {"h", kept(h)}, {"ms", kept(ms)},
@@ -92,6 +82,22 @@ PreOut preCuda(const Tensor &x, const Tensor &phi, const Tensor &alpha,
 }
 
 } // namespace
+
+PreStepOutputs emptyPreStep(const Tensor &x, int64_t M, int64_t n, int64_t C,
+                            bool save) {
+  auto mixing = x.options().dtype(mhc::ref::mixingType(x.scalar_type()));
+  PreStepOutputs o;
+  o.y = at::empty({M, C}, x.options());
+  o.post = at::empty({M, n}, mixing);
+  o.P = at::empty({M, n, n}, mixing);
+  if (save) {
+    o.h = at::empty({M, mhc::numLogits(n)}, mixing);
+    o.ms = at::empty({M}, mixing);
+    o.pre = at::empty({M, n}, mixing);
+    o.logits = at::empty({M, n, n}, mixing);
+  }
+  return o;
+}
 
 PreOut pre_saved_ref(const Tensor &x, const Tensor &phi, const Tensor &alpha,
                      const Tensor &beta, const OptTensor &weight, int64_t n,

@@ -157,7 +157,7 @@ SeamGrads seamGradSteps(const Steps &s, const SeamGradArgs &t, const PreAttrs &a
 /// path computes them anyway).
 SeamOut seamCuda(const SeamArgs &t, const PreAttrs &a, bool save) {
   Checker c = checkSeam(t, a);
-  int64_t M = c.M, n = a.n, N = mhc::numLogits(n);
+  int64_t M = c.M, n = a.n;
   Tensor b = orUndefined(t.bias), w = orUndefined(t.weight);
   const mhc::rt::LoadedKernel *k = nullptr;
   if (oneParamType(t.phi, t.alpha, t.weight, t.bias)) {
@@ -169,18 +169,9 @@ SeamOut seamCuda(const SeamArgs &t, const PreAttrs &a, bool save) {
   }
   if (!k)
     return seamSteps(kCudaSteps, t, a, save);
-  auto mixing = t.x.options().dtype(mhc::ref::mixingType(t.x.scalar_type()));
   Tensor xNext = at::empty_like(t.x);
-  Tensor y = at::empty({M, c.C}, t.x.options());
-  Tensor postNext = at::empty({M, n}, mixing);
-  Tensor PNext = at::empty({M, n, n}, mixing);
-  Tensor h, ms, pre, logits;
-  if (save) {
-    h = at::empty({M, N}, mixing);
-    ms = at::empty({M}, mixing);
-    pre = at::empty({M, n}, mixing);
-    logits = at::empty({M, n, n}, mixing);
-  }
+  auto [y, postNext, PNext, h, ms, pre, logits] =
+      emptyPreStep(t.x, M, n, c.C, save);
   auto kept = [&](const Tensor &v) { return save ? &v : nullptr; };
   launch(*k, M,
          {{"f", &t.f}, {"post", &t.post}, {"x", &t.x}, {"P", &t.P},
