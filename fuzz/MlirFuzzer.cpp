@@ -93,6 +93,7 @@ extern "C" int LLVMFuzzerInitialize(int *, char ***) {
   registerCSEPass();
   mlir::mhc::registerExpandLayers();
   mlir::mhc::registerFusePre();
+  mlir::mhc::registerFuseLayers();
   mlir::mhc::registerSpecialize();
   mlir::mhc::registerReportKernels();
   return 0;
