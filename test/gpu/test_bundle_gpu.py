@@ -11,16 +11,10 @@ On the GPU machine: python3 -m pytest -q test/gpu/test_bundle_gpu.py
 (after test/gpu/setup-gpu.sh, which sets MHC_COMPILER).
 """
 
-import os
-import re
-import shutil
-import subprocess
-import sys
-
 import pytest
 import torch
 
-import mhc
+from bundle_env import hidden_env, jit_env, kernel_compiler, logged_specs, precompile, run_script
 
 assert torch.cuda.is_available(), "the GPU suite needs a GPU"
 
@@ -41,37 +35,18 @@ torch.cuda.synchronize()
 torch.save({"out": h.detach().cpu(), "grads": [p.grad.cpu() for p in params] + [x.grad.cpu()],
             "stats": mhc._C.stats()}, sys.argv[1])
 """
-SPEC_LINE = re.compile(r"^\[mhc\] \w+: kernel \S+ \[(.+)\]$", re.M)
-
-
-def run_model(path, dtype, env):
-    run = subprocess.run([sys.executable, "-c", MODEL, str(path), dtype], capture_output=True,
-                         text=True, env=env)
-    assert run.returncode == 0, run.stderr
-    return torch.load(path), run.stderr
 
 
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
 def test_model_runs_from_a_bundle_alone(tmp_path, dtype):
-    compiler = shutil.which(mhc._C.compiler())
-    assert compiler, "the GPU suite needs the kernel compiler (test/gpu/setup-gpu.sh sets MHC_COMPILER)"
-    base = {k: v for k, v in os.environ.items() if not k.startswith("MHC_")}
-    jit, log = run_model(tmp_path / "jit.pt", dtype, {**base, "MHC_COMPILER": compiler, "MHC_LOG": "1",
-                                                      "MHC_CACHE_DIR": str(tmp_path / "cache")})
-    specs = sorted(set(SPEC_LINE.findall(log)))
+    compiler = kernel_compiler()
+    jit, log = run_script(MODEL, tmp_path / "jit.pt", jit_env(tmp_path, compiler), dtype)
+    specs = logged_specs(log)
     assert specs and jit["stats"]["reference_calls"] == 0 and jit["stats"]["compiles"] == len(specs)
 
     bundle = tmp_path / "bundle"
-    args = [a for s in specs for a in ("--spec", s)]
-    pre = subprocess.run([sys.executable, "-m", "mhc", "precompile", *args, "-o", str(bundle),
-                          "--mhc-compile", compiler], capture_output=True, text=True)
-    assert pre.returncode == 0, pre.stdout + pre.stderr
-
-    blocker = tmp_path / "a-file"
-    blocker.write_text("")
-    hidden = {**base, "PATH": os.path.dirname(sys.executable), "MHC_COMPILER": str(tmp_path / "none"),
-              "MHC_CACHE_DIR": str(blocker / "cache"), "MHC_BUNDLE_PATH": str(bundle)}
-    aot, _ = run_model(tmp_path / "aot.pt", dtype, hidden)
+    precompile(specs, bundle, compiler)
+    aot, _ = run_script(MODEL, tmp_path / "aot.pt", hidden_env(tmp_path, bundle), dtype)
     s = aot["stats"]
     assert (s["compiles"], s["disk_hits"], s["reference_calls"]) == (0, 0, 0), s
     assert s["bundle_hits"] == len(specs) and s["kernel_calls"] == jit["stats"]["kernel_calls"], s

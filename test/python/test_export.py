@@ -34,7 +34,7 @@ def tool(name):
 
 
 class Attention(nn.Module):
-    def __init__(self):
+    def __init__(self, C=C):
         super().__init__()
         self.norm = nn.LayerNorm(C)
         self.attn = nn.MultiheadAttention(C, HEADS)
@@ -45,7 +45,7 @@ class Attention(nn.Module):
 
 
 class MLP(nn.Module):
-    def __init__(self):
+    def __init__(self, C=C):
         super().__init__()
         self.net = nn.Sequential(nn.LayerNorm(C), nn.Linear(C, 4 * C), nn.GELU(), nn.Linear(4 * C, C))
 
@@ -56,12 +56,14 @@ class MLP(nn.Module):
 class Transformer(nn.Module):
     """LAYERS layers of attention and MLP, each block inside mHC's residual
     streams: `stack` = HyperConnectionStack (the layer seams fused, mhc.post_pre),
-    else a HyperConnection per block (the per-layer path: pre, block, post)."""
+    else a HyperConnection per block (the per-layer path: pre, block, post).
+    C is the residual width (test/gpu/test_model_bundle_gpu.py trains it wider)."""
 
-    def __init__(self, stack, **options):
+    def __init__(self, stack, C=C, **options):
         super().__init__()
+        self.C = C
         self.embed = nn.Embedding(VOCAB, C)
-        blocks = [b for _ in range(LAYERS) for b in (Attention(), MLP())]
+        blocks = [b for _ in range(LAYERS) for b in (Attention(C), MLP(C))]
         if stack:
             self.stack = mhc.HyperConnectionStack(blocks, N, C, **options)
         else:
@@ -72,7 +74,7 @@ class Transformer(nn.Module):
 
     def forward(self, ids):  # ids: [S, B]
         e = self.embed(ids)
-        x = e.unsqueeze(-2).expand(*e.shape[:-1], N, C).contiguous()  # n copies: [S, B, n, C]
+        x = e.unsqueeze(-2).expand(*e.shape[:-1], N, self.C).contiguous()  # n copies: [S, B, n, C]
         if hasattr(self, "stack"):
             x = self.stack(x)
         else:
