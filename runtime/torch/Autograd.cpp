@@ -35,10 +35,11 @@ struct Project : torch::autograd::Function<Project> {
     auto s = ctx->get_saved_variables();
     int64_t n = ctx->saved_data["n"].toInt();
     std::string layout = ctx->saved_data["layout"].toStringRef();
-    int64_t M = s[0].size(0), N = mhc::numLogits(n);
+    // Symbolic sizes: under torch.compile a dynamic M stays dynamic.
+    c10::SymInt M = s[0].sym_size(0), N = mhc::numLogits(n);
     auto mixing = s[0].options().dtype(mhc::ref::mixingType(s[0].scalar_type()));
-    Tensor gh = g[0].defined() ? g[0].contiguous() : at::zeros({M, N}, mixing);
-    Tensor gms = g[1].defined() ? g[1].contiguous() : at::zeros({M}, mixing);
+    Tensor gh = g[0].defined() ? g[0].contiguous() : at::zeros_symint({M, N}, mixing);
+    Tensor gms = g[1].defined() ? g[1].contiguous() : at::zeros_symint({M}, mixing);
     auto [gx, gphi, gw] = projectBackwardOp().call(gh, gms, s[0], s[1], opt(s[2]), n, layout,
                                    ctx->saved_data["tf32"].toBool(), std::nullopt);
     return {gx, gphi, s[2].defined() ? gw : Tensor(), Tensor(), Tensor(), Tensor()};
@@ -156,8 +157,9 @@ struct Pre : torch::autograd::Function<Pre> {
     auto e = ctx->saved_data["scale"].toDoubleVector();
     Tensor gy = g[0].defined()
                     ? g[0].contiguous()
-                    : at::zeros({x.size(0), x.size(layout == "nc" ? 2 : 1)},
-                                x.options());
+                    : at::zeros_symint({x.sym_size(0),
+                                        x.sym_size(layout == "nc" ? 2 : 1)},
+                                       x.options());
     auto [gxAggregate, gpre] =
         aggregateBackwardOp().call(gy, x, pre, n, layout, std::nullopt);
     Tensor glogits = sinkhornBackwardOp().call(

@@ -244,18 +244,23 @@ def test_a_write_in_place_inside_the_chain_stops_it():
 def test_pre_step_rule(n, M, dynamic, fuses):
     """mhc._C.pre_step_fuses at a static M; a dynamic M fuses for n <= 4 only
     (--mhc-fuse-pre's rule): unfused, the model keeps all its ops. A dynamic M
-    runs in inference: the separate ops' C++ backward reads M as a number
-    (Autograd.cpp), which would make it static."""
+    stays dynamic through training: the C++ backward's sizes are symbolic
+    (Autograd.cpp), so a second M reuses the graph and mark_dynamic holds."""
     assert mhc._C.pre_step_fuses(n, M) == (M <= 512 or n <= 4)
     torch.manual_seed(4)
     model, x = PerOpModel(L=2, n=n, C=8), _streams(M, n, 8, "nc")
     if dynamic:
         torch._dynamo.reset()
         mhc.reset_compile_stats()
-        torch._dynamo.mark_dynamic(x, 0)
-        with torch.no_grad():
-            _check_close([torch.compile(model, fullgraph=True, backend=mhc.compile_backend("aot_eager"))(x)],
-                         [model(x)])
+        compiled = torch.compile(model, fullgraph=True, backend=mhc.compile_backend("aot_eager"))
+        for tokens in (M, M + 16):  # a second M: no recompile, no specialisation
+            x = _streams(tokens, n, 8, "nc").requires_grad_()
+            torch._dynamo.mark_dynamic(x, 0)
+            xe = x.detach().clone().requires_grad_()
+            got, want = compiled(x), model(xe)
+            got.float().square().sum().backward()
+            want.float().square().sum().backward()
+            _check_close([got, x.grad], [want, xe.grad])
         stats = mhc.compile_stats()
     else:
         stats, _ = _compare(model, x)
