@@ -42,6 +42,7 @@
 
 #include "builder/BulkRing.h"
 #include "builder/Streams.h"
+#include "kernels/project/ForwardStagedPlan.h"
 #include "kernels/project/Fragments.h"
 #include "kernels/project/Project.h"
 
@@ -56,105 +57,6 @@ using ::mhc::BufferRole;
 using ::mhc::DType;
 
 namespace {
-
-constexpr int kWarps = 8;
-constexpr int64_t kStages = 3;
-
-/// How a spec's staged forward is tiled, fixed before anything is emitted:
-/// SQ k-steps of 16 columns per chunk, P bf16 parts of phi w, the tiles of
-/// a warp, the blocks per SM and the split over K.
-struct StagedPlan {
-  int64_t N, K;
-  int64_t sq, parts, nTiles;
-  int blocksPerSM;
-  int64_t mTiles = 1; // m-tiles (16 tokens each) per warp
-  /// Warpgroup products (sm_90a): each group of four warps multiplies
-  /// m-tiles of 64 tokens by B straight from the ring.
-  bool wgmma = false;
-  bool precise, hasWeight;
-  /// The layer seam's expand (buildProjectForwardExpand): x is layer l's,
-  /// and the partial computes x_next = P^T x + post (f + bias) where it
-  /// loads x, stores it and multiplies it instead.
-  bool expand = false, hasBias = false;
-  int64_t n = 0, C = 0;
-  ::mhc::SplitRule split;
-  int64_t chunk() const { return 16 * sq; }
-  int64_t chunks() const { return K / chunk(); }
-  int64_t pairs() const { return sq / 2; }
-  /// Bytes of packed B per chunk: (sq / 2) pairs x parts x n-tiles x 512.
-  int64_t chunkBytes() const { return (sq / 2) * parts * nTiles * 512; }
-  int64_t tokensPerBlock() const { return 16 * mTiles * kWarps; }
-  /// A call with one token block (M <= tokensPerBlock: a decode step, a
-  /// small batch) reads each chunk of phi w in one block only, so the
-  /// mma.sync path's partial launch splits it there itself and the pack
-  /// launch is skipped: one launch fewer, and launches are most of what a
-  /// call that small costs.
-  bool inlineSplit() const { return !wgmma; }
-  /// x is loaded a chunk ahead (see planStaged).
-  bool prefetch() const { return mTiles > 1; }
-  /// The accumulators: 4 per (m-tile, n-tile).
-  int64_t accs() const { return 4 * mTiles * nTiles; }
-};
-
-/// The registers' part of the plan: blocks per SM, m-tiles per warp and
-/// whether wgmma multiplies.
-void planStagedRegisters(const KernelContext &ctx, StagedPlan &s) {
-  // A pair of k-steps holds the accumulators (twice in precise mode) and
-  // B's words (parts x n-tiles x 4) in registers: two blocks per SM (128
-  // registers) while they stay near 64, else one block (255 registers)
-  // with all the shared memory for its ring (two blocks spill at n = 8).
-  int64_t live = 4 * s.nTiles * (ctx.spec.tf32 ? 1 : 2) + 4 * s.parts * s.nTiles;
-  s.blocksPerSM = live <= 64 ? 2 : 1;
-  if (s.blocksPerSM == 1) // (the x of 4 pairs would spill at n = 8)
-    s.sq = 4;
-  // With one block (eight warps) per SM and the tf32 mode's two parts, a
-  // warp takes two m-tiles (32 tokens): each B word read from shared memory
-  // feeds two mma's, and the next chunk's x is loaded while this chunk's
-  // mma's run (carried in the loop's values; 250 registers at n = 8, no
-  // spill); the alternatives measured slower (docs/design/project.md). The
-  // precise mode's fp32 totals would pass the register file.
-  if (s.blocksPerSM == 1 && ctx.spec.tf32)
-    s.mTiles = 2;
-  // On sm_90a these specs multiply with wgmma instead (mma.sync's issue
-  // rate bounds n = 8): B goes from the ring to the tensor cores without
-  // passing through registers, and a product covers 64 tokens x N. That
-  // frees the registers for 128-column chunks, each token row read 256
-  // bytes at a time, which leaves the launch bound by its memory path.
-  s.wgmma = s.mTiles > 1 && ctx.spec.arch == "sm_90a" && s.nTiles * 8 <= 256;
-  if (s.wgmma)
-    s.sq = 8;
-}
-
-std::optional<StagedPlan> planStaged(const KernelContext &ctx) {
-  // Bulk copies and expect-tx mbarriers need sm_90.
-  if (ctx.spec.act != DType::BF16 || ctx.spec.arch == "sm_80")
-    return std::nullopt;
-  StagedPlan s;
-  s.N = ctx.N();
-  s.K = ctx.K();
-  s.sq = 8;
-  s.parts = ctx.spec.tf32 ? 2 : 3;
-  s.nTiles = (s.N + 7) / 8;
-  s.precise = !ctx.spec.tf32;
-  s.hasWeight = ctx.spec.hasWeight;
-  planStagedRegisters(ctx, s);
-  // The widest chunk whose ring of kStages buffers fits a block's share of
-  // the shared memory.
-  int64_t ringBytes =
-      (LaunchBuilder::sharedLimit(ctx.spec.arch) - 2048) / s.blocksPerSM;
-  while (s.sq >= 2 &&
-         !(s.K % s.chunk() == 0 && kStages * s.chunkBytes() <= ringBytes))
-    s.sq /= 2;
-  if (s.sq < 2)
-    return std::nullopt;
-  s.split = {s.tokensPerBlock(), ctx.persistentBlocks(),
-             std::min<int64_t>(64, s.chunks())};
-  // S fills the waves of the flagship's SMs: a partial last wave runs its
-  // blocks on few SMs at a fraction of the bandwidth
-  // (docs/design/project.md).
-  s.split.waveSlots = ctx.smCount() * s.blocksPerSM;
-  return s;
-}
 
 /// The four 32-bit words of a 16-byte vector (two bf16 each, low half
 /// first: the register layout of mma fragments).

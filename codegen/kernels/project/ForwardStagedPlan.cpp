@@ -1,0 +1,75 @@
+//===- ForwardStagedPlan.cpp - the staged forward's plan -------------------===//
+
+#include "kernels/project/ForwardStagedPlan.h"
+
+#include "builder/LaunchBuilder.h"
+
+#include <algorithm>
+
+using namespace mlir;
+using namespace mlir::mhc;
+using ::mhc::DType;
+
+namespace {
+
+/// The registers' part of the plan: blocks per SM, m-tiles per warp and
+/// whether wgmma multiplies.
+void planStagedRegisters(const KernelContext &ctx, StagedPlan &s) {
+  // A pair of k-steps holds the accumulators (twice in precise mode) and
+  // B's words (parts x n-tiles x 4) in registers: two blocks per SM (128
+  // registers) while they stay near 64, else one block (255 registers)
+  // with all the shared memory for its ring (two blocks spill at n = 8).
+  int64_t live = 4 * s.nTiles * (ctx.spec.tf32 ? 1 : 2) + 4 * s.parts * s.nTiles;
+  s.blocksPerSM = live <= 64 ? 2 : 1;
+  if (s.blocksPerSM == 1) // (the x of 4 pairs would spill at n = 8)
+    s.sq = 4;
+  // With one block (eight warps) per SM and the tf32 mode's two parts, a
+  // warp takes two m-tiles (32 tokens): each B word read from shared memory
+  // feeds two mma's, and the next chunk's x is loaded while this chunk's
+  // mma's run (carried in the loop's values; 250 registers at n = 8, no
+  // spill); the alternatives measured slower (docs/design/project.md). The
+  // precise mode's fp32 totals would pass the register file.
+  if (s.blocksPerSM == 1 && ctx.spec.tf32)
+    s.mTiles = 2;
+  // On sm_90a these specs multiply with wgmma instead (mma.sync's issue
+  // rate bounds n = 8): B goes from the ring to the tensor cores without
+  // passing through registers, and a product covers 64 tokens x N. That
+  // frees the registers for 128-column chunks, each token row read 256
+  // bytes at a time, which leaves the launch bound by its memory path.
+  s.wgmma = s.mTiles > 1 && ctx.spec.arch == "sm_90a" && s.nTiles * 8 <= 256;
+  if (s.wgmma)
+    s.sq = 8;
+}
+
+} // namespace
+
+std::optional<StagedPlan> mlir::mhc::planStaged(const KernelContext &ctx) {
+  // Bulk copies and expect-tx mbarriers need sm_90.
+  if (ctx.spec.act != DType::BF16 || ctx.spec.arch == "sm_80")
+    return std::nullopt;
+  StagedPlan s;
+  s.N = ctx.N();
+  s.K = ctx.K();
+  s.sq = 8;
+  s.parts = ctx.spec.tf32 ? 2 : 3;
+  s.nTiles = (s.N + 7) / 8;
+  s.precise = !ctx.spec.tf32;
+  s.hasWeight = ctx.spec.hasWeight;
+  planStagedRegisters(ctx, s);
+  // The widest chunk whose ring of kStages buffers fits a block's share of
+  // the shared memory.
+  int64_t ringBytes =
+      (LaunchBuilder::sharedLimit(ctx.spec.arch) - 2048) / s.blocksPerSM;
+  while (s.sq >= 2 &&
+         !(s.K % s.chunk() == 0 && kStages * s.chunkBytes() <= ringBytes))
+    s.sq /= 2;
+  if (s.sq < 2)
+    return std::nullopt;
+  s.split = {s.tokensPerBlock(), ctx.persistentBlocks(),
+             std::min<int64_t>(64, s.chunks())};
+  // S fills the waves of the flagship's SMs: a partial last wave runs its
+  // blocks on few SMs at a fraction of the bandwidth
+  // (docs/design/project.md).
+  s.split.waveSlots = ctx.smCount() * s.blocksPerSM;
+  return s;
+}

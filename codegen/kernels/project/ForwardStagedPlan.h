@@ -1,0 +1,63 @@
+//===- ForwardStagedPlan.h - the staged forward's plan -----------*- C++ -*-===//
+//
+// Everything about the staged projection forward (ForwardStaged.cpp) that
+// is a constant of the spec: chunk width, bf16 parts, tiles, blocks per SM,
+// the split over K, computed apart from the IR emitted from it.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MHC_CODEGEN_KERNELS_PROJECT_FORWARDSTAGEDPLAN_H
+#define MHC_CODEGEN_KERNELS_PROJECT_FORWARDSTAGEDPLAN_H
+
+#include "builder/KernelContext.h"
+
+#include <optional>
+
+namespace mlir::mhc {
+
+constexpr int kWarps = 8;
+constexpr int64_t kStages = 3;
+
+/// How a spec's staged forward is tiled, fixed before anything is emitted:
+/// SQ k-steps of 16 columns per chunk, P bf16 parts of phi w, the tiles of
+/// a warp, the blocks per SM and the split over K.
+struct StagedPlan {
+  int64_t N, K;
+  int64_t sq, parts, nTiles;
+  int blocksPerSM;
+  int64_t mTiles = 1; // m-tiles (16 tokens each) per warp
+  /// Warpgroup products (sm_90a): each group of four warps multiplies
+  /// m-tiles of 64 tokens by B straight from the ring.
+  bool wgmma = false;
+  bool precise, hasWeight;
+  /// The layer seam's expand (buildProjectForwardExpand): x is layer l's,
+  /// and the partial computes x_next = P^T x + post (f + bias) where it
+  /// loads x, stores it and multiplies it instead.
+  bool expand = false, hasBias = false;
+  int64_t n = 0, C = 0;
+  ::mhc::SplitRule split;
+  int64_t chunk() const { return 16 * sq; }
+  int64_t chunks() const { return K / chunk(); }
+  int64_t pairs() const { return sq / 2; }
+  /// Bytes of packed B per chunk: (sq / 2) pairs x parts x n-tiles x 512.
+  int64_t chunkBytes() const { return (sq / 2) * parts * nTiles * 512; }
+  int64_t tokensPerBlock() const { return 16 * mTiles * kWarps; }
+  /// A call with one token block (M <= tokensPerBlock: a decode step, a
+  /// small batch) reads each chunk of phi w in one block only, so the
+  /// mma.sync path's partial launch splits it there itself and the pack
+  /// launch is skipped: one launch fewer, and launches are most of what a
+  /// call that small costs.
+  bool inlineSplit() const { return !wgmma; }
+  /// x is loaded a chunk ahead (see planStaged).
+  bool prefetch() const { return mTiles > 1; }
+  /// The accumulators: 4 per (m-tile, n-tile).
+  int64_t accs() const { return 4 * mTiles * nTiles; }
+};
+
+/// The plan of a spec the staged forward serves (bf16 x on sm_90+ whose
+/// chunks fit the shared memory), else nullopt.
+std::optional<StagedPlan> planStaged(const KernelContext &ctx);
+
+} // namespace mlir::mhc
+
+#endif // MHC_CODEGEN_KERNELS_PROJECT_FORWARDSTAGEDPLAN_H
