@@ -139,13 +139,7 @@ struct Pre : torch::autograd::Function<Pre> {
     // shapes and dtypes of x's channels and of pre.
     ctx->save_for_backward({x, phi, alpha, beta, weight.value_or(Tensor()), h,
                             ms, pre, logits});
-    ctx->saved_data["n"] = n;
-    ctx->saved_data["layout"] = layout;
-    ctx->saved_data["tf32"] = tf32;
-    ctx->saved_data["scale"] = std::vector<double>{normEps, preEps, postMult};
-    ctx->saved_data["mode"] = mode;
-    ctx->saved_data["iters"] = iters;
-    ctx->saved_data["eps"] = eps;
+    saveAttrs(ctx, n, layout, tf32, normEps, preEps, postMult, mode, iters, eps);
     return {y, post, P};
   }
   static variable_list backward(AutogradContext *ctx, variable_list g) {

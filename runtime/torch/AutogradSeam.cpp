@@ -15,19 +15,6 @@ using namespace mhc::ops;
 
 namespace {
 
-/// The pre step's attributes as a node keeps them.
-void saveAttrs(AutogradContext *ctx, int64_t n, const std::string &layout,
-               bool tf32, double normEps, double preEps, double postMult,
-               const std::string &mode, int64_t iters, double eps) {
-  ctx->saved_data["n"] = n;
-  ctx->saved_data["layout"] = layout;
-  ctx->saved_data["tf32"] = tf32;
-  ctx->saved_data["scale"] = std::vector<double>{normEps, preEps, postMult};
-  ctx->saved_data["mode"] = mode;
-  ctx->saved_data["iters"] = iters;
-  ctx->saved_data["eps"] = eps;
-}
-
 struct PostPre : torch::autograd::Function<PostPre> {
   static variable_list forward(AutogradContext *ctx, Tensor f, Tensor post,
                                Tensor x, Tensor P, OptTensor bias, Tensor phi,

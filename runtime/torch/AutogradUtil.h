@@ -51,6 +51,20 @@ inline bool noGraph(std::initializer_list<const Tensor *> inputs) {
   return true;
 }
 
+/// The pre step's attributes as a node keeps them (the Pre and PostPre
+/// nodes; their backward reads these keys).
+inline void saveAttrs(AutogradContext *ctx, int64_t n, const std::string &layout,
+                      bool tf32, double normEps, double preEps, double postMult,
+                      const std::string &mode, int64_t iters, double eps) {
+  ctx->saved_data["n"] = n;
+  ctx->saved_data["layout"] = layout;
+  ctx->saved_data["tf32"] = tf32;
+  ctx->saved_data["scale"] = std::vector<double>{normEps, preEps, postMult};
+  ctx->saved_data["mode"] = mode;
+  ctx->saved_data["iters"] = iters;
+  ctx->saved_data["eps"] = eps;
+}
+
 inline variable_list listOf(const Tensor &t) { return {t}; }
 template <typename... T> variable_list listOf(const std::tuple<T...> &t) {
   return std::apply([](const auto &...v) { return variable_list{v...}; }, t);
