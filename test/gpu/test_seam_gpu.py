@@ -345,6 +345,9 @@ def test_fused_backward_is_the_composed_chain(cfg):
     assert after["reference_calls"] == before["reference_calls"], (before, after)
     names = ("gx", "gf", "gpost", "gP", "gbias", "gphi", "galpha", "gbeta", "gweight")
     for name, u, v in zip(names, grads, composed_backward(cfg, t, saved, gouts)):
+        if v.numel() == 0:  # gbias without bias, gweight without weight
+            assert u.numel() == 0, name
+            continue
         assert u.shape == v.shape and u.dtype == v.dtype, name
         assert torch.equal(u, v), f"{name} differs from the separate ops' ({cfg})"
     want, kappa = backward64(cfg, t, saved, gouts)
