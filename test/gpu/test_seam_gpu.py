@@ -1,6 +1,8 @@
 """The GPU suite of the layer seam (docs/design/seam.md): torch.ops.mhc.post_pre
 and its gradient on CUDA against float64 SPEC.md, run to run bitwise, against
-the unfused ops (mhc.post then mhc.pre), through mhc.HyperConnectionStack
+the unfused ops (mhc.post then mhc.pre), the seam's gradient bitwise against
+the separate backward ops it replaces (the flagship's fused backward, and
+the composition elsewhere), through mhc.HyperConnectionStack
 (determinism, torch.compile, CUDA-graph capture of a training step), and the
 path taken: where codegen generates the seam's kernels (post_pre.fwd / .bwd)
 no call may fall back to the reference.
