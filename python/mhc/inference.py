@@ -43,10 +43,19 @@ def _outs(fn, out):
     """out as the tuple of tensors `fn` writes (its names in the message when it is not)."""
     names = _OUT_NAMES[fn]
     if isinstance(out, (tuple, list)) and len(out) == len(names):
-        return out
+        return tuple(out)
     got = f"a {type(out).__name__} of {len(out)}" if isinstance(out, (tuple, list)) else type(out).__name__
     raise TypeError(f"mhc.inference.{fn}: argument 'out' must be a tuple ({', '.join(names)}), e.g. from "
                     f"mhc.inference.empty_{fn}(x); got {got}")
+
+
+def _options(norm_eps, pre_eps, post_mult, iters, eps):
+    """(norm_eps, pre_eps, post_mult), iters, eps checked as mhc.ops does; the common types without a call
+    per value (this runs on every call of an engine's step)."""
+    if type(norm_eps) is float and type(pre_eps) is float and type(post_mult) is float and type(iters) is int \
+            and type(eps) is float:
+        return (norm_eps, pre_eps, post_mult), iters, eps
+    return (_scale_args(norm_eps, pre_eps, post_mult), *_sinkhorn_args(iters, eps))
 
 
 def _tokens(fn, x, layout):
@@ -85,11 +94,14 @@ def post_pre(f, post, x, P, phi, alpha, beta, weight=None, bias=None, *, out, la
     mhc.post_pre's arguments and results: x_next = P^T x + post (f + bias) with layer l's f, post, x, P,
     bias, and (y, post_next, P_next) = pre(x_next) with layer l+1's phi, alpha, beta, weight and options.
     """
-    x_next, y, post_next, P_next = _outs("post_pre", out)
-    scale_args, (iters, eps) = _scale_args(norm_eps, pre_eps, post_mult), _sinkhorn_args(iters, eps)
+    if type(out) is not tuple or len(out) != 4:
+        out = _outs("post_pre", out)
+    x_next, y, post_next, P_next = out
+    scale_args, iters, eps = _options(norm_eps, pre_eps, post_mult, iters, eps)
     if isinstance(x, torch.Tensor) and x.dim() == 3 and layout in ("nc", "cn"):
-        done = _eager(_C.post_pre_out, (f, post, x, P, phi, alpha, beta, weight, bias, *out), f, post, x, P, bias,
-                      phi, alpha, beta, weight, layout, bool(tf32), *scale_args, mode, iters, eps, *out)
+        done = _eager(_C.post_pre_out, (f, post, x, P, phi, alpha, beta, weight, bias, x_next, y, post_next, P_next),
+                      f, post, x, P, bias, phi, alpha, beta, weight, layout, bool(tf32), *scale_args, mode, iters, eps,
+                      x_next, y, post_next, P_next)
         if done is not _TORCH_OPS:
             return out
     M, n, C = _tokens("post_pre", x, layout)
@@ -101,11 +113,13 @@ def post_pre(f, post, x, P, phi, alpha, beta, weight=None, bias=None, *, out, la
 def pre(x, phi, alpha, beta, weight=None, *, out, layout="nc", tf32=False, norm_eps=1e-6, pre_eps=1e-6,
         post_mult=2.0, mode="softmax_eps", iters=20, eps=1e-6):
     """The first layer's pre step into out = (y, post, P); returns out (mhc.pre's arguments and results)."""
-    y, post_w, P = _outs("pre", out)
-    scale_args, (iters, eps) = _scale_args(norm_eps, pre_eps, post_mult), _sinkhorn_args(iters, eps)
+    if type(out) is not tuple or len(out) != 3:
+        out = _outs("pre", out)
+    y, post_w, P = out
+    scale_args, iters, eps = _options(norm_eps, pre_eps, post_mult, iters, eps)
     if isinstance(x, torch.Tensor) and x.dim() == 3 and layout in ("nc", "cn"):
-        done = _eager(_C.pre_out, (x, phi, alpha, beta, weight, *out), x, phi, alpha, beta, weight, layout,
-                      bool(tf32), *scale_args, mode, iters, eps, *out)
+        done = _eager(_C.pre_out, (x, phi, alpha, beta, weight, y, post_w, P), x, phi, alpha, beta, weight, layout,
+                      bool(tf32), *scale_args, mode, iters, eps, y, post_w, P)
         if done is not _TORCH_OPS:
             return out
     M, n, C = _tokens("pre", x, layout)

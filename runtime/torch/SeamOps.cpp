@@ -88,7 +88,10 @@ bool seamKernel(mhc::KernelSpec spec, const Tensor &x, int64_t M) {
   if (!mhc::preStepFuses(spec.n, M))
     return false;
   try {
-    spec.arch = mhc::rt::Runtime::get().archOf(x.get_device());
+    auto &rt = mhc::rt::Runtime::get();
+    spec.arch = rt.archOf(x.get_device());
+    if (rt.loadedKernel(spec, x.get_device()))
+      return true; // (it was supported when it was loaded)
   } catch (const mhc::rt::Error &) {
     return false; // (the separate ops' select() names the reason)
   }
