@@ -2,7 +2,9 @@
 //
 // project -> scale -> sinkhorn -> aggregate: on CUDA one fused kernel where
 // mhc::preStepFuses says so (the rule mhc-fuse-pre follows too), else the
-// four ops one after the other, which is also the CPU path.
+// four ops one after the other, which is also the CPU path. Up to
+// mhc::kOneLaunchMaxTokens tokens the fused kernel is the one-launch
+// variant (forTokens).
 //
 //===----------------------------------------------------------------------===//
 
@@ -63,8 +65,9 @@ PreOut preCuda(const Tensor &x, const Tensor &phi, const Tensor &alpha,
   const mhc::rt::LoadedKernel *k = nullptr;
   Tensor w = orUndefined(weight);
   if (oneParamType && mhc::preStepFuses(n, M)) {
-    auto spec = preSpec(n, x, layout, c.C, phi, weight, tf32, normEps, preEps,
-                        postMult, mode, iters, eps);
+    auto spec = forTokens(preSpec(n, x, layout, c.C, phi, weight, tf32, normEps,
+                                  preEps, postMult, mode, iters, eps),
+                          M);
     k = select("pre", spec, {&x, &phi, &w, &alpha, &beta}, M);
   }
   if (!k)

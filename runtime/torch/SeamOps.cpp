@@ -161,8 +161,9 @@ SeamOut seamCuda(const SeamArgs &t, const PreAttrs &a, bool save) {
   Tensor b = orUndefined(t.bias), w = orUndefined(t.weight);
   const mhc::rt::LoadedKernel *k = nullptr;
   if (oneParamType(t.phi, t.alpha, t.weight, t.bias)) {
-    auto spec = postPreSpec(mhc::Direction::Forward, a, t.x, c.C, t.phi,
-                            t.weight, t.bias);
+    auto spec = forTokens(postPreSpec(mhc::Direction::Forward, a, t.x, c.C,
+                                      t.phi, t.weight, t.bias),
+                          M);
     if (seamKernel(spec, t.x, M))
       k = select("post_pre", spec,
                  {&t.x, &t.f, &t.post, &t.P, &b, &t.phi, &t.alpha, &t.beta, &w}, M);
