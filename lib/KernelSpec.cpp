@@ -44,6 +44,23 @@ bool isSupportedArch(std::string_view arch) {
   return arch == "sm_80" || arch == "sm_90a" || arch == "sm_100a";
 }
 
+int64_t flagshipSMs(std::string_view arch) {
+  if (arch == "sm_80")
+    return 108;
+  if (arch == "sm_100a")
+    return 148;
+  return 132;
+}
+
+int64_t oneLaunchBlocks(const KernelSpec &s) {
+  return std::max<int64_t>(1, std::min<int64_t>(flagshipSMs(s.arch), s.channels));
+}
+
+int64_t oneLaunchSliceBytes(const KernelSpec &s) {
+  int64_t G = oneLaunchBlocks(s);
+  return 4 * s.n * ((s.channels + G - 1) / G);
+}
+
 bool KernelSpec::usesActivations() const {
   return op == OpKind::Project || op == OpKind::Aggregate ||
          op == OpKind::ExpandCombine || op == OpKind::Pre ||
@@ -69,6 +86,11 @@ bool KernelSpec::acceptsAcc() const {
   return dir == Direction::Backward &&
          (op == OpKind::Aggregate || op == OpKind::Project ||
           op == OpKind::ExpandCombine);
+}
+
+bool KernelSpec::acceptsCooperative() const {
+  return dir == Direction::Forward &&
+         (op == OpKind::Pre || op == OpKind::PostPre);
 }
 
 static std::string formatFloat(float v) {
@@ -116,6 +138,8 @@ std::string KernelSpec::canonical() const {
     add("bias", hasBias ? "1" : "0");
   if (acc)
     add("acc", "1");
+  if (cooperative)
+    add("coop", "1");
   add("arch", arch);
   return s;
 }
@@ -155,7 +179,7 @@ uint64_t KernelSpec::structuralHash() const {
   mix(static_cast<uint64_t>(layout));
   mix(static_cast<uint64_t>(channels));
   mix((tf32 ? 1u : 0u) | (hasWeight ? 2u : 0u) | (hasBias ? 4u : 0u) |
-      (acc ? 8u : 0u));
+      (acc ? 8u : 0u) | (cooperative ? 16u : 0u));
   mix(bits(normEps));
   mix(bits(preEps));
   mix(bits(postMult));
@@ -268,6 +292,7 @@ std::optional<KernelSpec> KernelSpec::parse(std::string_view text,
   if (take("weight", v)) ok &= parseBool(v, spec.hasWeight);
   if (take("bias", v)) ok &= parseBool(v, spec.hasBias);
   if (take("acc", v)) ok &= parseBool(v, spec.acc);
+  if (take("coop", v)) ok &= parseBool(v, spec.cooperative);
   if (take("norm_eps", v)) ok &= parseFloat(v, spec.normEps);
   if (take("pre_eps", v)) ok &= parseFloat(v, spec.preEps);
   if (take("post_mult", v)) ok &= parseFloat(v, spec.postMult);
@@ -317,6 +342,10 @@ std::string invalidReason(const KernelSpec &s) {
     r = std::string("acc is only a field of the backward of aggregate, "
                     "project and expand_combine, not of ") +
         toString(s.op) + "." + toString(s.dir);
+  if (r.empty() && s.cooperative && !s.acceptsCooperative())
+    r = std::string("coop is only a field of the forward of pre and "
+                    "post_pre, not of ") +
+        toString(s.op) + "." + toString(s.dir);
   if (r.empty() && sinkhorn)
     r = outOfRange("iters", s.iters, 1, kMaxSinkhornIters);
   if (r.empty() && sinkhorn && s.mode == SinkhornMode::SoftmaxEps)
@@ -355,6 +384,11 @@ std::string unsupportedReason(const KernelSpec &s) {
     }
   if (s.usesProjectFields() && (s.n * s.channels) % 8 != 0)
     return "the projection kernel needs K = n*C to be a multiple of 8";
+  if (s.cooperative && oneLaunchSliceBytes(s) > kOneLaunchMaxSliceBytes)
+    return "the one-launch forward keeps a token's x_next slice of " +
+           std::to_string(oneLaunchSliceBytes(s)) +
+           " bytes in shared memory; at most " +
+           std::to_string(kOneLaunchMaxSliceBytes);
   if (s.op == OpKind::Sinkhorn && s.dir == Direction::Backward) {
     int64_t floats = sinkhornHistoryFloats(s);
     int64_t most = kSinkhornHistoryBytes / (4 * 32);
@@ -371,6 +405,7 @@ std::vector<KernelSpec> postPreParts(const KernelSpec &seam) {
     KernelSpec p = seam;
     p.op = op;
     p.acc = acc;
+    p.cooperative = false; // the parts are the multi-launch path's
     return p;
   };
   if (seam.dir == Direction::Forward)

@@ -100,7 +100,10 @@ std::string Manifest::toJson() const {
        << ", \"items_per_block\": " << l.grid.itemsPerBlock;
     if (l.grid.minTokens > 0) // (omitted when 0: most launches)
       os << ", \"min_tokens\": " << l.grid.minTokens;
-    os << "}, \"dynamic_shared_bytes\": " << l.dynamicSharedBytes
+    os << "}, \"dynamic_shared_bytes\": " << l.dynamicSharedBytes;
+    if (l.cooperative) // (omitted when false: most launches)
+      os << ", \"cooperative\": true";
+    os
        << ", \"resources\": {\"registers\": " << l.resources.registers
        << ", \"spill_stores\": " << l.resources.spillStores
        << ", \"spill_loads\": " << l.resources.spillLoads
@@ -296,7 +299,7 @@ void readParams(Reader &r, const json::Value *launch, const std::string &path,
     std::string name = element(field(path, "params"), i);
     std::string p = r.text(params[i], name, 1, limits::kMaxNameLength + 8, isPrintable);
     d.params.push_back(p);
-    if (p.empty() || p == "M" || p == "S")
+    if (p.empty() || p == "M" || p == "S" || p == kSyncParam)
       continue;
     const char *tmap = tensorMapBuffer(p);
     const BufferDesc *b = m.buffer(tmap ? tmap : p);
@@ -364,6 +367,8 @@ void readLaunches(Reader &r, const json::Value &root, Manifest &out) {
     readGrid(r, l, path, d.grid);
     d.dynamicSharedBytes =
         r.integer(l, path, "dynamic_shared_bytes", limits::kDynamicSharedBytes);
+    if (l->get("cooperative"))
+      d.cooperative = r.boolean(l, path, "cooperative");
     out.launches.push_back(d);
   }
 }

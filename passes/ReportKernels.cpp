@@ -37,6 +37,9 @@ struct ReportKernelsPass : mlir::mhc::impl::ReportKernelsBase<ReportKernelsPass>
       ++use.ops;
       if (auto reason = op->getAttrOfType<StringAttr>(kFallbackAttrName))
         use.fallback = reason.str();
+      // A dynamic M's one-launch kernel (the runtime's choice at small M).
+      if (auto coop = op->getAttrOfType<KernelSpecAttr>(kOneLaunchSpecAttrName))
+        ++kernels[coop.getKey()].ops;
     });
 
     llvm::raw_ostream &os = toStderr ? llvm::errs() : llvm::outs();

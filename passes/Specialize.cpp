@@ -1,5 +1,6 @@
 //===- Specialize.cpp - stamp kernel specs, mark unsupported ops ----------===//
 
+#include "FusionRules.h"
 #include "mhc/Passes/Passes.h"
 
 #include "mlir/IR/Builders.h"
@@ -13,6 +14,24 @@ using namespace mlir;
 using namespace mlir::mhc;
 
 namespace {
+
+/// The token count of a pre or post_pre forward (its results' dimension 0):
+/// static, dynamic, or failure where they disagree.
+FailureOr<int64_t> tokensOf(Operation *op) {
+  return commonTokens(op->getResultTypes());
+}
+
+/// `spec` as the one-launch kernel, when it serves it (the x_next slice
+/// fits; ::mhc::unsupportedReason asks the same).
+std::optional<::mhc::KernelSpec> oneLaunchSpec(const ::mhc::KernelSpec &spec) {
+  if (!spec.acceptsCooperative())
+    return std::nullopt;
+  ::mhc::KernelSpec coop = spec;
+  coop.cooperative = true;
+  if (!::mhc::unsupportedReason(coop).empty())
+    return std::nullopt;
+  return coop;
+}
 
 struct SpecializePass : mlir::mhc::impl::SpecializeBase<SpecializePass> {
   using SpecializeBase::SpecializeBase;
@@ -45,6 +64,18 @@ struct SpecializePass : mlir::mhc::impl::SpecializeBase<SpecializePass> {
       ::mhc::KernelSpec spec;
       kernel.describeKernel(spec);
       spec.arch = arch;
+      // The forward of pre and post_pre at M <= kOneLaunchMaxTokens: the
+      // one-launch kernel (the torch ops' rule). A dynamic M keeps the
+      // multi-launch spec and names the one-launch one beside it.
+      op->removeAttr(kOneLaunchSpecAttrName);
+      if (std::optional<::mhc::KernelSpec> coop = oneLaunchSpec(spec)) {
+        FailureOr<int64_t> tokens = tokensOf(op);
+        if (succeeded(tokens) && ShapedType::isDynamic(*tokens))
+          op->setAttr(kOneLaunchSpecAttrName,
+                      KernelSpecAttr::get(&getContext(), coop->canonical()));
+        else if (succeeded(tokens) && ::mhc::forwardRunsInOneLaunch(*tokens))
+          spec = *coop;
+      }
       op->setAttr(kSpecAttrName,
                   KernelSpecAttr::get(&getContext(), spec.canonical()));
       std::string reason = ::mhc::unsupportedReason(spec);

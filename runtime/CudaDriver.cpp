@@ -41,6 +41,9 @@ Driver::Driver() {
   bind(lib, cuFuncSetAttribute, "cuFuncSetAttribute");
   bind(lib, cuLaunchKernel, "cuLaunchKernel");
   bind(lib, cuGetErrorString, "cuGetErrorString");
+  bind(lib, cuLaunchCooperativeKernel, "cuLaunchCooperativeKernel");
+  bind(lib, cuMemAlloc, "cuMemAlloc_v2");
+  bind(lib, cuMemsetD8, "cuMemsetD8_v2");
   cuTensorMapEncodeTiled = reinterpret_cast<decltype(cuTensorMapEncodeTiled)>(
       dlsym(lib, "cuTensorMapEncodeTiled"));
   check(cuInit(0), "cuInit");

@@ -9,6 +9,8 @@ namespace mhc::rt {
 namespace {
 // CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES of cuda.h.
 constexpr int kMaxDynamicSharedSizeBytes = 8;
+// CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE of cuda.h.
+constexpr int kCooperativeLaunchTooLarge = 720;
 struct Descriptor {
   void *allocated, *aligned;
   int64_t offset, size, stride;
@@ -111,6 +113,7 @@ const LoadedKernel &Runtime::kernel(const KernelSpec &spec, int deviceOrdinal) {
   auto kernel = std::make_unique<LoadedKernel>();
   kernel->spec = spec;
   kernel->manifest = compiled.manifest;
+  kernel->deviceOrdinal = deviceOrdinal;
   CUmodule module = nullptr;
   d.check(d.cuModuleLoadData(&module, compiled.cubin.data()),
           "loading kernel " + spec.kernelName() + " [" + canonical + "]");
@@ -131,10 +134,15 @@ const LoadedKernel &Runtime::kernel(const KernelSpec &spec, int deviceOrdinal) {
         indices.push_back(kTensorMapBase - (kernel->bufferIndex(tmap) +
                                             kTensorMapRows * tensorMapBoxRows(p)));
       } else {
-        indices.push_back(p == "M" ? -1 : p == "S" ? -2 : kernel->bufferIndex(p));
+        indices.push_back(p == "M"         ? -1
+                          : p == "S"         ? -2
+                          : p == kSyncParam  ? -3
+                                             : kernel->bufferIndex(p));
       }
     }
     kernel->paramBuffers.push_back(std::move(indices));
+    if (l.cooperative)
+      allocateSyncSlots(deviceOrdinal);
   }
   std::lock_guard<std::mutex> lock(mutex);
   auto &slot = loaded[{deviceOrdinal, canonical}];
@@ -142,6 +150,39 @@ const LoadedKernel &Runtime::kernel(const KernelSpec &spec, int deviceOrdinal) {
     slot = std::move(kernel);
   fast[{deviceOrdinal, structural}] = slot.get();
   return *slot;
+}
+
+void Runtime::allocateSyncSlots(int deviceOrdinal) {
+  std::lock_guard<std::mutex> lock(mutex);
+  if (syncBase.count(deviceOrdinal))
+    return;
+  Driver &d = Driver::get();
+  size_t bytes = static_cast<size_t>(kSyncSlots) * kSyncSlotBytes;
+  CUdeviceptr base = 0;
+  d.check(d.cuMemAlloc(&base, bytes), "allocating the grid barriers' words");
+  // Synchronous: a kernel is loaded outside stream capture (the first
+  // call of an op, as every JIT-compiled kernel's).
+  d.check(d.cuMemsetD8(base, 0, bytes), "zeroing the grid barriers' words");
+  syncBase[deviceOrdinal] = base;
+}
+
+void *Runtime::syncWords(int deviceOrdinal, CUstream stream) {
+  std::lock_guard<std::mutex> lock(mutex);
+  auto it = syncSlot.find({deviceOrdinal, stream});
+  int slot;
+  if (it != syncSlot.end()) {
+    slot = it->second;
+  } else {
+    int &used = syncSlotsUsed[deviceOrdinal];
+    if (used >= kSyncSlots)
+      throw Error("mhc: cooperative launches on more than " +
+                  std::to_string(kSyncSlots) + " streams of device " +
+                  std::to_string(deviceOrdinal));
+    slot = used++;
+    syncSlot[{deviceOrdinal, stream}] = slot;
+  }
+  return reinterpret_cast<void *>(syncBase.at(deviceOrdinal) +
+                                  static_cast<CUdeviceptr>(slot) * kSyncSlotBytes);
 }
 
 void Runtime::launch(const LoadedKernel &kernel, int64_t M, int64_t S,
@@ -167,6 +208,7 @@ void Runtime::launch(const LoadedKernel &kernel, int64_t M, int64_t S,
     descriptors[i] = {buffers[i], buffers[i], 0, m.buffers[i].elems.at(M, S), 1};
   void *params[limits::kMaxPtxParams];
   TensorMap maps[limits::kMaxTensorMaps];
+  Descriptor sync{};
   for (size_t li = 0; li < m.launches.size(); ++li) {
     const LaunchDesc &l = m.launches[li];
     size_t np = 0;
@@ -187,6 +229,16 @@ void Runtime::launch(const LoadedKernel &kernel, int64_t M, int64_t S,
         params[np++] = &S;
         continue;
       }
+      if (index == -3) {
+        void *words = syncWords(kernel.deviceOrdinal, stream);
+        sync = {words, words, 0, kSyncWords, 1};
+        params[np++] = &sync.allocated;
+        params[np++] = &sync.aligned;
+        params[np++] = &sync.offset;
+        params[np++] = &sync.size;
+        params[np++] = &sync.stride;
+        continue;
+      }
       Descriptor &desc = descriptors[index];
       params[np++] = &desc.allocated;
       params[np++] = &desc.aligned;
@@ -200,10 +252,19 @@ void Runtime::launch(const LoadedKernel &kernel, int64_t M, int64_t S,
     if (blocks > 0x7fffffff)
       throw Error("mhc: " + l.entry + " needs " + std::to_string(blocks) +
                   " blocks, more than a grid holds");
-    CUresult r = d.cuLaunchKernel(kernel.functions[li], static_cast<unsigned>(blocks),
-                                  1, 1, static_cast<unsigned>(l.block), 1, 1,
-                                  static_cast<unsigned>(l.dynamicSharedBytes),
-                                  stream, params, nullptr);
+    unsigned grid = static_cast<unsigned>(blocks), block = static_cast<unsigned>(l.block);
+    unsigned shared = static_cast<unsigned>(l.dynamicSharedBytes);
+    CUresult r = l.cooperative
+                     ? d.cuLaunchCooperativeKernel(kernel.functions[li], grid, 1, 1,
+                                                   block, 1, 1, shared, stream, params)
+                     : d.cuLaunchKernel(kernel.functions[li], grid, 1, 1, block, 1,
+                                        1, shared, stream, params, nullptr);
+    if (r == kCooperativeLaunchTooLarge)
+      throw Error("mhc: " + l.entry + " [" + kernel.spec.canonical() +
+                  "] is a cooperative launch of " + std::to_string(blocks) +
+                  " blocks of " + std::to_string(l.block) +
+                  " threads, which cannot all be resident on this device at "
+                  "once (fewer SMs than the arch's flagship part?)");
     if (r != 0) // CUDA_SUCCESS; the message is built only on failure
       d.check(r, "launching " + l.entry + " [" + kernel.spec.canonical() +
                      "] for M = " + std::to_string(M));

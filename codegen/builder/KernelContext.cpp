@@ -22,11 +22,7 @@ int64_t KernelContext::persistentBlocks() const {
   // Two blocks per SM of the arch's flagship part (A100: 108, H100: 132,
   // B200: 148). A compile-time constant, never the device's count, so the
   // reduction order is the same wherever the kernel runs.
-  if (spec.arch == "sm_80")
-    return 216;
-  if (spec.arch == "sm_100a")
-    return 296;
-  return 264;
+  return 2 * ::mhc::flagshipSMs(spec.arch);
 }
 
 void KernelContext::buffer(const std::string &name, ::mhc::DType dtype,

@@ -23,7 +23,8 @@ Type mlir::mhc::elementType(MLIRContext *ctx, ::mhc::DType dtype) {
 
 LaunchBuilder &LaunchBuilder::param(const std::string &name) {
   [[maybe_unused]] const char *tmap = ::mhc::tensorMapBuffer(name);
-  assert((name == "M" || name == "S" || manifest.buffer(tmap ? tmap : name)) &&
+  assert((name == "M" || name == "S" || name == ::mhc::kSyncParam ||
+          manifest.buffer(tmap ? tmap : name)) &&
          "unknown buffer");
   params.push_back(name);
   return *this;
@@ -34,6 +35,10 @@ LaunchBuilder &LaunchBuilder::block(int threads) {
 }
 LaunchBuilder &LaunchBuilder::grid(::mhc::GridRule rule) {
   gridRule = rule;
+  return *this;
+}
+LaunchBuilder &LaunchBuilder::cooperative() {
+  isCooperative = true;
   return *this;
 }
 LaunchBuilder &LaunchBuilder::minBlocksPerSM(int blocks) {
@@ -85,6 +90,11 @@ SmallVector<Type> LaunchBuilder::paramTypes(MLIRContext *ctx) const {
     }
     if (::mhc::tensorMapBuffer(p)) {
       types.push_back(LLVM::LLVMPointerType::get(ctx));
+      continue;
+    }
+    if (p == ::mhc::kSyncParam) {
+      types.push_back(MemRefType::get({ShapedType::kDynamic},
+                                      IntegerType::get(ctx, 32)));
       continue;
     }
     const ::mhc::BufferDesc *desc = manifest.buffer(p);
@@ -177,5 +187,6 @@ Value LaunchBuilder::shared(unsigned i) const {
   d.grid = gridRule;
   int64_t bytes = sharedBytes();
   d.dynamicSharedBytes = bytes > kStaticSharedLimit ? bytes : 0;
+  d.cooperative = isCooperative;
   return d;
 }

@@ -29,6 +29,9 @@ public:
   LaunchBuilder &param(const std::string &name);
   LaunchBuilder &block(int threads);
   LaunchBuilder &grid(::mhc::GridRule rule);
+  /// Launched cooperatively (LaunchDesc::cooperative): the grid must be
+  /// fixed and co-resident; take the "sync" parameter for grid barriers.
+  LaunchBuilder &cooperative();
   /// Asks ptxas to fit `blocks` blocks per SM (it caps registers).
   LaunchBuilder &minBlocksPerSM(int blocks);
   /// A workgroup (shared memory) buffer of `elems` f32 values, aligned to
@@ -70,6 +73,7 @@ private:
   std::vector<std::string> params;
   int blockThreads = 256;
   int minBlocks = 0;
+  bool isCooperative = false;
   ::mhc::GridRule gridRule{1, 0};
   struct SharedBuffer {
     int64_t elems;

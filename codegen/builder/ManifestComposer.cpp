@@ -101,7 +101,7 @@ bool ManifestComposer::addStage(const Manifest &stage,
   }
   for (LaunchDesc launch : stage.launches) {
     for (std::string &p : launch.params) {
-      if (p == "M" || p == "S")
+      if (p == "M" || p == "S" || p == kSyncParam)
         continue;
       const char *mapped = tensorMapBuffer(p);
       std::string name = mapped ? mapped : p;

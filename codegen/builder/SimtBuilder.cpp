@@ -302,6 +302,38 @@ Value SimtBuilder::gridDim() {
   return gpu::GridDimOp::create(b, loc, gpu::Dimension::x);
 }
 void SimtBuilder::barrier() { gpu::BarrierOp::create(b, loc); }
+
+void SimtBuilder::gridBarrier(Value sync, int64_t blocks) {
+  barrier();
+  when(eq(threadId(), idx(0)), [&] {
+    // The generation is read before arriving: it cannot move until this
+    // block's arrival, so a change means every block has arrived.
+    // ${:uid} makes the labels unique per inline copy.
+    inlinePtx(Type(),
+              {globalPtr(sync, idx(0)), globalPtr(sync, idx(1)),
+               i32(blocks - 1)},
+              "{\n"
+              ".reg .u32 %gen, %old, %now;\n"
+              ".reg .pred %last, %same;\n"
+              "fence.acq_rel.gpu;\n"
+              "ld.relaxed.gpu.global.u32 %gen, [$1];\n"
+              "atom.acq_rel.gpu.global.add.u32 %old, [$0], 1;\n"
+              "setp.eq.u32 %last, %old, $2;\n"
+              "@!%last bra MHC_GRID_WAIT_${:uid};\n"
+              "st.relaxed.gpu.global.u32 [$0], 0;\n"
+              "red.release.gpu.global.add.u32 [$1], 1;\n"
+              "bra MHC_GRID_DONE_${:uid};\n"
+              "MHC_GRID_WAIT_${:uid}:\n"
+              "ld.acquire.gpu.global.u32 %now, [$1];\n"
+              "setp.eq.u32 %same, %now, %gen;\n"
+              "@%same bra MHC_GRID_WAIT_${:uid};\n"
+              "MHC_GRID_DONE_${:uid}:\n"
+              "fence.acq_rel.gpu;\n"
+              "}",
+              "l,l,r");
+  });
+  barrier();
+}
 void SimtBuilder::namedBarrier(Value id, int64_t threads) {
   NVVM::BarrierOp::create(b, loc, TypeRange{}, id, i32(threads),
                           NVVM::BarrierReductionAttr(), Value());

@@ -132,6 +132,15 @@ public:
   /// v from the lane `offset` away (xor) in the warp, for f32 or f64 v.
   Value shuffleXor(Value v, int offset);
   void syncWarp();
+  /// A barrier of all `blocks` blocks of a cooperative launch on the
+  /// runtime's sync words (`sync`: i32 [count, generation]): a block's
+  /// thread 0 arrives on count; the last arriver resets count to 0 and
+  /// bumps the generation, which the others wait on. count is 0 again after
+  /// every barrier and the generation may hold anything, so the words need
+  /// no reset between launches (docs/design/serve.md). Integer atomics
+  /// only; gpu-scope fences make the blocks' writes before the barrier
+  /// visible to every block after it.
+  void gridBarrier(Value sync, int64_t blocks);
 
 protected:
   /// The address of element `elem` of `mem` in its address space, as an

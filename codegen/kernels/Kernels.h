@@ -42,6 +42,10 @@ LogicalResult buildPre(KernelContext &ctx);
 /// other launch left (the seam's expand + partials): buffers partials, x,
 /// h, ms, then the tail's own.
 LogicalResult buildPreTail(KernelContext &ctx);
+/// The forward of pre and post_pre for small M (spec.cooperative,
+/// OneLaunch.cpp): one cooperative launch with two grid barriers.
+LogicalResult buildPreOneLaunch(KernelContext &ctx);
+LogicalResult buildPostPreOneLaunch(KernelContext &ctx);
 LogicalResult buildExpandCombine(KernelContext &ctx);
 LogicalResult buildScale(KernelContext &ctx);
 LogicalResult buildSinkhorn(KernelContext &ctx);

@@ -28,6 +28,8 @@ static LogicalResult buildTail(KernelContext &ctx);
 LogicalResult mlir::mhc::buildPre(KernelContext &ctx) {
   if (ctx.spec.dir != ::mhc::Direction::Forward)
     return failure();
+  if (ctx.spec.cooperative)
+    return buildPreOneLaunch(ctx);
   if (failed(buildProjectForwardPartials(ctx)))
     return failure();
   return buildTail(ctx);

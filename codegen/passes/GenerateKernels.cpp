@@ -29,11 +29,47 @@ LogicalResult checkSpecDescribes(KernelOpInterface op,
   ::mhc::KernelSpec current;
   op.describeKernel(current);
   current.arch = stamped.arch;
+  current.cooperative = stamped.cooperative; // (the token count's choice)
   if (current.canonical() == stamped.canonical())
     return success();
   return op->emitError() << "stale mhc.spec \"" << stamped.canonical()
                          << "\": the op now needs \"" << current.canonical()
                          << "\" (run mhc-specialize after rewriting the IR)";
+}
+
+/// The gpu.module of the spec in `op`'s attribute `attrName` (built once
+/// per distinct spec); its symbol name, or failure (reported at the op).
+FailureOr<std::string> generate(ModuleOp top, SymbolTable &symbols,
+                                KernelOpInterface op, StringRef attrName) {
+  auto specAttr = op->getAttrOfType<KernelSpecAttr>(attrName);
+  std::string error;
+  auto spec = ::mhc::KernelSpec::parse(specAttr.getKey(), &error);
+  if (!spec) {
+    op->emitError() << "invalid " << attrName << ": " << error;
+    return failure();
+  }
+  // Any rewrite after mhc-specialize, ours or upstream, can change the op
+  // under its spec, so codegen rebuilds the spec here rather than trust it.
+  if (failed(checkSpecDescribes(op, *spec)))
+    return failure();
+  std::string name = spec->kernelName();
+  Operation *existing = symbols.lookup(name);
+  if (existing && !isa<gpu::GPUModuleOp>(existing)) {
+    existing->emitError() << "symbol @" << name << " is not a kernel "
+                          << "module but names the kernel of "
+                          << spec->canonical();
+    return failure();
+  }
+  if (!existing) {
+    ::mhc::Manifest manifest;
+    FailureOr<gpu::GPUModuleOp> module = buildKernelModule(top, *spec, manifest);
+    if (failed(module)) {
+      op->emitError() << "kernel generation failed for " << spec->canonical();
+      return failure();
+    }
+    symbols.insert(*module);
+  }
+  return name;
 }
 
 struct GenerateKernelsPass
@@ -42,38 +78,22 @@ struct GenerateKernelsPass
     ModuleOp top = getOperation();
     SymbolTable symbols(top);
     WalkResult result = top.walk([&](KernelOpInterface op) {
-      auto specAttr = op->getAttrOfType<KernelSpecAttr>(kSpecAttrName);
-      if (!specAttr || op->hasAttr(kFallbackAttrName))
+      if (!op->getAttrOfType<KernelSpecAttr>(kSpecAttrName) ||
+          op->hasAttr(kFallbackAttrName))
         return WalkResult::advance();
-      std::string error;
-      auto spec = ::mhc::KernelSpec::parse(specAttr.getKey(), &error);
-      if (!spec) {
-        op->emitError() << "invalid mhc.spec: " << error;
+      FailureOr<std::string> name = generate(top, symbols, op, kSpecAttrName);
+      if (failed(name))
         return WalkResult::interrupt();
-      }
-      // Any rewrite after mhc-specialize, ours or upstream, can change the op
-      // under its spec, so codegen rebuilds the spec here rather than trust it.
-      if (failed(checkSpecDescribes(op, *spec)))
-        return WalkResult::interrupt();
-      std::string name = spec->kernelName();
-      Operation *existing = symbols.lookup(name);
-      if (existing && !isa<gpu::GPUModuleOp>(existing)) {
-        existing->emitError() << "symbol @" << name << " is not a kernel "
-                              << "module but names the kernel of "
-                              << spec->canonical();
-        return WalkResult::interrupt();
-      }
-      if (!existing) {
-        ::mhc::Manifest manifest;
-        FailureOr<gpu::GPUModuleOp> module =
-            buildKernelModule(top, *spec, manifest);
-        if (failed(module)) {
-          op->emitError() << "kernel generation failed for " << spec->canonical();
+      op->setAttr("mhc.kernel", FlatSymbolRefAttr::get(&getContext(), *name));
+      // A dynamic M's one-launch kernel, which the runtime takes at small M.
+      if (op->getAttrOfType<KernelSpecAttr>(kOneLaunchSpecAttrName)) {
+        FailureOr<std::string> coop =
+            generate(top, symbols, op, kOneLaunchSpecAttrName);
+        if (failed(coop))
           return WalkResult::interrupt();
-        }
-        symbols.insert(*module);
+        op->setAttr("mhc.kernel_one_launch",
+                    FlatSymbolRefAttr::get(&getContext(), *coop));
       }
-      op->setAttr("mhc.kernel", FlatSymbolRefAttr::get(&getContext(), name));
       return WalkResult::advance();
     });
     if (result.wasInterrupted())

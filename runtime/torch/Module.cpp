@@ -191,6 +191,10 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("pre_step_fuses", &mhc::preStepFuses,
         "Whether torch.ops.mhc.pre (and mhc-fuse-pre) runs one layer's pre step as the "
         "fused kernel for n streams and M tokens (M < 0: not known).");
+  m.def("forward_runs_in_one_launch", &mhc::forwardRunsInOneLaunch,
+        "Whether the forward of torch.ops.mhc.pre / post_pre (and mhc-specialize) runs the "
+        "one-launch kernel (spec field coop=1) at M tokens (M < 0: not known).");
+  m.attr("ONE_LAUNCH_MAX_TOKENS") = mhc::kOneLaunchMaxTokens;
   m.def("arg_names", [](const std::string &op) {
     const std::vector<mhc::ArgRule> *rules = mhc::argRules(op);
     if (!rules)

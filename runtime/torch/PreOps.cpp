@@ -2,7 +2,9 @@
 //
 // project -> scale -> sinkhorn -> aggregate: on CUDA one fused kernel where
 // mhc::preStepFuses says so (the rule mhc-fuse-pre follows too), else the
-// four ops one after the other, which is also the CPU path.
+// four ops one after the other, which is also the CPU path. Up to
+// mhc::kOneLaunchMaxTokens tokens the fused kernel is the one-launch
+// variant (forTokens).
 //
 //===----------------------------------------------------------------------===//
 
@@ -61,8 +63,9 @@ const mhc::rt::LoadedKernel *preKernel(const Checker &c, const Tensor &x,
                       (!weight || weight->scalar_type() == phi.scalar_type());
   if (!oneParamType || !mhc::preStepFuses(n, c.M))
     return nullptr;
-  auto spec = preSpec(n, x, layout, c.C, phi, weight, tf32, normEps, preEps,
-                      postMult, mode, iters, eps);
+  auto spec = forTokens(preSpec(n, x, layout, c.C, phi, weight, tf32, normEps,
+                                preEps, postMult, mode, iters, eps),
+                        c.M);
   Tensor w = orUndefined(weight);
   return select("pre", spec, {&x, &phi, &w, &alpha, &beta}, c.M);
 }

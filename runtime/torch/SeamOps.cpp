@@ -163,8 +163,9 @@ const mhc::rt::LoadedKernel *seamForwardKernel(const SeamArgs &t,
                                                const Checker &c) {
   if (!oneParamType(t.phi, t.alpha, t.weight, t.bias))
     return nullptr;
-  auto spec = postPreSpec(mhc::Direction::Forward, a, t.x, c.C, t.phi,
-                          t.weight, t.bias);
+  auto spec = forTokens(postPreSpec(mhc::Direction::Forward, a, t.x, c.C,
+                                    t.phi, t.weight, t.bias),
+                        c.M);
   if (!seamKernel(spec, t.x, c.M))
     return nullptr;
   Tensor b = orUndefined(t.bias), w = orUndefined(t.weight);

@@ -80,8 +80,10 @@ void preStep(Requests &r, const Tensor &x, const Tensor &phi,
   bool oneParamType = phi.scalar_type() == beta.scalar_type() &&
                       (!weight || weight->scalar_type() == phi.scalar_type());
   if (oneParamType && mhc::preStepFuses(a.n, x.size(0))) {
-    auto spec = preSpec(a.n, x, a.layout, C, phi, weight, a.tf32, a.normEps,
-                        a.preEps, a.postMult, a.mode, a.iters, a.eps);
+    auto spec = forTokens(preSpec(a.n, x, a.layout, C, phi, weight, a.tf32,
+                                  a.normEps, a.preEps, a.postMult, a.mode,
+                                  a.iters, a.eps),
+                          x.size(0));
     r.add(spec);
     if (r.generated(spec))
       return;
@@ -103,7 +105,9 @@ bool seamRuns(Requests &r, Direction dir, const PreAttrs &a, const Tensor &x,
                       (!bias || bias->scalar_type() == t);
   if (!oneParamType || !mhc::preStepFuses(a.n, x.size(0)))
     return false;
-  auto spec = postPreSpec(dir, a, x, channelsOf(x, a.layout), phi, weight, bias);
+  auto spec = forTokens(
+      postPreSpec(dir, a, x, channelsOf(x, a.layout), phi, weight, bias),
+      x.size(0));
   if (!r.generated(spec))
     return false;
   r.add(spec);

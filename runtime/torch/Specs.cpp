@@ -107,6 +107,13 @@ mhc::KernelSpec preSpec(int64_t n, const Tensor &x, Str layout, int64_t C,
   return spec;
 }
 
+mhc::KernelSpec forTokens(mhc::KernelSpec spec, int64_t M) {
+  spec.cooperative = spec.acceptsCooperative() && mhc::forwardRunsInOneLaunch(M);
+  if (spec.cooperative && mhc::oneLaunchSliceBytes(spec) > mhc::kOneLaunchMaxSliceBytes)
+    spec.cooperative = false; // (C past ~100K channels: the multi-launch path)
+  return spec;
+}
+
 mhc::KernelSpec postPreSpec(mhc::Direction dir, const PreAttrs &a,
                             const Tensor &x, int64_t C, const Tensor &phi,
                             const OptTensor &weight, const OptTensor &bias) {

@@ -40,6 +40,11 @@ mhc::KernelSpec preSpec(int64_t n, const Tensor &x, Str layout, int64_t C,
                         double normEps, double preEps, double postMult,
                         Str mode, int64_t iters, double eps);
 
+/// A pre.fwd or post_pre.fwd spec for M tokens: the one-launch kernel
+/// (`cooperative`) where mhc::forwardRunsInOneLaunch(M) says so, the rule
+/// mhc-specialize follows too. Other specs are returned as they are.
+mhc::KernelSpec forTokens(mhc::KernelSpec spec, int64_t M);
+
 /// The pre step's attributes, as pre and post_pre take them (views of the
 /// call's arguments: valid for the call).
 struct PreAttrs {

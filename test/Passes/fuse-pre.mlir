@@ -250,7 +250,7 @@ func.func @conflicting_tokens(%x: tensor<?x4x64xbf16>, %phi: tensor<24x256xf32>,
 // CHECK: mhc.layer
 // PIPE-LABEL: func @pipeline
 // PIPE-NOT: mhc.project
-// PIPE: mhc.pre nc %arg0, %arg1, %arg2, %arg3 weight %arg4 sinkhorn softmax_eps {eps = 9.99999974E-6 : f32, iters = 10 : i64, mhc.spec = #mhc.spec<"pre.fwd;n=4;act=bf16;param=f32;layout=nc;C=64;tf32=1;weight=1;norm_eps=1.1920929e-07;pre_eps=0;post_mult=2;mode=softmax_eps;iters=10;eps=9.99999975e-06;arch=sm_90a">, n = 4 : i64, norm_eps = 1.1920929E-7 : f32, pre_eps = 0.000000e+00 : f32, tf32}
+// PIPE: mhc.pre nc %arg0, %arg1, %arg2, %arg3 weight %arg4 sinkhorn softmax_eps {eps = 9.99999974E-6 : f32, iters = 10 : i64, mhc.spec = #mhc.spec<"pre.fwd;n=4;act=bf16;param=f32;layout=nc;C=64;tf32=1;weight=1;norm_eps=1.1920929e-07;pre_eps=0;post_mult=2;mode=softmax_eps;iters=10;eps=9.99999975e-06;arch=sm_90a">, mhc.spec_one_launch = #mhc.spec<"pre.fwd;n=4;act=bf16;param=f32;layout=nc;C=64;tf32=1;weight=1;norm_eps=1.1920929e-07;pre_eps=0;post_mult=2;mode=softmax_eps;iters=10;eps=9.99999975e-06;coop=1;arch=sm_90a">, n = 4 : i64, norm_eps = 1.1920929E-7 : f32, pre_eps = 0.000000e+00 : f32, tf32}
 // PIPE-NEXT: call @block
 // PIPE-NEXT: mhc.expand_combine nc {{.*}} bias %arg5 {mhc.spec = #mhc.spec<"expand_combine.fwd;n=4;act=bf16;param=bf16;layout=nc;C=64;bias=1;arch=sm_90a">, n = 4 : i64}
 // PIPE-NEXT: return

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # On the GPU machine: unpack the carried compiler (.bundle/toolchain), build
 # the PyTorch extension against the machine's torch, run the GPU suite
-# (test_torch_ops.py, test_acc_gpu.py; the layer seam's test_seam_gpu.py) and
+# (test_torch_ops.py, test_acc_gpu.py; the layer seam's test_seam_gpu.py; the
+# decode-size one-launch forward's test_serve_gpu.py) and
 # compute-sanitizer (memcheck, racecheck) on one size per op. Logs under $OUT
 # (the sanitizer's in sanitizer-logs.tar).
 set -uo pipefail
@@ -9,7 +10,7 @@ root="$(cd "$(dirname "$0")/../.." && pwd)"
 out="${OUT:-/tmp/mhc-out}"; mkdir -p "$out"
 source "$root/test/gpu/setup-gpu.sh" || exit 1
 cd /tmp && python3 -m pytest -q -p no:cacheprovider "$root/test/gpu/test_torch_ops.py" "$root/test/gpu/test_acc_gpu.py" \
-  "$root/test/gpu/test_seam_gpu.py" "${@}" 2>&1 | tee "$out/torch-suite.log" | tail -25
+  "$root/test/gpu/test_seam_gpu.py" "$root/test/gpu/test_serve_gpu.py" "${@}" 2>&1 | tee "$out/torch-suite.log" | tail -25
 status=${PIPESTATUS[0]}
 head -1 "$out/torch-suite-summary.txt" 2>/dev/null  # device, seed and check count
 head -1 "$out/seam-summary.txt" 2>/dev/null  # the seam's, and whether its kernels exist

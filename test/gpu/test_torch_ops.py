@@ -344,9 +344,10 @@ def pre_inputs(cfg, gen):
 @pytest.mark.parametrize("cfg", PRE_CASES, ids=lambda c: "n{n}-{act}-{layout}-C{C}-M{M}-{mode}".format(**c))
 def test_pre_fused_matches_float64_and_the_four_ops(cfg):
     """torch.ops.mhc.pre runs one fused kernel (pack/partial + a tail per
-    token): each stage against float64 MATH.md on the kernel's own inputs to
-    that stage (the bounds of that op), and bit for bit what the four
-    separate ops give, run to run the same, with and without the saved
+    token; up to the one-launch threshold the one-launch kernel): each stage
+    against float64 MATH.md on the kernel's own inputs to that stage (the
+    bounds of that op), and bit for bit what the four separate ops give
+    (within SPEC.md's bounds of them for the one-launch kernel), run to run the same, with and without the saved
     intermediates; its gradient (the four backward kernels) bit for bit the
     separate ops' graph."""
     gen = torch.Generator(device="cuda").manual_seed(SEED + cfg["M"] + 31 * cfg["n"])
@@ -388,9 +389,24 @@ def test_pre_fused_matches_float64_and_the_four_ops(cfg):
     pre4, post4, logits4 = o.scale(h4, ms4, t["alpha"], t["beta"], n, s["norm_eps"], s["pre_eps"], s["post_mult"])
     P4 = o.sinkhorn(logits4, n, s["mode"], s["iters"], eps)
     y4 = o.aggregate(t["x"], pre4, n, lay)
+    # Up to the one-launch threshold the fused pre step is the one-launch
+    # kernel, whose projection sums in another order (docs/design/serve.md):
+    # there the separate ops' results are within SPEC.md's bounds of its
+    # (both are within them of float64), past it bit for bit.
+    one_launch = mhc._C.forward_runs_in_one_launch(cfg["M"])
+    # Twice SPEC.md's bound: the activations' for y (and the gradients), TF32's
+    # for what follows h where the spec has tf32, f32's for the rest.
+    close = 2e-2 if cfg["act"] != "f32" else 4e-3 if cfg["tf32"] else 2e-5
+    mixing = 4e-3 if cfg["tf32"] else 2e-5
+    near = dict(y=close, ms=2e-5, post=mixing, P=mixing, h=mixing, pre=mixing, logits=mixing)
     for name, a, b in zip(("y", "post", "P", "h", "ms", "pre", "logits"), saved, (y4, post4, P4, h4, ms4, pre4,
                                                                                    logits4)):
-        assert torch.equal(a, b), f"pre {name} differs from the separate ops ({cfg})"
+        if one_launch:
+            err = ((a.double() - b.double()).norm() / b.double().norm().clamp_min(1e-300)).item()
+            RESULTS.append(("pre one-launch vs the four ops", err, near[name], f"{cfg} {name}"))
+            assert err <= near[name], f"pre {name}: {err:.3e} > {near[name]:.0e} from the separate ops ({cfg})"
+        else:
+            assert torch.equal(a, b), f"pre {name} differs from the separate ops ({cfg})"
     # Gradients: autograd of pre (saved intermediates, four backward
     # kernels) against autograd of the separate ops.
     if cfg["M"] > 4096:
@@ -404,7 +420,12 @@ def test_pre_fused_matches_float64_and_the_four_ops(cfg):
     g = [torch.randn(v.shape, generator=gen, device="cuda").to(v.dtype) for v in fused]
     wrt = list(leaves.values())
     for name, a, b in zip(leaves, torch.autograd.grad(fused, wrt, g), torch.autograd.grad(sep, wrt, g)):
-        assert torch.equal(a, b), f"pre: grad of {name} differs from the separate ops' ({cfg})"
+        if one_launch:  # (the saved h, ms, pre, logits differ by rounding)
+            err = ((a.double() - b.double()).norm() / b.double().norm().clamp_min(1e-300)).item()
+            RESULTS.append(("pre one-launch grad vs the four ops", err, close, f"{cfg} {name}"))
+            assert err <= close, f"pre: grad of {name}: {err:.3e} > {close:.0e} from the separate ops' ({cfg})"
+        else:
+            assert torch.equal(a, b), f"pre: grad of {name} differs from the separate ops' ({cfg})"
 
 
 def test_pre_with_mixed_parameter_dtypes_runs_the_four_kernels():

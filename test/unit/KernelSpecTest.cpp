@@ -217,6 +217,45 @@ static void seamAndAcc() {
   EXPECT(error.find("acc is only a field") != std::string::npos);
 }
 
+// coop (the one-launch forward, docs/design/serve.md) is a flag of pre.fwd
+// and post_pre.fwd, printed only when set; its parts are the multi-launch
+// path's; a slice of x_next past the shared-memory limit is unsupported.
+static void cooperative() {
+  KernelSpec s;
+  s.op = OpKind::PostPre;
+  s.channels = 7168;
+  std::string plain = s.canonical();
+  s.cooperative = true;
+  EXPECT(s.canonical() == plain.substr(0, plain.size() - 12) + ";coop=1;arch=sm_90a");
+  EXPECT(KernelSpec::parse(s.canonical()).has_value());
+  EXPECT(s.structuralHash() != KernelSpec::parse(plain)->structuralHash());
+  EXPECT(unsupportedReason(s).empty());
+  for (const KernelSpec &part : postPreParts(s))
+    EXPECT(!part.cooperative);
+  EXPECT(oneLaunchBlocks(s) == 132 && oneLaunchSliceBytes(s) == 4 * 4 * 55);
+  s.arch = "sm_80";
+  EXPECT(oneLaunchBlocks(s) == 108);
+  s.channels = 16;
+  EXPECT(oneLaunchBlocks(s) == 16);
+  s.n = 8;
+  s.channels = 1 << 20; // 8 * ceil(2^20 / 108) f32: past 32 KB
+  EXPECT(unsupportedReason(s).find("the one-launch forward keeps") == 0);
+  std::string error;
+  EXPECT(!KernelSpec::parse(plain.substr(0, plain.size() - 12) + ";coop=0;arch=sm_90a", &error));
+  s = KernelSpec();
+  s.op = OpKind::Pre;
+  s.dir = Direction::Backward;
+  s.channels = 64;
+  s.cooperative = true;
+  EXPECT(invalidReason(s).find("coop is only a field") == 0);
+  s.op = OpKind::Project;
+  s.dir = Direction::Forward;
+  EXPECT(invalidReason(s).find("coop is only a field") == 0);
+  EXPECT(forwardRunsInOneLaunch(1) && forwardRunsInOneLaunch(kOneLaunchMaxTokens));
+  EXPECT(!forwardRunsInOneLaunch(kOneLaunchMaxTokens + 1) && !forwardRunsInOneLaunch(-1) &&
+         !forwardRunsInOneLaunch(0));
+}
+
 // The seam is made of its parts' specs (each with the seam's fields) and
 // is supported where every part is.
 static void seamParts() {
@@ -251,6 +290,7 @@ int main() {
   roundTripsEveryOp();
   seamAndAcc();
   seamParts();
+  cooperative();
   leavesOutUnusedFields();
   floatsRoundTripExactly();
   hashIsStable();

@@ -40,7 +40,12 @@ static Manifest valid() {
   reduce.grid.itemsPerToken = 64;
   reduce.grid.itemsPerBlock = 256;
   reduce.grid.minTokens = 2;
-  m.launches = {main, reduce};
+  LaunchDesc coop; // a cooperative launch with the runtime's sync words
+  coop.entry = "k_one";
+  coop.params = {"x", "y", "M", "sync"};
+  coop.grid.fixedBlocks = 132;
+  coop.cooperative = true;
+  m.launches = {main, reduce, coop};
   return m;
 }
 
@@ -75,6 +80,14 @@ static void acceptsWhatToJsonWrites() {
   EXPECT(Manifest::fromJson(valid().toJson(), back, error));
   EXPECT(back.toJson() == valid().toJson());
   EXPECT(error.empty());
+  // "cooperative" is written only where set; "sync" takes a descriptor.
+  EXPECT(back.launches[2].cooperative && !back.launches[0].cooperative);
+  EXPECT(Manifest::ptxParamCount(back.launches[2]) == 5 + 5 + 1 + 5);
+  std::string json = valid().toJson();
+  EXPECT(json.find("\"cooperative\": true") != std::string::npos);
+  EXPECT(json.find("\"cooperative\"") == json.rfind("\"cooperative\""));
+  EXPECT(rejects(edit(json, "\"cooperative\": true", "\"cooperative\": 1"),
+                 "launches[2].cooperative"));
 }
 
 // The reproductions: a division by zero, a loop of 1e17 splits, an

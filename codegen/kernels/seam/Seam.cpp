@@ -16,6 +16,8 @@ using namespace mlir;
 using namespace mlir::mhc;
 
 LogicalResult mlir::mhc::buildPostPre(KernelContext &ctx) {
+  if (ctx.spec.dir == ::mhc::Direction::Forward && ctx.spec.cooperative)
+    return buildPostPreOneLaunch(ctx);
   if (ctx.spec.dir == ::mhc::Direction::Forward)
     return seam::forwardFuses(ctx) ? seam::buildForwardFused(ctx)
                                    : seam::buildForwardComposed(ctx);

@@ -21,6 +21,8 @@ def GenerateKernels : Pass<"mhc-generate-kernels", "::mlir::ModuleOp"> {
     for n, dtypes, layout, C and the variant. The op gets
     `mhc.kernel = @<module>`; the gpu.module carries its launch manifest as
     `mhc.manifest` (JSON). The module becomes a `gpu.container_module`.
+    An op with `mhc.spec_one_launch` (a pre / post_pre forward of dynamic M)
+    gets that spec's module too, named in `mhc.kernel_one_launch`.
     Run after `mhc-specialize`; an op whose stamped spec is no longer the one
     it describes (a rewrite changed it since) is an error: specialise again.
   }];

@@ -23,6 +23,11 @@ namespace mlir::mhc {
 /// Names of the discardable attributes mhc-specialize attaches.
 inline constexpr llvm::StringLiteral kSpecAttrName = "mhc.spec";
 inline constexpr llvm::StringLiteral kFallbackAttrName = "mhc.fallback";
+/// On a pre / post_pre forward whose token count is dynamic: the one-launch
+/// spec (coop=1) the runtime takes at M <= kOneLaunchMaxTokens, beside
+/// mhc.spec (the multi-launch one, for every other M), so that the kernels
+/// built and bundled cover every M (docs/design/serve.md).
+inline constexpr llvm::StringLiteral kOneLaunchSpecAttrName = "mhc.spec_one_launch";
 
 } // namespace mlir::mhc
 

@@ -148,6 +148,14 @@ def Specialize : Pass<"mhc-specialize"> {
     from one function, `mhc::unsupportedReason`. Without `arch` the pass
     targets sm_90a and says so in a remark.
 
+    The forward of `mhc.pre` and `mhc.post_pre` at a static token count M
+    with `mhc::forwardRunsInOneLaunch(M)` (M <= kOneLaunchMaxTokens) gets the
+    one-launch kernel (`coop=1` in the spec; docs/design/serve.md), as the
+    torch ops choose it at run time. With a dynamic M the op keeps the
+    multi-launch spec in `mhc.spec` and gets the one-launch spec in
+    `mhc.spec_one_launch` too: the runtime picks by M, so the kernels
+    reported, generated and bundled cover both.
+
     Run after `mhc-expand-layers` (and `mhc-fuse-pre` and
     `mhc-fuse-layers`, whose fused ops it specialises like any kernel op):
     an `mhc.layer` left in the input is an error.

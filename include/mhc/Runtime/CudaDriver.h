@@ -25,6 +25,7 @@ using CUcontext = struct CUctx_st *;
 using CUmodule = struct CUmod_st *;
 using CUfunction = struct CUfunc_st *;
 using CUstream = struct CUstream_st *;
+using CUdeviceptr = unsigned long long;
 
 class Driver {
 public:
@@ -54,6 +55,15 @@ public:
                              unsigned, unsigned, unsigned, unsigned, CUstream,
                              void **, void **) = nullptr;
   CUresult (*cuGetErrorString)(CUresult, const char **) = nullptr;
+  /// A launch whose grid must be co-resident (grid barriers); fails with
+  /// CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE when it cannot be.
+  CUresult (*cuLaunchCooperativeKernel)(CUfunction, unsigned, unsigned,
+                                        unsigned, unsigned, unsigned, unsigned,
+                                        unsigned, CUstream, void **) = nullptr;
+  /// The grid barriers' words (Runtime::syncWords): allocated and zeroed
+  /// once per device.
+  CUresult (*cuMemAlloc)(CUdeviceptr *, size_t) = nullptr;
+  CUresult (*cuMemsetD8)(CUdeviceptr, unsigned char, size_t) = nullptr;
   /// cuTensorMapEncodeTiled (CUDA 12+), the enums passed as their values;
   /// null when the driver lacks it (then kernels with tensor maps fail to
   /// launch with that message).

@@ -23,7 +23,9 @@ struct LoadedKernel {
   KernelSpec spec;
   Manifest manifest;
   std::vector<CUfunction> functions; // one per manifest launch
-  /// Per launch, per parameter: the buffer index, or -1 for M, -2 for S.
+  int deviceOrdinal = 0;
+  /// Per launch, per parameter: the buffer index, or -1 for M, -2 for S,
+  /// -3 for the grid barriers' words ("sync").
   std::vector<std::vector<int>> paramBuffers;
   /// Buffer index -> position in the manifest's buffer list, by name.
   int bufferIndex(const std::string &name) const;
@@ -58,14 +60,30 @@ public:
   /// The codegen target of a device (see Driver::archOf).
   std::string archOf(int deviceOrdinal);
 
+  /// Grid-barrier slots per device: concurrent cooperative launches on
+  /// this many streams of one device (a stream keeps its slot).
+  static constexpr int kSyncSlots = 1024;
+  /// Bytes per slot (kSyncWords u32, padded to their own 128-byte line).
+  static constexpr int kSyncSlotBytes = 128;
+
 private:
   Runtime();
+  /// The sync words of (device, stream) for cooperative launches: the
+  /// device's slots are allocated and zeroed when its first cooperative
+  /// kernel loads; a stream takes the next free slot on its first launch.
+  /// The kernels leave count at 0, so a slot needs no reset between
+  /// launches (docs/design/serve.md).
+  void allocateSyncSlots(int deviceOrdinal);
+  void *syncWords(int deviceOrdinal, CUstream stream);
   KernelCache diskCache;
   std::mutex mutex;
   std::map<std::pair<int, std::string>, std::unique_ptr<LoadedKernel>> loaded;
   /// (device, structural hash) -> kernel: the per-call fast path.
   std::map<std::pair<int, uint64_t>, const LoadedKernel *> fast;
   std::map<int, std::string> arches;
+  std::map<int, CUdeviceptr> syncBase;
+  std::map<std::pair<int, CUstream>, int> syncSlot;
+  std::map<int, int> syncSlotsUsed;
 };
 
 } // namespace mhc::rt

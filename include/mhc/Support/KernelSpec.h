@@ -59,6 +59,10 @@ struct KernelSpec {
   /// users, so autograd adds nothing). Printed only when set ("acc=1"), so
   /// the specs without it keep their names.
   bool acc = false;
+  /// Forward of pre and post_pre: the one-launch cooperative kernel for
+  /// small M (docs/design/serve.md; mhc::forwardRunsInOneLaunch picks it).
+  /// Printed only when set ("coop=1"), so the other specs keep their names.
+  bool cooperative = false;
   float normEps = 1e-6f;     // scale
   float preEps = 1e-6f;      // scale
   float postMult = 2.0f;     // scale
@@ -79,6 +83,8 @@ struct KernelSpec {
   /// Whether `acc` may be set: the backward of aggregate, project and
   /// expand_combine.
   bool acceptsAcc() const;
+  /// Whether `cooperative` may be set: the forward of pre and post_pre.
+  bool acceptsCooperative() const;
 
   /// "project.fwd;n=4;act=bf16;param=f32;layout=nc;C=7168;tf32=0;weight=0;arch=sm_90a".
   /// Fields an op does not depend on are left out, so specs that generate the
@@ -99,6 +105,19 @@ struct KernelSpec {
   static std::optional<KernelSpec> parse(std::string_view text,
                                          std::string *error = nullptr);
 };
+
+/// SMs of the arch's flagship part (A100 108, H100 132, B200 148): a
+/// compile-time constant, never the device's count, so the fixed grids of
+/// persistent and cooperative launches sum in the same order everywhere.
+int64_t flagshipSMs(std::string_view arch);
+/// Blocks of the one-launch forward (a `cooperative` spec): one per
+/// flagship SM, at most one per channel (each owns a slice of C).
+int64_t oneLaunchBlocks(const KernelSpec &s);
+/// Shared memory the one-launch forward needs for one token's x_next slice
+/// (n * ceil(C / blocks) f32), and the most it may: larger specs take the
+/// multi-launch path (unsupportedReason says why).
+int64_t oneLaunchSliceBytes(const KernelSpec &s);
+inline constexpr int64_t kOneLaunchMaxSliceBytes = 32 * 1024;
 
 bool operator==(const KernelSpec &a, const KernelSpec &b);
 inline bool operator!=(const KernelSpec &a, const KernelSpec &b) { return !(a == b); }

@@ -153,8 +153,13 @@ struct Resources {
 const char *tensorMapBuffer(const std::string &param);
 /// The rows of a tensor-map parameter's boxes: R of "tmap<R>:", else 64.
 int tensorMapBoxRows(const std::string &param);
+/// The launch parameter "sync": the runtime's grid-barrier words for the
+/// launch's (device, stream) (kSyncWords u32, zero between launches; see
+/// docs/design/serve.md), passed as a buffer's memref descriptor.
+inline constexpr const char *kSyncParam = "sync";
+inline constexpr int64_t kSyncWords = 2;
 /// PTX parameters a launch parameter takes: 1 for M, S and a tensor map, 5
-/// for a buffer (its memref descriptor).
+/// for a buffer (its memref descriptor) and for "sync".
 int ptxParamWidth(const std::string &param);
 
 struct LaunchDesc {
@@ -169,6 +174,10 @@ struct LaunchDesc {
   int block = 256;
   GridRule grid;
   int64_t dynamicSharedBytes = 0;
+  /// Launched cooperatively (cuLaunchCooperativeKernel): its fixed grid is
+  /// co-resident, so its blocks may wait on each other (grid barriers on
+  /// the "sync" parameter). Written to JSON only when set.
+  bool cooperative = false;
   Resources resources;
 };
 

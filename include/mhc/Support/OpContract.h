@@ -38,6 +38,22 @@ constexpr bool preStepFuses(int64_t n, int64_t M) {
   return n <= kFusedPreMaxStreamsAnyM || (M >= 0 && M <= kFusedPreMaxTokens);
 }
 
+/// Up to this many tokens the forward of the pre step (pre.fwd) and of the
+/// layer seam (post_pre.fwd) runs as one cooperative launch (spec field
+/// `coop`, docs/design/serve.md): at decode sizes launches and the
+/// projection's cross-SM reduction dominate, and one launch with grid
+/// barriers removes both; above it the multi-launch path is faster.
+/// Provisional (256): the H100 measurement of issue 36 fixes it.
+inline constexpr int64_t kOneLaunchMaxTokens = 256;
+
+/// Whether the pre step's or the seam's forward runs in one launch at M
+/// tokens (M < 0: not known). Unknown M takes the multi-launch path, which
+/// serves every M at its speed; the one-launch kernel is a decode-size
+/// kernel. The runtime (torch ops) and mhc-specialize both ask this.
+constexpr bool forwardRunsInOneLaunch(int64_t M) {
+  return M >= 1 && M <= kOneLaunchMaxTokens;
+}
+
 /// A dimension of an op's tensor argument: tokens, channels, streams,
 /// N = numLogits(n), K = n*C, or the literal 3 (alpha).
 enum class Sym : uint8_t { M, C, n, N, K, Three };
