@@ -353,8 +353,6 @@ std::string unsupportedReason(const KernelSpec &s) {
         return std::string("the seam's part ") + toString(part.op) + "." +
                toString(part.dir) + ": " + why;
     }
-  if (s.usesProjectFields() && (s.n * s.channels) % 8 != 0)
-    return "the projection kernel needs K = n*C to be a multiple of 8";
   if (s.op == OpKind::Sinkhorn && s.dir == Direction::Backward) {
     int64_t floats = sinkhornHistoryFloats(s);
     int64_t most = kSinkhornHistoryBytes / (4 * 32);
