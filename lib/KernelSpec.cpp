@@ -382,8 +382,6 @@ std::string unsupportedReason(const KernelSpec &s) {
         return std::string("the seam's part ") + toString(part.op) + "." +
                toString(part.dir) + ": " + why;
     }
-  if (s.usesProjectFields() && (s.n * s.channels) % 8 != 0)
-    return "the projection kernel needs K = n*C to be a multiple of 8";
   if (s.cooperative && oneLaunchSliceBytes(s) > kOneLaunchMaxSliceBytes)
     return "the one-launch forward keeps a token's x_next slice of " +
            std::to_string(oneLaunchSliceBytes(s)) +

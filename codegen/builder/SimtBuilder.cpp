@@ -2,6 +2,8 @@
 
 #include "builder/SimtBuilder.h"
 
+#include <numeric>
+
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
@@ -175,17 +177,37 @@ static int64_t elementBytes(Value mem) {
   return cast<MemRefType>(mem.getType()).getElementTypeBitWidth() / 8;
 }
 
+/// Elements per access to `mem` of a `width`-wide vector: all of them, or
+/// the piece its accessLimit allows.
+static int64_t accessPiece(const SimtBuilder &kb, Value mem, int64_t width,
+                           int64_t elemBytes) {
+  auto it = kb.accessLimit.find(mem);
+  if (it == kb.accessLimit.end())
+    return width;
+  return std::gcd(width, std::max<int64_t>(1, it->second / elemBytes));
+}
+
 Value SimtBuilder::vload(Value mem, Value offset, int64_t width) {
   auto memType = cast<MemRefType>(mem.getType());
-  auto vt = VectorType::get({width}, memType.getElementType());
-  auto op = vector::LoadOp::create(b, loc, vt, mem, ValueRange{offset});
-  op.setAlignment(static_cast<uint64_t>(width * elementBytes(mem)));
-  return op;
+  int64_t piece = accessPiece(*this, mem, width, elementBytes(mem));
+  auto vt = VectorType::get({piece}, memType.getElementType());
+  SmallVector<Value> parts;
+  for (int64_t i = 0; i < width; i += piece) {
+    Value at = i == 0 ? offset : add(offset, idx(i));
+    auto op = vector::LoadOp::create(b, loc, vt, mem, ValueRange{at});
+    op.setAlignment(static_cast<uint64_t>(piece * elementBytes(mem)));
+    if (piece == width)
+      return op;
+    for (int64_t e = 0; e < piece; ++e)
+      parts.push_back(extract(op, e));
+  }
+  return vector(parts);
 }
 
 void SimtBuilder::vstore(Value vec, Value mem, Value offset) {
   int64_t width = cast<VectorType>(vec.getType()).getNumElements();
   if (streamingStores && width * elementBytes(mem) == 16 &&
+      accessPiece(*this, mem, width, elementBytes(mem)) == width &&
       !cast<MemRefType>(mem.getType()).getMemorySpace()) {
     // LLVM's NVPTX backend drops !nontemporal: the cache hint is written out.
     Value words = vector::BitCastOp::create(
@@ -197,8 +219,23 @@ void SimtBuilder::vstore(Value vec, Value mem, Value offset) {
               "l,r,r,r,r");
     return;
   }
-  auto op = vector::StoreOp::create(b, loc, vec, mem, ValueRange{offset});
-  op.setAlignment(static_cast<uint64_t>(width * elementBytes(mem)));
+  int64_t piece = accessPiece(*this, mem, width, elementBytes(mem));
+  for (int64_t i = 0; i < width; i += piece) {
+    Value part = vec;
+    if (piece < width) {
+      SmallVector<Value> elems;
+      for (int64_t e = 0; e < piece; ++e)
+        elems.push_back(extract(vec, i + e));
+      part = piece == 1 ? elems[0] : vector(elems);
+    }
+    Value at = i == 0 ? offset : add(offset, idx(i));
+    if (piece == 1 && piece < width) {
+      store(part, mem, at);
+      continue;
+    }
+    auto op = vector::StoreOp::create(b, loc, part, mem, ValueRange{at});
+    op.setAlignment(static_cast<uint64_t>(piece * elementBytes(mem)));
+  }
 }
 
 SmallVector<Value> SimtBuilder::loadF32(Value mem, Value offset,

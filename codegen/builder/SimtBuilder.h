@@ -12,6 +12,7 @@
 #define MHC_CODEGEN_BUILDER_SIMTBUILDER_H
 
 #include "mlir/IR/Builders.h"
+#include "llvm/ADT/DenseMap.h"
 
 #include <functional>
 
@@ -26,6 +27,10 @@ public:
   /// 16-byte vector stores to global memory go out as st.global.cs
   /// (evict-first): for a stream's output, which nothing here reads back.
   bool streamingStores = false;
+  /// The widest access (bytes) vload/vstore may issue to a memref whose
+  /// offsets are only that aligned (rows of K = n*C elements with K % 8 !=
+  /// 0: limitRowAccesses); wider vectors go out in pieces of this size.
+  llvm::DenseMap<Value, int64_t> accessLimit;
 
   // Constants.
   Value idx(int64_t v);

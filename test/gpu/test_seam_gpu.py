@@ -202,6 +202,8 @@ CONFIGS = [dict(n=n, act=act, layout=lay, C=C, M=M, mode=mode, tf32=tf32, weight
                (8, "bf16", "nc", 1024, 1000, "softmax_eps", True, False, False, 1e-6, 1e-6, None),  # not fused
                (8, "f32", "nc", 96, 3, "log", False, True, True, 1e-6, 1e-6, None),
                (8, "bf16", "nc", 1001, 65, "log", True, True, True, 1e-6, 1e-6, None),  # odd C
+               (4, "bf16", "cn", 5129, 128, "log", True, False, True, 1.1920929e-07, 0.0, None),  # K % 8 = 4
+               (3, "bf16", "nc", 5127, 300, "softmax_eps", False, True, True, 1e-6, 1e-6, None),  # odd K
            ]]
 
 

@@ -6,9 +6,8 @@ every dtype combination TE's docstrings allow, n = 4 and 1..8, M in {0, 1, 7,
 float64 SPEC.md with TE's tolerances), here on the GPU, and:
 - no call runs the reference path (mhc._C.stats()'s reference_calls) except
   where documented: M = 0 (nothing to launch: every op's call counts one
-  reference call) and the projection (mhc_fused_projection, and the one in
-  mhc_generate_mix_and_aggregate) at K = n*C not a multiple of 8 (C = 5129:
-  its kernels need K % 8 == 0, docs/PYTORCH.md);
+  reference call); C = 5129 (K = n*C not a multiple of 8) runs the kernels
+  too;
 - the same inputs give the same bits twice (use_split_k or not);
 - M = 0 through every torch.ops.mhc op (forward and *_backward) and every
   mhc.* function, forward and backward, on CUDA;
@@ -57,9 +56,8 @@ TE = load_te()
 
 
 def reference_expected(fn, M, C, n):
-    """Whether a case may run the reference path (the documented reasons)."""
-    projects = fn in ("mhc_fused_projection", "mhc_generate_mix_and_aggregate")
-    return M == 0 or (projects and (n * C) % 8 != 0)
+    """Whether a case may run the reference path (the documented reason)."""
+    return M == 0
 
 
 def reference_calls():

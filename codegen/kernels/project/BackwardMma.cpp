@@ -76,6 +76,11 @@ private:
   Value stageBase(Value step);
   Value xSlot(Value base, int64_t u, int64_t c);
   Value pieceBytes(Value src, Value end);
+  bool masked() const { return p.colPiece < p.laneCols; }
+  Value colsIn(int64_t offset);
+  void copyX(Value slotIdx, Value xOff, Value ok);
+  SmallVector<Value> loadLaneCols(Value mem, function_ref<Value(Value)> at);
+  void storeLaneCols(ArrayRef<Value> vals, Value mem, function_ref<Value(Value)> at);
   void issuePartialStep(Value step);
   void issueFullStep(Value step);
   void issueStep(Value step);
@@ -168,6 +173,60 @@ MmaMain::MmaMain(KernelContext &ctx, const MmaPlan &p, LaunchBuilder &l,
                      kb.idx(p.actBytes));
   // This lane's x columns within the block's slice.
   laneColInBlock = kb.sub(colBase, sliceCol);
+  limitRowAccesses(ctx, kb, l, {"x", "phi", "weight", "acc", "gx", "partials"});
+}
+
+/// Whether the lane's column colBase + offset is < K (false where the lane
+/// is not active).
+Value MmaMain::colsIn(int64_t offset) {
+  if (offset == 0)
+    return active;
+  return kb.andi(active, kb.lt(kb.add(colBase, kb.idx(offset)), kb.idx(p.K)));
+}
+
+/// One x piece of `unit` bytes (x element xOff) into ring float slotIdx,
+/// zeros where !ok: by cp.async, or by ld/st for 2-byte pieces (odd K),
+/// which the warp sync before the stage is read orders as well.
+void MmaMain::copyX(Value slotIdx, Value xOff, Value ok) {
+  Value dst = kb.sharedPtr(ring, slotIdx);
+  if (!p.syncCopy) {
+    kb.copyAsync(dst, kb.globalPtr(l.arg("x"), xOff), p.unit,
+                 kb.select(ok, kb.i32(p.unit), kb.i32(0)));
+    return;
+  }
+  Value v = kb.load(l.arg("x"), kb.select(ok, xOff, kb.idx(0)));
+  Value zeroAct = arith::ConstantOp::create(kb.b, kb.loc, kb.b.getFloatAttr(v.getType(), 0.0));
+  v = kb.select(ok, v, zeroAct);
+  LLVM::StoreOp::create(kb.b, kb.loc, v, dst, p.unit);
+}
+
+/// The lane's laneCols columns of a row as f32 (zeros past K), `at(col)`
+/// the offset of the row's column col; with masks (K % laneCols != 0) in
+/// pieces of colPiece, each read only where it lies before K.
+SmallVector<Value> MmaMain::loadLaneCols(Value mem, function_ref<Value(Value)> at) {
+  if (!masked())
+    return loadRun(kb, mem, at(col0), p.laneCols);
+  SmallVector<Value> out;
+  for (int64_t i = 0; i < p.laneCols; i += p.colPiece) {
+    Value ok = colsIn(i);
+    Value col = kb.select(ok, kb.add(col0, kb.idx(i)), kb.idx(0));
+    for (Value v : kb.loadF32(mem, at(col), p.colPiece))
+      out.push_back(kb.select(ok, v, zero));
+  }
+  return out;
+}
+
+/// Stores the lane's columns of a row (at(col) as above), those before K.
+void MmaMain::storeLaneCols(ArrayRef<Value> vals, Value mem,
+                            function_ref<Value(Value)> at) {
+  if (!masked()) {
+    kb.storeFrom(vals, mem, at(col0));
+    return;
+  }
+  for (int64_t i = 0; i < p.laneCols; i += p.colPiece)
+    kb.when(colsIn(i), [&] {
+      kb.storeFrom(vals.slice(i, p.colPiece), mem, at(kb.add(col0, kb.idx(i))));
+    });
 }
 
 Value MmaMain::slot(int64_t kt, int64_t rs, int64_t part) {
@@ -186,8 +245,8 @@ void MmaMain::parkPhi() {
     for (int h = 0; h < 2; ++h) {
       Value r = kb.add(kb.idx(8 * rs + 4 * h), t);
       Value ok = kb.andi(active, kb.lt(r, kb.idx(N)));
-      Value off = kb.add(kb.mul(kb.min(r, kb.idx(N - 1)), kb.idx(K)), col0);
-      for (Value v : loadRun(kb, l.arg("phi"), off, p.laneCols))
+      auto at = [&](Value c) { return kb.add(kb.mul(kb.min(r, kb.idx(N - 1)), kb.idx(K)), c); };
+      for (Value v : loadLaneCols(l.arg("phi"), at))
         rowVals[h].push_back(kb.select(ok, v, zero));
     }
     for (int64_t kt = 0; kt < p.T; ++kt) {
@@ -241,10 +300,15 @@ void MmaMain::issuePartialStep(Value step) {
     Value ok = kb.andi(active, kb.lt(tok, M));
     Value bytes = kb.select(ok, kb.i32(unit), kb.i32(0));
     Value off = kb.add(kb.mul(kb.min(tok, lastRow), kb.idx(K)), col0);
-    for (int64_t c = 0; c < p.copies; ++c)
-      kb.copyAsync(kb.sharedPtr(ring, xSlot(base, u, c)),
-                   kb.globalPtr(l.arg("x"), kb.add(off, kb.idx(c * unit / p.actBytes))),
-                   unit, bytes);
+    for (int64_t c = 0; c < p.copies; ++c) {
+      Value xOff = kb.add(off, kb.idx(c * unit / p.actBytes));
+      if (masked())
+        copyX(xSlot(base, u, c), xOff,
+              kb.andi(kb.lt(tok, M), colsIn(c * unit / p.actBytes)));
+      else
+        kb.copyAsync(kb.sharedPtr(ring, xSlot(base, u, c)),
+                     kb.globalPtr(l.arg("x"), xOff), unit, bytes);
+    }
   }
   Value ghBase = kb.add(base, kb.idx(p.xFloats));
   for (int64_t i = 0; i < (ghPieces + 31) / 32; ++i) {
@@ -278,10 +342,14 @@ void MmaMain::issueFullStep(Value step) {
   Value m0 = kb.mul(step, kb.idx(8));
   Value off = kb.add(kb.mul(m0, kb.idx(K)), xLane);
   for (int u = 0; u < 2; ++u)
-    for (int64_t c = 0; c < p.copies; ++c)
-      kb.copyAsync(kb.sharedPtr(ring, xSlot(base, u, c)),
-                   kb.globalPtr(l.arg("x"), kb.add(off, kb.idx(u * K + c * unit / p.actBytes))),
-                   unit, xBytes);
+    for (int64_t c = 0; c < p.copies; ++c) {
+      Value xOff = kb.add(off, kb.idx(u * K + c * unit / p.actBytes));
+      if (masked())
+        copyX(xSlot(base, u, c), xOff, colsIn(c * unit / p.actBytes));
+      else
+        kb.copyAsync(kb.sharedPtr(ring, xSlot(base, u, c)),
+                     kb.globalPtr(l.arg("x"), xOff), unit, xBytes);
+    }
   Value ghBase = kb.add(base, kb.idx(p.xFloats));
   Value ghSrc = kb.add(kb.mul(m0, kb.idx(N)), kb.mul(lane, kb.idx(4)));
   Value ghDst = kb.add(ghBase, kb.mul(lane, kb.idx(4)));
@@ -455,9 +523,9 @@ void MmaMain::enterStep(StepValues &s) {
 /// M - 1 and are not stored.
 void MmaMain::loadAcc(StepValues &s) {
   for (int u = 0; u < 2; ++u)
-    s.acc[u] = loadRun(kb, l.arg("acc"),
-                       kb.add(kb.mul(kb.min(s.tok[u], lastRow), kb.idx(p.K)), col0),
-                       p.laneCols);
+    s.acc[u] = loadLaneCols(l.arg("acc"), [&](Value c) {
+      return kb.add(kb.mul(kb.min(s.tok[u], lastRow), kb.idx(p.K)), c);
+    });
 }
 
 /// acc becomes aggregate.bwd's gx (acc = its acc): own = pre[i] gy[c] at
@@ -501,8 +569,9 @@ void MmaMain::storeGx(StepValues &s, ArrayRef<Value> d, SmallVector<Value> &sums
     }
   for (int u = 0; u < 2; ++u)
     kb.when(kb.andi(active, s.tokOk[u]), [&] {
-      kb.storeFrom(gx[u], l.arg("gx"),
-                   kb.add(kb.mul(s.tok[u], kb.idx(p.K)), col0));
+      storeLaneCols(gx[u], l.arg("gx"), [&](Value c) {
+        return kb.add(kb.mul(s.tok[u], kb.idx(p.K)), c);
+      });
     });
 }
 
@@ -592,14 +661,16 @@ void MmaMain::storeShare(ArrayRef<Value> total) {
                         kb.b, kb.loc, total[(j / 2) * rSteps + rs],
                         ArrayRef<int64_t>{j % 2, e})));
         kb.when(kb.lt(r, kb.idx(N)), [&] {
-          kb.storeFrom(vals, l.arg("partials"),
-                       kb.add(base, kb.add(kb.mul(r, kb.idx(K)), col0)));
+          storeLaneCols(vals, l.arg("partials"), [&](Value c) {
+            return kb.add(base, kb.add(kb.mul(r, kb.idx(K)), c));
+          });
         });
       }
     if (p.hasW)
       kb.when(kb.eq(t, kb.idx(0)), [&] {
-        kb.storeFrom(gw, l.arg("partials"),
-                     kb.add(base, kb.add(kb.idx(N * K), col0)));
+        storeLaneCols(gw, l.arg("partials"), [&](Value c) {
+          return kb.add(base, kb.add(kb.idx(N * K), c));
+        });
       });
   });
 }
@@ -609,7 +680,7 @@ void MmaMain::consume() {
   parkPhi();
   w.assign(p.laneCols, kb.f32(1.0));
   if (p.hasW)
-    w = loadRun(kb, l.arg("weight"), col0, p.laneCols);
+    w = loadLaneCols(l.arg("weight"), [](Value c) { return c; });
   startCopies();
   SmallVector<Value> total = shareSums();
   // Groups of steps past the share's end were empty.

@@ -2,10 +2,12 @@
 
 #include "kernels/project/BackwardMmaPlan.h"
 #include "kernels/project/Fragments.h"
+#include "kernels/project/Project.h"
 
 #include "builder/LaunchBuilder.h"
 
 #include <algorithm>
+#include <numeric>
 
 using namespace mlir;
 using namespace mlir::mhc;
@@ -26,7 +28,10 @@ void planMode(const KernelContext &ctx, MmaPlan &p) {
   // For 2-byte activations on sm_90 (with gh rows whole 16-byte pieces,
   // N % 4 == 0) the stage is the block's (planRing).
   p.actBytes = ::mhc::byteWidth(spec.act);
-  p.staged = p.actBytes == 2 && spec.arch != "sm_80" && p.N % 4 == 0;
+  // Bulk copies need x's rows 16-byte aligned (K % 8 == 0 for 2-byte x).
+  p.xAlign = projectRowAlignBytes(ctx, spec.act);
+  p.staged = p.actBytes == 2 && spec.arch != "sm_80" && p.N % 4 == 0 &&
+             p.xAlign == 16;
   // `paced` staged specs add a producer warp (MmaMain::produce): on
   // sm_90a, those whose consumers fit the 136 registers of 160-thread
   // blocks at three per SM without spilling (no weight).
@@ -86,8 +91,10 @@ void planRing(const KernelContext &ctx, MmaPlan &p) {
   // lane: a warp sync after the wait), and gms of the 8 tokens. Tokens past
   // M and columns past K are zero-filled by the copies themselves.
   int64_t laneBytes = p.laneCols * p.actBytes;
-  p.unit = std::min<int64_t>(16, laneBytes);
+  p.unit = std::min<int64_t>({16, laneBytes, p.xAlign});
   p.copies = laneBytes / p.unit;
+  p.colPiece = std::gcd(p.laneCols, p.K & -p.K); // K & -K: K's lowest bit
+  p.syncCopy = p.unit < 4;
   p.xFloats = 2 * 32 * laneBytes / 4;
   p.ghFloats = (8 * N + 3) / 4 * 4;
   p.ghPieces = 2 * N; // 16-byte pieces

@@ -29,6 +29,13 @@ struct MmaPlan {
   int64_t actBytes;
   bool staged, paced; // block ring by bulk copies; with a producer warp
   int64_t laneCols, blockCols, slices, width, shares;
+  // Any K (issue 35): x's rows aligned to xAlign bytes (16 where K % 8 ==
+  // 0); a lane's columns are loaded and stored in pieces of colPiece
+  // elements, each masked at K where colPiece < laneCols (K % laneCols !=
+  // 0); x pieces under 4 bytes (odd K, 2-byte x) are copied by ld/st, not
+  // cp.async.
+  int64_t xAlign, colPiece;
+  bool syncCopy;
   // A stage of the ring (floats), x's pieces (per-warp ring) and rows
   // (block ring), gh's row stride and the phi fragments' slots.
   int64_t unit, copies, xFloats, ghFloats, ghPieces, stageFloats, phiFloats;

@@ -58,6 +58,25 @@ void mlir::mhc::storeProjectPartials(
   });
 }
 
+int64_t mlir::mhc::projectRowAlignBytes(const KernelContext &ctx,
+                                         DType dtype) {
+  int64_t K = ctx.K(), bytes = ::mhc::byteWidth(dtype);
+  return std::min<int64_t>(16, bytes * (K & -K)); // K & -K: K's lowest bit
+}
+
+void mlir::mhc::limitRowAccesses(const KernelContext &ctx, KernelBuilder &kb,
+                                 LaunchBuilder &l,
+                                 ArrayRef<const char *> names) {
+  for (const char *name : names) {
+    const ::mhc::BufferDesc *desc = ctx.manifest.buffer(name);
+    if (!desc) // (weight, acc: where the spec has them, so has the launch)
+      continue;
+    int64_t align = projectRowAlignBytes(ctx, desc->dtype);
+    if (align < 16)
+      kb.accessLimit[l.arg(name)] = align;
+  }
+}
+
 void mlir::mhc::declareProjectForwardIO(KernelContext &ctx) {
   const ::mhc::KernelSpec &spec = ctx.spec;
   int64_t N = ctx.N(), K = ctx.K();

@@ -3,6 +3,7 @@
 #include "kernels/project/ForwardStagedPlan.h"
 
 #include "builder/LaunchBuilder.h"
+#include "kernels/project/Project.h"
 
 #include <algorithm>
 
@@ -44,8 +45,11 @@ void planStagedRegisters(const KernelContext &ctx, StagedPlan &s) {
 } // namespace
 
 std::optional<StagedPlan> mlir::mhc::planStaged(const KernelContext &ctx) {
-  // Bulk copies and expect-tx mbarriers need sm_90.
-  if (ctx.spec.act != DType::BF16 || ctx.spec.arch == "sm_80")
+  // Bulk copies and expect-tx mbarriers need sm_90, and x's rows 16-byte
+  // aligned (K % 8 == 0); any other K takes the tf32 variant, whose loads
+  // are as wide as the rows' alignment allows.
+  if (ctx.spec.act != DType::BF16 || ctx.spec.arch == "sm_80" ||
+      projectRowAlignBytes(ctx, ctx.spec.act) < 16)
     return std::nullopt;
   StagedPlan s;
   s.N = ctx.N();

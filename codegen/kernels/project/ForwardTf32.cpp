@@ -21,6 +21,8 @@
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 
+#include <algorithm>
+
 using namespace mlir;
 using namespace mlir::mhc;
 using ::mhc::BufferRole;
@@ -39,6 +41,11 @@ struct Tf32Plan {
   bool precise;   // without the tf32 flag: phi split into hi + lo
   bool splitX;    // precise with f32 x: x split too
   bool hasWeight;
+  /// Masked k-steps of 8 columns after the last whole chunk (K % 8 != 0:
+  /// columns [chunks() * chunkK(), K)), run by the last split.
+  int64_t tailSteps = 0;
+  /// A tail step's plan: loads column by column, masked at K.
+  bool masked = false;
   ::mhc::SplitRule split;
   int64_t chunkK() const { return 8 * steps; }
   int64_t chunks() const { return K / chunkK(); }
@@ -52,9 +59,11 @@ Tf32Plan planTf32(const KernelContext &ctx) {
   p.N = ctx.N();
   p.K = ctx.K();
   // Chunk = 8s columns, s k-steps: the largest s in {8, 4, 2, 1} with
-  // K % 8s == 0 (unsupportedReason guarantees K % 8 == 0).
+  // K % 8s == 0. Any other K (K % 8 != 0) keeps s = 8 (registers allowing)
+  // and ends in masked tail steps; its row accesses are as wide as the
+  // rows' alignment allows (limitRowAccesses).
   p.steps = 8;
-  while (p.K % (8 * p.steps) != 0)
+  while (p.K % 8 == 0 && p.K % (8 * p.steps) != 0)
     p.steps /= 2;
   p.nTiles = (p.N + 7) / 8;
   p.precise = !spec.tf32;
@@ -72,8 +81,12 @@ Tf32Plan planTf32(const KernelContext &ctx) {
     p.mTiles = 1;
   while (p.steps > 1 && regs(p.mTiles, p.steps) > 160)
     p.steps /= 2;
+  while (p.steps > 1 && p.chunks() == 0) // K < 64 (and K % 8 != 0)
+    p.steps /= 2;
+  p.tailSteps = (p.K - p.chunks() * p.chunkK() + 7) / 8;
+  // At least one split: K < 8 has no whole chunk, only the tail.
   p.split = {p.tokensPerBlock(), ctx.persistentBlocks(),
-             std::min<int64_t>(64, p.chunks())};
+             std::clamp<int64_t>(p.chunks(), 1, 64)};
   return p;
 }
 
@@ -86,13 +99,34 @@ struct Tf32Lane {
   SmallVector<std::array<Value, 2>> rows, rowOff;
   /// Row g of each n-tile of phi: its offset (clamped) and whether it is < N.
   SmallVector<Value> phiRowOff, phiValid;
+  /// Whether this block runs the tail steps (the last split).
+  Value lastSplit;
 };
+
+/// `count` columns of a row from column k0 (at rowOff + k0) as f32: in
+/// vector accesses, or for a tail step column by column, 0 past K and in
+/// all but the last split.
+SmallVector<Value> loadCols(KernelBuilder &kb, const Tf32Plan &p,
+                            const Tf32Lane &ln, Value mem, Value rowOff,
+                            Value k0, int64_t count) {
+  if (!p.masked)
+    return loadRun(kb, mem, kb.add(rowOff, k0), count);
+  SmallVector<Value> out;
+  for (int64_t e = 0; e < count; ++e) {
+    Value col = kb.add(k0, kb.idx(e));
+    Value ok = kb.andi(ln.lastSplit, kb.lt(col, kb.idx(p.K)));
+    Value v = kb.toF32(kb.load(mem, kb.add(rowOff, kb.select(ok, col, kb.idx(0)))));
+    out.push_back(kb.select(ok, v, kb.f32(0.0)));
+  }
+  return out;
+}
 
 Tf32Lane locateLane(KernelBuilder &kb, LaunchBuilder &l, const Tf32Plan &p) {
   Tf32Lane ln;
   ln.sk = projectSplitK(kb, l, p.chunks());
   const ProjectSplitK &sk = ln.sk;
   int64_t K = p.K;
+  ln.lastSplit = kb.eq(sk.split, kb.sub(sk.S, kb.idx(1)));
   Value lastRow = kb.sub(sk.M, kb.idx(1));
   for (int64_t mt = 0; mt < p.mTiles; ++mt) {
     Value base = kb.add(kb.mul(sk.mBlock, kb.idx(p.tokensPerBlock())),
@@ -121,10 +155,10 @@ SmallVector<SmallVector<Value>> loadChunkB(KernelBuilder &kb, LaunchBuilder &l,
   int64_t s = p.steps;
   SmallVector<Value> w;
   if (p.hasWeight)
-    w = loadRun(kb, l.arg("weight"), k0, 2 * s);
+    w = loadCols(kb, p, ln, l.arg("weight"), kb.idx(0), k0, 2 * s);
   SmallVector<SmallVector<Value>> bv(p.nTiles);
   for (int64_t nt = 0; nt < p.nTiles; ++nt) {
-    bv[nt] = loadRun(kb, l.arg("phi"), kb.add(ln.phiRowOff[nt], k0), 2 * s);
+    bv[nt] = loadCols(kb, p, ln, l.arg("phi"), ln.phiRowOff[nt], k0, 2 * s);
     for (int64_t e = 0; e < 2 * s; ++e) {
       if (p.hasWeight)
         bv[nt][e] = kb.mul(bv[nt][e], w[e]);
@@ -143,7 +177,7 @@ void multiplyMTile(KernelBuilder &kb, LaunchBuilder &l, const Tf32Plan &p,
   int64_t s = p.steps, nTiles = p.nTiles;
   std::array<SmallVector<Value>, 2> xv;
   for (int h = 0; h < 2; ++h) {
-    xv[h] = loadRun(kb, l.arg("x"), kb.add(ln.rowOff[mt][h], k0), 2 * s);
+    xv[h] = loadCols(kb, p, ln, l.arg("x"), ln.rowOff[mt][h], k0, 2 * s);
     Value &ms = next[p.accs() + mt * 2 + h];
     for (Value v : xv[h])
       ms = kb.fma(v, v, ms);
@@ -180,8 +214,30 @@ void multiplyMTile(KernelBuilder &kb, LaunchBuilder &l, const Tf32Plan &p,
   }
 }
 
-/// The loop over the block's chunks. Its values: a [2, 2] accumulator per
-/// (m-tile, n-tile), then the sums of squares of each m-tile's two rows.
+/// One chunk of 8s columns at this lane's k0 into the loop's values `next`.
+/// In precise mode the tensor core accumulates one chunk only; the chunk
+/// sums are added into the totals with IEEE fp32 adds, so its truncating
+/// accumulation never runs over more than 8s columns.
+void multiplyChunk(KernelBuilder &kb, LaunchBuilder &l, const Tf32Plan &p,
+                   const Tf32Lane &ln, Value k0, Value zeroAcc,
+                   MutableArrayRef<Value> next) {
+  SmallVector<SmallVector<Value>> bv = loadChunkB(kb, l, p, ln, k0, kb.f32(0.0));
+  SmallVector<Value> total;
+  if (p.precise)
+    for (int64_t i = 0; i < p.accs(); ++i) {
+      total.push_back(next[i]);
+      next[i] = zeroAcc;
+    }
+  for (int64_t mt = 0; mt < p.mTiles; ++mt)
+    multiplyMTile(kb, l, p, ln, mt, k0, bv, next);
+  if (p.precise)
+    for (int64_t i = 0; i < p.accs(); ++i)
+      next[i] = kb.add(total[i], next[i]);
+}
+
+/// The loop over the block's chunks, then the tail steps. Its values: a
+/// [2, 2] accumulator per (m-tile, n-tile), then the sums of squares of
+/// each m-tile's two rows.
 SmallVector<Value> emitKLoop(KernelBuilder &kb, LaunchBuilder &l,
                              const Tf32Plan &p, const Tf32Lane &ln) {
   Value zero = kb.f32(0.0);
@@ -194,29 +250,26 @@ SmallVector<Value> emitKLoop(KernelBuilder &kb, LaunchBuilder &l,
     init.push_back(zeroAcc);
   for (int64_t i = 0; i < p.mTiles * 2; ++i)
     init.push_back(zero);
-  return kb.loop(
+  SmallVector<Value> result = kb.loop(
       ln.sk.cBegin, ln.sk.cEnd, kb.idx(1), init, [&](Value c, ValueRange it) {
         SmallVector<Value> next(it.begin(), it.end());
         Value k0 = kb.add(kb.mul(c, kb.idx(p.chunkK())),
                           kb.mul(ln.sk.t, kb.idx(2 * p.steps)));
-        SmallVector<SmallVector<Value>> bv =
-            loadChunkB(kb, l, p, ln, k0, zero);
-        // In precise mode the tensor core accumulates one chunk only; the
-        // chunk sums are added into the totals with IEEE fp32 adds, so its
-        // truncating accumulation never runs over more than 8s columns.
-        SmallVector<Value> total;
-        if (p.precise)
-          for (int64_t i = 0; i < p.accs(); ++i) {
-            total.push_back(next[i]);
-            next[i] = zeroAcc;
-          }
-        for (int64_t mt = 0; mt < p.mTiles; ++mt)
-          multiplyMTile(kb, l, p, ln, mt, k0, bv, next);
-        if (p.precise)
-          for (int64_t i = 0; i < p.accs(); ++i)
-            next[i] = kb.add(total[i], next[i]);
+        multiplyChunk(kb, l, p, ln, k0, zeroAcc, next);
         return next;
       });
+  // The tail (K % 8 != 0): steps of one k-step each, masked loads; every
+  // split runs them (zeros but in the last), so the loop's values need no
+  // branch.
+  Tf32Plan tail = p;
+  tail.steps = 1;
+  tail.masked = true;
+  for (int64_t i = 0; i < p.tailSteps; ++i) {
+    Value k0 = kb.add(kb.idx(p.chunks() * p.chunkK() + 8 * i),
+                      kb.mul(ln.sk.t, kb.idx(2)));
+    multiplyChunk(kb, l, tail, ln, k0, zeroAcc, result);
+  }
+  return result;
 }
 
 /// Writes each of the lane's rows' partials from the loop's results.
@@ -245,6 +298,7 @@ void emitTf32Partial(KernelContext &ctx, const Tf32Plan &p) {
   l.param("partials").param("M").param("S").block(32 * kWarps)
       .grid({p.tokensPerBlock(), 0, /*timesSplit=*/true});
   KernelBuilder kb = ctx.begin(l);
+  limitRowAccesses(ctx, kb, l, {"x", "phi"});
   Tf32Lane ln = locateLane(kb, l, p);
   SmallVector<Value> result = emitKLoop(kb, l, p, ln);
   storeTf32Partials(kb, l, p, ln, result);

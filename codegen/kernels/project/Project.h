@@ -21,6 +21,15 @@ LogicalResult buildProjectForward(KernelContext &ctx);
 /// squares), from the variant that serves the spec. buildProjectForward
 /// adds the reduce launch; the fused pre step its tail.
 LogicalResult buildProjectForwardPartials(KernelContext &ctx);
+/// Bytes to which every row of K = n*C elements of `dtype` starts aligned,
+/// at most 16: below 16 where K % (16 / bytes) != 0 (any C, issue 35).
+int64_t projectRowAlignBytes(const KernelContext &ctx, ::mhc::DType dtype);
+/// Caps kb's vector accesses to the buffers among `names` that the spec
+/// declares, all parameters of the launch (buffers of rows of K
+/// elements: x, gx, acc, phi, ...), at their row
+/// alignment, so that any K runs the same kernels in narrower accesses.
+void limitRowAccesses(const KernelContext &ctx, KernelBuilder &kb,
+                      LaunchBuilder &l, ArrayRef<const char *> names);
 /// The forward's inputs and outputs (x, phi[, weight], h, ms), in order.
 void declareProjectForwardIO(KernelContext &ctx);
 /// Where a block of a split-K forward partial launch works: lane (g, t) of

@@ -1,0 +1,59 @@
+// The projection at K = n*C not a multiple of 8 (issue 35, "Any C"): x's
+// rows are then only 8-, 4- or 2-byte aligned, so the variants that copy
+// them by TMA / bulk copies (16-byte strides) step aside and the generic
+// ones run with accesses as wide as the rows' alignment allows and a tail
+// masked at K. Forward: the tf32 variant (no pack launch), x read in 8-byte
+// pieces at K % 8 == 4 and element by element at odd K. Backward: the
+// per-warp cp.async ring (no bulk copies) in pieces of the rows' alignment,
+// 2-byte x pieces (odd K) by ld/st; gx stored as wide as the rows allow.
+// RUN: rm -rf %t.f4 && mhc-compile --spec 'project.fwd;n=4;act=bf16;param=f32;layout=cn;C=5129;tf32=1;weight=0;arch=sm_90a' -o %t.f4 && cat %t.f4/*.json | FileCheck %s --check-prefix=FWD4JSON
+// RUN: cat %t.f4/*.ptx | FileCheck %s --check-prefix=FWD4PTX
+// RUN: rm -rf %t.f3 && mhc-compile --spec 'project.fwd;n=3;act=bf16;param=f32;layout=cn;C=5127;tf32=1;weight=1;arch=sm_90a' -o %t.f3 && cat %t.f3/*.ptx | FileCheck %s --check-prefix=FWDODD
+// RUN: rm -rf %t.b4 && mhc-compile --spec 'project.bwd;n=4;act=bf16;param=f32;layout=cn;C=5129;tf32=1;weight=0;arch=sm_90a' -o %t.b4 && cat %t.b4/*.ptx | FileCheck %s --check-prefix=BWD4
+// RUN: rm -rf %t.b3 && mhc-compile --spec 'project.bwd;n=3;act=bf16;param=f32;layout=cn;C=5127;tf32=0;weight=1;arch=sm_90a' -o %t.b3 && cat %t.b3/*.ptx | FileCheck %s --check-prefix=BWDODD
+// RUN: rm -rf %t.bf && mhc-compile --spec 'project.bwd;n=3;act=f32;param=f32;layout=cn;C=5127;tf32=1;weight=0;arch=sm_90a' -o %t.bf && cat %t.bf/*.ptx | FileCheck %s --check-prefix=BWDF32
+// RUN: rm -rf %t.s && mhc-compile --spec 'post_pre.fwd;n=4;act=bf16;param=f32;layout=cn;C=5129;tf32=1;weight=0;norm_eps=9.99999997e-07;pre_eps=9.99999997e-07;post_mult=2;mode=log;iters=20;bias=1;arch=sm_90a' -o %t.s && cat %t.s/*.json | FileCheck %s --check-prefix=SEAM
+
+// Two launches, the tf32 partial and the reduce: no pack (the staged
+// variant's), its 64-column chunks (K = 20516 = 320 * 64 + 36: five
+// masked tail steps after 320 chunks) split up to 64 ways.
+// FWD4JSON: "split": {"tokens_per_block": 128, "target_blocks": {{[0-9]+}}, "max": 64,
+// FWD4JSON: "entry": "mhc_project_fwd_n4_{{[0-9a-f]+}}_partial"
+// FWD4JSON-NOT: _pack"
+// FWD4JSON: "entry": "mhc_project_fwd_n4_{{[0-9a-f]+}}_reduce"
+// FWD4PTX-NOT: cp.async.bulk
+// FWD4PTX: ld.global.nc.v4.b16
+// FWD4PTX-NOT: cp.async.bulk
+
+// Odd K: no vector load of a 2-byte element run.
+// FWDODD-NOT: ld.global.nc.v{{[248]}}.b16
+// FWDODD-NOT: ld.global.nc.v{{[24]}}.u16
+// FWDODD: ld.global.nc.b16
+// FWDODD-NOT: ld.global.nc.v{{[248]}}.b16
+
+// K % 8 == 4: x by 8-byte cp.async pieces, gx by 8-byte stores, no bulk
+// copies.
+// BWD4-NOT: cp.async.bulk
+// BWD4: cp.async.ca.shared.global [%rd{{[0-9]+}}{{(\+[0-9]+)?}}], [%rd{{[0-9]+}}{{(\+[0-9]+)?}}], 8, %r{{[0-9]+}};
+// BWD4-NOT: cp.async.bulk
+// BWD4: st.global.v2.b32
+// BWD4-NOT: cp.async.bulk
+
+// Odd K with 2-byte x: x element by element through registers (cp.async
+// has no 2-byte copy), gx stored element by element.
+// BWDODD-NOT: cp.async.ca
+// BWDODD-NOT: cp.async.bulk
+// BWDODD: ld.global.nc.b16
+// BWDODD: st.shared.b16
+// BWDODD: st.global.b16
+
+// f32 x at odd K: 4-byte cp.async pieces.
+// BWDF32: cp.async.ca.shared.global [%rd{{[0-9]+}}{{(\+[0-9]+)?}}], [%rd{{[0-9]+}}{{(\+[0-9]+)?}}], 4, %r{{[0-9]+}};
+// BWDF32-NOT: st.global.v{{[24]}}.f32
+
+// The seam at K % 8 != 0 composes its parts (no fused expand + partials):
+// expand_combine, then the pre step's tf32 partial and tail.
+// SEAM-NOT: _expand_partial"
+// SEAM: "entry": "mhc_post_pre_fwd_n4_{{[0-9a-f]+}}_post_main"
+// SEAM-NOT: _expand_partial"
+// SEAM: "entry": "mhc_post_pre_fwd_n4_{{[0-9a-f]+}}_pre_partial"
