@@ -79,14 +79,18 @@ std::string Runtime::archOf(int deviceOrdinal) {
   return arch;
 }
 
-const LoadedKernel &Runtime::kernel(const KernelSpec &spec, int deviceOrdinal) {
+const LoadedKernel *Runtime::loadedKernel(const KernelSpec &spec,
+                                          int deviceOrdinal) {
   uint64_t structural = spec.structuralHash();
-  {
-    std::lock_guard<std::mutex> lock(mutex);
-    auto hit = fast.find({deviceOrdinal, structural});
-    if (hit != fast.end())
-      return *hit->second;
-  }
+  std::lock_guard<std::mutex> lock(mutex);
+  auto hit = fast.find({deviceOrdinal, structural});
+  return hit != fast.end() ? hit->second : nullptr;
+}
+
+const LoadedKernel &Runtime::kernel(const KernelSpec &spec, int deviceOrdinal) {
+  if (const LoadedKernel *hit = loadedKernel(spec, deviceOrdinal))
+    return *hit;
+  uint64_t structural = spec.structuralHash();
   std::string canonical = spec.canonical();
   {
     std::lock_guard<std::mutex> lock(mutex);

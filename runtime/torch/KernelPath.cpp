@@ -5,6 +5,7 @@
 #include "Stats.h"
 
 #include <ATen/cuda/CUDAContext.h>
+#include <ATen/cuda/EmptyTensor.h>
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAGuard.h>
 
@@ -76,10 +77,16 @@ const mhc::rt::LoadedKernel *select(const char *op, mhc::KernelSpec spec,
   if (reason.empty()) {
     try {
       auto &rt = mhc::rt::Runtime::get();
-      spec.arch = rt.archOf(first.get_device());
-      reason = mhc::unsupportedReason(spec);
-      if (reason.empty())
-        kernel = &rt.kernel(spec, first.get_device());
+      int device = first.get_device();
+      spec.arch = rt.archOf(device);
+      // A loaded kernel was supported when it loaded: the checks (strings,
+      // for the seam five part specs) run once per spec, not per call.
+      kernel = rt.loadedKernel(spec, device);
+      if (!kernel) {
+        reason = mhc::unsupportedReason(spec);
+        if (reason.empty())
+          kernel = &rt.kernel(spec, device);
+      }
     } catch (const mhc::rt::Error &e) {
       reason = e.what();
     }
@@ -100,6 +107,11 @@ const mhc::rt::LoadedKernel *select(const char *op, mhc::KernelSpec spec,
   warnOnce(std::string("mhc.") + op + ": running the reference path (" +
            reason + ")" + (spec.channels ? " for " + spec.canonical() : ""));
   return nullptr;
+}
+
+Tensor emptyOf(at::IntArrayRef sizes, const Tensor &like) {
+  return at::detail::empty_cuda(sizes, like.scalar_type(), like.device(),
+                                c10::MemoryFormat::Contiguous);
 }
 
 /// Launches `kernel` with the named tensors; an output named with a null

@@ -37,6 +37,10 @@ public:
   /// The kernel for `spec` on device `deviceOrdinal`, loaded on first use.
   /// Throws Error when it cannot be compiled or loaded.
   const LoadedKernel &kernel(const KernelSpec &spec, int deviceOrdinal);
+  /// The kernel for `spec` when it is already loaded on the device, else
+  /// nullptr: the per-call fast path (a structural hash and one map lookup,
+  /// no strings). Only kernel() loads, and only specs codegen supports.
+  const LoadedKernel *loadedKernel(const KernelSpec &spec, int deviceOrdinal);
 
   /// Launches every launch of `kernel` for M tokens with split count
   /// S = split(kernel, M), which the caller has already used to size the
