@@ -28,8 +28,8 @@ alone) is taken off first. Memory: saved = the distinct storages autograd saves 
 its output, per layer (also tensors kept outside autograd's saved tensors, such as TE's buffer); peak =
 torch.cuda.max_memory_allocated over one forward + backward of the stack, above what was allocated
 before it. After each column its log line says what it left: tensors it created that are still alive
-(LEFT ALIVE, a leak: the next column would lack that memory; test_bench_stack.py checks there are none)
-and, on CUDA, torch.cuda.memory_allocated() once it is gone (with the caching allocator emptied).
+(LEFT ALIVE, a leak: the next column would lack that memory; test_bench_stack.py checks there are none);
+on CUDA a line follows with torch.cuda.memory_allocated() once the column is gone (the next starts there).
 Writes DIR/stack.json after every configuration and prints the table last;
 `bench/report.py merge-stack` puts it into docs/perf/results.json.
 """
@@ -332,6 +332,8 @@ def run_config(kind, M, C, ctx):
             row["allocated_after"] = torch.cuda.memory_allocated()
         rows.append(row)
         print(line(row), flush=True)
+        if "allocated_after" in row:
+            print(f"    allocated after {kind} M={M} C={C} {name}: {mib(row['allocated_after'])} MiB", flush=True)
     bench._GRADS.clear()  # (one [M, C, n] gradient per shape: 1.9 GB at C = 7168)
     return rows
 
@@ -351,13 +353,10 @@ def mib(v, digits=0):
 
 
 def leftovers(r):
-    """What the column left allocated: tensors it did not free (a leak, flagged) and, on CUDA, all
-    that the caching allocator still has allocated after it (the next column starts from there)."""
+    """The tensors the column left alive (a leak: the next column would lack their memory)."""
     out = ""
     if r.get("left_tensors"):
         out += f"; LEFT ALIVE {r['left_tensors']} tensors, {mib(r['left_bytes'], 1)} MiB"
-    if r.get("allocated_after") is not None:
-        out += f"; allocated after {mib(r['allocated_after'])} MiB"
     return out
 
 
