@@ -23,6 +23,9 @@ struct LoadedKernel {
   KernelSpec spec;
   Manifest manifest;
   std::vector<CUfunction> functions; // one per manifest launch
+  /// The context the module is loaded in (the device's primary context):
+  /// launch() makes it current on the calling thread when it is not.
+  CUcontext context = nullptr;
   /// Per launch, per parameter: the buffer index, or -1 for M, -2 for S.
   std::vector<std::vector<int>> paramBuffers;
   /// Buffer index -> position in the manifest's buffer list, by name.
@@ -46,7 +49,8 @@ public:
   /// S = split(kernel, M), which the caller has already used to size the
   /// buffers. `buffers[i]` is the device address of manifest buffer i
   /// (inputs, outputs and workspaces, sized by their extents at M and S),
-  /// 16-byte aligned.
+  /// 16-byte aligned. Makes the kernel's context current on the calling
+  /// thread first (any thread may launch: the autograd engine's, a user's).
   void launch(const LoadedKernel &kernel, int64_t M, int64_t S,
               void *const *buffers, size_t count, CUstream stream);
 
@@ -61,12 +65,15 @@ public:
 
 private:
   Runtime();
+  /// The device's primary context, retained once per device.
+  CUcontext contextOf(int deviceOrdinal);
   KernelCache diskCache;
   std::mutex mutex;
   std::map<std::pair<int, std::string>, std::unique_ptr<LoadedKernel>> loaded;
   /// (device, structural hash) -> kernel: the per-call fast path.
   std::map<std::pair<int, uint64_t>, const LoadedKernel *> fast;
   std::map<int, std::string> arches;
+  std::map<int, CUcontext> contexts;
 };
 
 } // namespace mhc::rt
