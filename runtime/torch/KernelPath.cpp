@@ -109,8 +109,8 @@ const mhc::rt::LoadedKernel *select(const char *op, mhc::KernelSpec spec,
   return nullptr;
 }
 
-Tensor emptyOf(at::IntArrayRef sizes, const Tensor &like) {
-  return at::detail::empty_cuda(sizes, like.scalar_type(), like.device(),
+Tensor emptyOf(at::IntArrayRef sizes, at::ScalarType dtype, const Tensor &like) {
+  return at::detail::empty_cuda(sizes, dtype, like.device(),
                                 c10::MemoryFormat::Contiguous);
 }
 
@@ -136,6 +136,7 @@ void launch(const mhc::rt::LoadedKernel &kernel, int64_t M,
       if (b.name[0] == name[0] && b.name == name) { // (per call: cheap test first)
         t = tensor;
         scratch = !tensor;
+        break; // (names are unique: post_pre_backward binds 27 of 33 buffers)
       }
     if (!t) {
       TORCH_CHECK(scratch || b.role == mhc::BufferRole::Workspace, "mhc: kernel ",

@@ -172,7 +172,7 @@ SeamOut seamCuda(const SeamArgs &t, const PreAttrs &a, bool save) {
   }
   if (!k)
     return seamSteps(kCudaSteps, t, a, save);
-  Tensor xNext = at::empty_like(t.x);
+  Tensor xNext = emptyLike(t.x);
   auto [y, postNext, PNext, h, ms, pre, logits] =
       emptyPreStep(t.x, M, n, c.C, save);
   auto kept = [&](const Tensor &v) { return save ? &v : nullptr; };
