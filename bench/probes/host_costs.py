@@ -1,6 +1,9 @@
 """Host cost of the backward at small M (issue 34, part A): per-call host microseconds of each
-backward op and of each autograd node, without the profiler, then a profile that leaves the
-profiler's own start-up costs out. Prints a table; writes nothing.
+backward op without the profiler; for the 4-layer identity stack's forward, backward and step,
+per layer, host time vs the GPU's (CUDA-event span, and kernel time from the profiler), so one
+sees whether the backward is host- or GPU-bound, and how much of its host time is outside the
+ops (the autograd engine, the nodes); then a profile that leaves the profiler's own start-up
+costs out (by CPU time, then by GPU time). Prints tables; writes nothing.
 
     python3 bench/probes/host_costs.py [--M 128] [--C 4096] [--device cpu (a smoke run of the code)]
 
@@ -46,7 +49,7 @@ def host_us(fn, calls=100, rounds=5):
 
 
 def op_rows(M, C):
-    """Each backward op called directly (below autograd, as the nodes call them)."""
+    """Each backward op called directly (below autograd, as the nodes call them); name -> host us."""
     b, n = torch.bfloat16, 4
     x, f = torch.randn(M, C, n, device=DEV, dtype=b), torch.randn(M, C, device=DEV, dtype=b)
     post, P = torch.rand(M, n, device=DEV), torch.rand(M, n, n, device=DEV)
@@ -69,23 +72,92 @@ def op_rows(M, C):
                                                                 *ATTRS),
         "torch.empty_like(x) (reference)": lambda: torch.empty_like(x),
     }
+    out = {}
     for name, fn in rows.items():
-        print(f"  {name:34s} {host_us(fn):7.1f} us host per call", flush=True)
+        out[name] = host_us(fn)
+        print(f"  {name:34s} {out[name]:7.1f} us host per call", flush=True)
+    return out
 
 
-def stack_rows(M, C):
-    """The 4-layer identity stack: per-layer wall and host time of forward and backward."""
-    st = mhc.HyperConnectionStack([torch.nn.Identity() for _ in range(4)], 4, C, device=DEV, **CONV)
+def host_and_span(fn, calls=20, rounds=5):
+    """Medians over rounds of (host us, GPU span us) per call: host = perf_counter around `calls`
+    back-to-back calls; GPU span = CUDA events around the same calls, the GPU's timeline from the
+    first launch to the last kernel's end, idle gaps included (on CPU: the host time)."""
+    for _ in range(3):
+        fn()
+    host, span = [], []
+    for _ in range(rounds):
+        sync()
+        if DEV == "cuda":
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+        t = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        host.append((time.perf_counter() - t) / calls * 1e6)
+        if DEV == "cuda":
+            end.record()
+            end.synchronize()
+            span.append(start.elapsed_time(end) * 1e3 / calls)
+    med = lambda v: sorted(v)[len(v) // 2]
+    return med(host), med(span) if span else med(host)
+
+
+def gpu_busy_us(fn, steps=5):
+    """Microseconds per call that the GPU spends in kernels (the profiler's CUDA kernel time, summed;
+    gaps between kernels excluded), after one unprofiled-warm-up call; 0 on CPU."""
+    if DEV != "cuda":
+        return 0.0
+    from torch.autograd import DeviceType
+    from torch.profiler import ProfilerActivity, profile, schedule
+
+    totals = []
+    def ready(prof):
+        totals.append(sum(getattr(e, "self_device_time_total", 0) or getattr(e, "self_cuda_time_total", 0)
+                          for e in prof.key_averages() if e.device_type == DeviceType.CUDA))
+    sched = schedule(wait=0, warmup=1, active=steps, repeat=1)
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA], schedule=sched,
+                 on_trace_ready=ready) as prof:
+        for _ in range(1 + steps):
+            fn()
+            sync()
+            prof.step()
+    return totals[0] / steps if totals else float("nan")
+
+
+# The ops one backward of an L-layer fused stack calls: the last post's, L - 1 seams', the first pre's four.
+def backward_ops(L):
+    return {"expand_combine_backward": 1, "post_pre_backward": L - 1, "aggregate_backward (acc)": 1,
+            "sinkhorn_backward": 1, "scale_backward": 1, "project_backward (acc)": 1}
+
+
+def stack_rows(M, C, op_us, L=4):
+    """The L-layer identity stack, per layer: host time, GPU span (CUDA events) and GPU busy time
+    (profiler kernels) of the forward, the backward alone (retain_graph) and a whole step; then the
+    backward's host time against the sum of its ops' host times (op_rows, each called from Python):
+    the rest is the autograd engine, the nodes' own work and what the ops' Python calls do not pay."""
+    st = mhc.HyperConnectionStack([torch.nn.Identity() for _ in range(L)], 4, C, device=DEV, **CONV)
     x = torch.randn(M, C, 4, device=DEV, dtype=torch.bfloat16, requires_grad=True)
     params = list(st.parameters())
     grad = torch.ones(M, C, 4, device=DEV, dtype=torch.bfloat16)
-    def step():
-        torch.autograd.grad(st(x), [x] + params, grad)
-
-    f_us = host_us(lambda: st(x), calls=20)
-    s_us = host_us(step, calls=20)
-    print(f"  stack M={M} C={C}: host fwd {f_us / 4:.1f} us/layer, fwd+bwd {s_us / 4:.1f}, "
-          f"bwd {(s_us - f_us) / 4:.1f} us/layer")
+    out = st(x)
+    parts = {
+        "forward": lambda: st(x),
+        "backward": lambda: torch.autograd.grad(out, [x] + params, grad, retain_graph=True),
+        "fwd+bwd": lambda: torch.autograd.grad(st(x), [x] + params, grad),
+    }
+    print(f"  stack M={M} C={C} L={L}, per layer:")
+    for name, fn in parts.items():
+        host, span = host_and_span(fn)
+        busy = gpu_busy_us(fn)
+        bound = ("GPU-bound" if busy >= 0.8 * span else "host-bound" if host >= 0.8 * span
+                 else "GPU gaps between queued kernels")
+        print(f"    {name:8s} host {host / L:6.1f} us, GPU span {span / L:6.1f} us, GPU busy {busy / L:6.1f} us"
+              f"  ({bound})", flush=True)
+        if name == "backward":
+            ops = sum(op_us[k] * count for k, count in backward_ops(L).items())
+            print(f"    backward: its {sum(backward_ops(L).values())} op calls {ops / L:6.1f} us host/layer (from "
+                  f"Python); the rest (engine, nodes, minus the ops' Python overhead) {(host - ops) / L:6.1f}")
     return st, x, params, grad
 
 
@@ -93,7 +165,10 @@ def profile(st, x, params, grad, steps=5):
     from torch.profiler import ProfilerActivity, profile, schedule
 
     def report(prof):  # at the end of the active steps
-        print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=25))
+        table = prof.key_averages()
+        print(table.table(sort_by="self_cpu_time_total", row_limit=25))
+        if DEV == "cuda":
+            print(table.table(sort_by="self_device_time_total", row_limit=15))
         per_call = [round(e.cpu_time_total, 1) for e in prof.events() if e.name == "mhc::expand_combine_backward"]
         print("mhc::expand_combine_backward per call, us CPU total:", per_call)
 
@@ -114,6 +189,5 @@ if __name__ == "__main__":
     a = ap.parse_args()
     DEV = a.device
     print(torch.cuda.get_device_name() if DEV == "cuda" else DEV)
-    op_rows(a.M, a.C)
-    profile(*stack_rows(a.M, a.C))
+    profile(*stack_rows(a.M, a.C, op_rows(a.M, a.C)))
     print(mhc._C.stats())
