@@ -9,7 +9,8 @@
 # is built first (on a machine where it is already built, e.g. after test/gpu/run-torch-suite.sh, the
 # setup takes seconds; a configuration's first column also pays the cold costs: mhc's JIT, TE's
 # autotuning, torch.compile). Writes $OUT/stack.json and $OUT/stack.log (the setup's output first)
-# and prints the table last. Then, on the development machine:
+# and prints the table last, after each column's torch.cuda.memory_allocated() once it is gone and any
+# LEFT ALIVE (a column's tensors still alive: a leak). Then, on the development machine:
 #   python3 bench/report.py merge-stack docs/perf/results.json stack.json --setup mhc=... te=...
 #   python3 bench/report.py > docs/PERFORMANCE.md
 set -u
@@ -24,6 +25,6 @@ echo "setup took $(( $(date +%s) - start )) s; configurations start until ${left
 teopt=(); [ -n "$te" ] && teopt=(--te "$(cd "$te" && pwd)")  # absolute: stack.py runs in /tmp
 (cd /tmp && python3 "$root/bench/stack.py" --out "$out" --budget-s "$left" "${teopt[@]}" "$@") >> "$out/stack.log" 2>&1
 rc=$?
-grep -E "^(device|config|skipped|done)|failed|Traceback|Error|DIFFERS" "$out/stack.log" | cut -c1-200 | tail -20
+grep -E "^(device|config|skipped|done)|failed|Traceback|Error|DIFFERS|LEFT ALIVE|allocated after" "$out/stack.log" | cut -c1-200 | tail -50
 sed -n '/^== table/,$p' "$out/stack.log"
 exit $rc

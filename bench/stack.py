@@ -27,7 +27,10 @@ alone) is taken off first. Memory: saved = the distinct storages autograd saves 
 (saved_tensors_hooks; parameters left out) per layer; held = what the forward leaves allocated besides
 its output, per layer (also tensors kept outside autograd's saved tensors, such as TE's buffer); peak =
 torch.cuda.max_memory_allocated over one forward + backward of the stack, above what was allocated
-before it. Writes DIR/stack.json after every configuration and prints the table last;
+before it. After each column its log line says what it left: tensors it created that are still alive
+(LEFT ALIVE, a leak: the next column would lack that memory; test_bench_stack.py checks there are none);
+on CUDA a line follows with torch.cuda.memory_allocated() once the column is gone (the next starts there).
+Writes DIR/stack.json after every configuration and prints the table last;
 `bench/report.py merge-stack` puts it into docs/perf/results.json.
 """
 
@@ -94,7 +97,10 @@ def saved_storage_bytes(fn, exclude=()):
         key = storage_key(t)
         if key not in skip:
             seen[key] = t.untyped_storage().nbytes()
-        return t
+        # Detached: the hook gets the live tensor, and a saved output kept with its grad_fn would
+        # make a cycle through C++ (node -> saved tensor -> grad_fn -> node) that gc.collect() never
+        # frees when no backward runs (pytorch/pytorch#115255): each column leaked its whole graph.
+        return t.detach()
 
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
         out = fn()
@@ -267,6 +273,22 @@ def measure_column(name, run, leaves, xs, ctx):
     return row
 
 
+def live_tensors():
+    """The tensors Python holds now, after a full collection (ids -> tensor)."""
+    gc.collect()
+    return {id(o): o for o in gc.get_objects() if issubclass(type(o), torch.Tensor)}
+
+
+def left_alive(before_ids, keep=()):
+    """(count, bytes) of the tensors alive now that were not before (`before_ids`), leaving out
+    those the configuration keeps on purpose (`keep`: the reference output, bench.py's cached
+    gradients): what a column left behind. Bytes count each storage once."""
+    keep_ids = {id(t) for t in keep}
+    new = [t for i, t in live_tensors().items() if i not in before_ids and i not in keep_ids]
+    storages = {storage_key(t): t.untyped_storage().nbytes() for t in new}
+    return len(new), sum(storages.values())
+
+
 def agreement(out, ref):
     """max |out - ref| / max |ref| (the columns compute the same up to rounding)."""
     return ((out.float() - ref.float()).abs().max() / ref.float().abs().max().clamp_min(1e-30)).item()
@@ -287,6 +309,7 @@ def run_config(kind, M, C, ctx):
     rows, ref, ref_name = [], None, None
     for name in ctx["columns"]:
         start = time.perf_counter()
+        before = set(live_tensors())
         try:
             run, leaves = column(name, params, blocks, C, device, ctx["te"], ctx["compiled"])
             out = run(xs[0])  # also the first call: JIT, autotuning, compiling
@@ -302,13 +325,21 @@ def run_config(kind, M, C, ctx):
             traceback.print_exc(file=sys.stdout)
             row = dict(key, column=name, status=f"failed: {e!r}"[:400])
         row["wall_s"] = round(time.perf_counter() - start, 1)
+        run = leaves = None  # the column's layers (TE's acc buffers, compiled graphs) go before the next
+        row["left_tensors"], row["left_bytes"] = left_alive(before, keep=[ref] + cached_grads())
+        if device.type == "cuda":
+            torch.cuda.empty_cache()
+            row["allocated_after"] = torch.cuda.memory_allocated()
         rows.append(row)
         print(line(row), flush=True)
-        run = leaves = None  # the column's layers (TE's acc buffers, compiled graphs) go before the next
-        if device.type == "cuda":
-            gc.collect()
-            torch.cuda.empty_cache()
+        if "allocated_after" in row:
+            print(f"    allocated after {kind} M={M} C={C} {name}: {mib(row['allocated_after'])} MiB", flush=True)
+    bench._GRADS.clear()  # (one [M, C, n] gradient per shape: 1.9 GB at C = 7168)
     return rows
+
+
+def cached_grads():
+    return [t for ts in bench._GRADS.values() for t in ts]
 
 
 # --- output --------------------------------------------------------------------
@@ -321,16 +352,24 @@ def mib(v, digits=0):
     return f"{v / MIB:.{digits}f}" if v is not None else "-"
 
 
+def leftovers(r):
+    """The tensors the column left alive (a leak: the next column would lack their memory)."""
+    out = ""
+    if r.get("left_tensors"):
+        out += f"; LEFT ALIVE {r['left_tensors']} tensors, {mib(r['left_bytes'], 1)} MiB"
+    return out
+
+
 def line(r):
     """One column's full log line."""
     head = f"  {r['block']:8s} M={r['M']:5d} C={r['C']:4d} {r['column']:14s}"
     if r["status"] != "ok":
-        return f"{head} {r['status']}"
+        return f"{head} {r['status']}{leftovers(r)}"
     return (f"{head} fwd {r['fwd_us']:9.1f} bwd {r['bwd_us']:9.1f} f+b {r['total_us']:9.1f} us/layer;"
             f" floor fwd {pct(r['fwd_floor'])} bwd {pct(r['bwd_floor'])} f+b {pct(r['total_floor'])};"
             f" saved {mib(r['saved_bytes'], 1)} held {mib(r['held_bytes'], 1)} MiB/layer, peak {mib(r['peak_bytes'])} MiB;"
             f" diff {r['max_rel_diff']:.1e} vs {r['diff_vs']}{'' if r['max_rel_diff'] <= AGREE else ' (DIFFERS)'};"
-            f" {r['wall_s']} s")
+            f" {r['wall_s']} s{leftovers(r)}")
 
 
 TABLE_HEADER = (f"{'column':14s} {'fwd us':>8s} {'bwd us':>8s} {'f+b us':>8s} {'%fl fwd':>7s} {'%fl f+b':>7s}"

@@ -32,7 +32,6 @@ Driver::Driver() {
   bind(lib, cuInit, "cuInit");
   bind(lib, cuCtxGetCurrent, "cuCtxGetCurrent");
   bind(lib, cuCtxSetCurrent, "cuCtxSetCurrent");
-  bind(lib, cuCtxGetDevice, "cuCtxGetDevice");
   bind(lib, cuDeviceGet, "cuDeviceGet");
   bind(lib, cuDeviceGetAttribute, "cuDeviceGetAttribute");
   bind(lib, cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain");
@@ -59,19 +58,23 @@ void Driver::check(CUresult result, const std::string &what) const {
               (message ? message : "unknown") + ")");
 }
 
-CUdevice Driver::currentDevice(int deviceOrdinal) {
+CUdevice Driver::device(int deviceOrdinal) {
   CUdevice device = 0;
   check(cuDeviceGet(&device, deviceOrdinal), "cuDeviceGet");
-  CUcontext ctx = nullptr;
-  check(cuCtxGetCurrent(&ctx), "cuCtxGetCurrent");
-  CUdevice current = -1;
-  if (ctx)
-    check(cuCtxGetDevice(&current), "cuCtxGetDevice");
-  if (!ctx || current != device) {
-    check(cuDevicePrimaryCtxRetain(&ctx, device), "cuDevicePrimaryCtxRetain");
-    check(cuCtxSetCurrent(ctx), "cuCtxSetCurrent");
-  }
   return device;
+}
+
+CUcontext Driver::primaryContext(CUdevice device) {
+  CUcontext ctx = nullptr;
+  check(cuDevicePrimaryCtxRetain(&ctx, device), "cuDevicePrimaryCtxRetain");
+  return ctx;
+}
+
+void Driver::makeCurrent(CUcontext ctx) {
+  CUcontext current = nullptr;
+  check(cuCtxGetCurrent(&current), "cuCtxGetCurrent");
+  if (current != ctx)
+    check(cuCtxSetCurrent(ctx), "cuCtxSetCurrent");
 }
 
 std::string Driver::archOf(CUdevice device) {

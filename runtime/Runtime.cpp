@@ -76,9 +76,19 @@ std::string Runtime::archOf(int deviceOrdinal) {
   if (it != arches.end())
     return it->second;
   Driver &d = Driver::get();
-  std::string arch = d.archOf(d.currentDevice(deviceOrdinal));
+  std::string arch = d.archOf(d.device(deviceOrdinal));
   arches[deviceOrdinal] = arch;
   return arch;
+}
+
+CUcontext Runtime::contextOf(int deviceOrdinal) {
+  std::lock_guard<std::mutex> lock(mutex);
+  CUcontext &ctx = contexts[deviceOrdinal];
+  if (!ctx) {
+    Driver &d = Driver::get();
+    ctx = d.primaryContext(d.device(deviceOrdinal));
+  }
+  return ctx;
 }
 
 const LoadedKernel *Runtime::loadedKernel(const KernelSpec &spec,
@@ -90,13 +100,9 @@ const LoadedKernel *Runtime::loadedKernel(const KernelSpec &spec,
 }
 
 const LoadedKernel &Runtime::kernel(const KernelSpec &spec, int deviceOrdinal) {
+  if (const LoadedKernel *hit = loadedKernel(spec, deviceOrdinal))
+    return *hit;
   uint64_t structural = spec.structuralHash();
-  {
-    std::lock_guard<std::mutex> lock(mutex);
-    auto hit = fast.find({deviceOrdinal, structural});
-    if (hit != fast.end())
-      return *hit->second;
-  }
   std::string canonical = spec.canonical();
   {
     std::lock_guard<std::mutex> lock(mutex);
@@ -109,8 +115,9 @@ const LoadedKernel &Runtime::kernel(const KernelSpec &spec, int deviceOrdinal) {
   // Compile (or read from disk) outside the lock: the cache serialises itself.
   CompiledKernel compiled = diskCache.get(spec);
   Driver &d = Driver::get();
-  d.currentDevice(deviceOrdinal);
   auto kernel = std::make_unique<LoadedKernel>();
+  kernel->context = contextOf(deviceOrdinal);
+  d.makeCurrent(kernel->context);
   kernel->spec = spec;
   kernel->manifest = compiled.manifest;
   kernel->deviceOrdinal = deviceOrdinal;
@@ -200,6 +207,11 @@ void Runtime::launch(const LoadedKernel &kernel, int64_t M, int64_t S,
                 std::to_string(M) + ", S = " + std::to_string(S) +
                 " (M <= " + std::to_string(limits::kMaxTokens) + ", S = split(M))");
   Driver &d = Driver::get();
+  // The module's functions launch only in its context, and this thread may
+  // have none current: the autograd engine's device thread, whose first mhc
+  // call is a backward op, runs no CUDA runtime call that would make one
+  // current if the caching allocator has the outputs' blocks cached.
+  d.makeCurrent(kernel.context);
   // Each buffer is a 1-D memref descriptor: (ptr, ptr, 0, size, 1). No heap
   // allocation per call: the arrays' bounds are the manifest's limits, which
   // Manifest::fromJson checked.

@@ -60,7 +60,7 @@ std::tuple<Tensor, Tensor> aggregate_backward_cuda(const Tensor &gy,
   auto *k = select("aggregate_backward", spec, {&x, &pre, &gy, &a}, c.M);
   if (!k)
     return mhc::ref::aggregate_backward(gy, x, pre, std::string(layout), acc);
-  Tensor gx = at::empty_like(x), gpre = at::empty_like(pre);
+  Tensor gx = emptyLike(x), gpre = emptyLike(pre);
   launch(*k, c.M, {{"gy", &gy}, {"x", &x}, {"pre", &pre}, {"acc", &a},
                    {"gx", &gx}, {"gpre", &gpre}},
          x);

@@ -106,15 +106,18 @@ template <typename Sig, typename... Args>
 auto firstOrderOnly(const char *op, const c10::TypedOperatorHandle<Sig> &handle,
                     std::initializer_list<OptTensor> inputs, const Args &...args) {
   using Out = decltype(handle.call(args...));
+  // A backward pass runs with grad mode off: decided before any tensor is
+  // copied (post_pre_backward has 18 inputs).
+  bool graph = at::GradMode::is_enabled() &&
+               std::any_of(inputs.begin(), inputs.end(), [](const OptTensor &t) {
+                 return t && t->defined() && t->requires_grad();
+               });
+  if (!graph)
+    return belowAutograd(handle, args...);
   std::vector<Tensor> defined;
   for (const OptTensor &t : inputs)
     if (t && t->defined())
       defined.push_back(*t);
-  bool graph = at::GradMode::is_enabled() &&
-               std::any_of(defined.begin(), defined.end(),
-                           [](const Tensor &t) { return t.requires_grad(); });
-  if (!graph)
-    return belowAutograd(handle, args...);
   return outOf<Out>(FirstOrderOnly::apply(op, at::TensorList(defined), [&] {
     return listOf(handle.call(args...));
   }));

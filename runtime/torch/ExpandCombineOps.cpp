@@ -77,7 +77,7 @@ Tensor expand_combine_cuda(const Tensor &f, const Tensor &post, const Tensor &x,
   auto *k = select("expand_combine", spec, {&x, &f, &post, &P, &b}, c.M);
   if (!k)
     return mhc::ref::expand_combine(f, post, x, P, bias, std::string(layout));
-  Tensor out = at::empty_like(x);
+  Tensor out = emptyLike(x);
   launch(*k, c.M, {{"f", &f}, {"post", &post}, {"x", &x}, {"P", &P},
                    {"bias", &b}, {"out", &out}},
          x);
@@ -105,9 +105,9 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> expand_combine_backward_cuda(
   if (!k)
     return mhc::ref::expand_combine_backward(gout, f, post, x, P, bias,
                                              std::string(layout), acc);
-  Tensor gf = at::empty_like(f), gpost = at::empty_like(post);
-  Tensor gx = at::empty_like(x), gP = at::empty_like(P);
-  Tensor gbias = bias ? at::empty_like(*bias) : at::empty({0}, x.options());
+  Tensor gf = emptyLike(f), gpost = emptyLike(post);
+  Tensor gx = emptyLike(x), gP = emptyLike(P);
+  Tensor gbias = bias ? emptyLike(*bias) : emptyOf({0}, x);
   launch(*k, c.M, {{"gout", &gout}, {"f", &f}, {"post", &post}, {"x", &x},
                    {"P", &P}, {"bias", &b}, {"acc", &a}, {"gf", &gf}, {"gpost", &gpost},
                    {"gx", &gx}, {"gP", &gP}, {"gbias", &gbias}},

@@ -5,6 +5,7 @@
 #include "Stats.h"
 
 #include <ATen/cuda/CUDAContext.h>
+#include <ATen/cuda/EmptyTensor.h>
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAGuard.h>
 
@@ -76,14 +77,15 @@ const mhc::rt::LoadedKernel *select(const char *op, mhc::KernelSpec spec,
   if (reason.empty()) {
     try {
       auto &rt = mhc::rt::Runtime::get();
-      spec.arch = rt.archOf(first.get_device());
-      // A loaded kernel passed unsupportedReason when it was loaded: a warm
-      // call skips it (the seam's spec checks its parts, every call).
-      kernel = rt.loadedKernel(spec, first.get_device());
+      int device = first.get_device();
+      spec.arch = rt.archOf(device);
+      // A loaded kernel was supported when it loaded: the checks (strings,
+      // for the seam five part specs) run once per spec, not per call.
+      kernel = rt.loadedKernel(spec, device);
       if (!kernel) {
         reason = mhc::unsupportedReason(spec);
         if (reason.empty())
-          kernel = &rt.kernel(spec, first.get_device());
+          kernel = &rt.kernel(spec, device);
       }
     } catch (const mhc::rt::Error &e) {
       reason = e.what();
@@ -105,6 +107,11 @@ const mhc::rt::LoadedKernel *select(const char *op, mhc::KernelSpec spec,
   warnOnce(std::string("mhc.") + op + ": running the reference path (" +
            reason + ")" + (spec.channels ? " for " + spec.canonical() : ""));
   return nullptr;
+}
+
+Tensor emptyOf(at::IntArrayRef sizes, at::ScalarType dtype, const Tensor &like) {
+  return at::detail::empty_cuda(sizes, dtype, like.device(),
+                                c10::MemoryFormat::Contiguous);
 }
 
 /// Launches `kernel` with the named tensors; an output named with a null
@@ -129,6 +136,7 @@ void launch(const mhc::rt::LoadedKernel &kernel, int64_t M,
       if (b.name[0] == name[0] && b.name == name) { // (per call: cheap test first)
         t = tensor;
         scratch = !tensor;
+        break; // (names are unique: post_pre_backward binds 27 of 33 buffers)
       }
     if (!t) {
       TORCH_CHECK(scratch || b.role == mhc::BufferRole::Workspace, "mhc: kernel ",

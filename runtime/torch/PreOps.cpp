@@ -135,16 +135,16 @@ void copyInto(const Tensor &y, const Tensor &post, const Tensor &P,
 
 PreStepOutputs emptyPreStep(const Tensor &x, int64_t M, int64_t n, int64_t C,
                             bool save) {
-  auto mixing = x.options().dtype(mhc::ref::mixingType(x.scalar_type()));
+  at::ScalarType mixing = mhc::ref::mixingType(x.scalar_type());
   PreStepOutputs o;
-  o.y = at::empty({M, C}, x.options());
-  o.post = at::empty({M, n}, mixing);
-  o.P = at::empty({M, n, n}, mixing);
+  o.y = emptyOf({M, C}, x);
+  o.post = emptyOf({M, n}, mixing, x);
+  o.P = emptyOf({M, n, n}, mixing, x);
   if (save) {
-    o.h = at::empty({M, mhc::numLogits(n)}, mixing);
-    o.ms = at::empty({M}, mixing);
-    o.pre = at::empty({M, n}, mixing);
-    o.logits = at::empty({M, n, n}, mixing);
+    o.h = emptyOf({M, mhc::numLogits(n)}, mixing, x);
+    o.ms = emptyOf({M}, mixing, x);
+    o.pre = emptyOf({M, n}, mixing, x);
+    o.logits = emptyOf({M, n, n}, mixing, x);
   }
   return o;
 }

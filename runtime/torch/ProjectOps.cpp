@@ -67,9 +67,9 @@ std::tuple<Tensor, Tensor, Tensor> project_backward_cuda(
   auto *k = select("project_backward", spec, {&x, &phi, &w, &gh, &gms, &a}, M);
   if (!k)
     return mhc::ref::project_backward(gh, gms, x, phi, weight, acc);
-  Tensor gx = at::empty_like(x);
-  Tensor gphi = at::empty_like(phi);
-  Tensor gw = weight ? at::empty_like(*weight) : at::empty({0}, phi.options());
+  Tensor gx = emptyLike(x);
+  Tensor gphi = emptyLike(phi);
+  Tensor gw = weight ? emptyLike(*weight) : emptyOf({0}, phi);
   launch(*k, M, {{"gh", &gh}, {"gms", &gms}, {"x", &x}, {"phi", &phi},
                  {"weight", &w}, {"acc", &a}, {"gx", &gx}, {"gphi", &gphi}, {"gweight", &gw}},
          x);

@@ -79,8 +79,8 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> scale_backward_cuda(
   if (!k)
     return mhc::ref::scale_backward(gpre, gpost, glogits, h, ms, alpha, beta,
                                     n, normEps, preEps, postMult);
-  Tensor gh = at::empty_like(h), gms = at::empty_like(ms);
-  Tensor galpha = at::empty_like(alpha), gbeta = at::empty_like(beta);
+  Tensor gh = emptyLike(h), gms = emptyLike(ms);
+  Tensor galpha = emptyLike(alpha), gbeta = emptyLike(beta);
   launch(*k, M, {{"gpre", &gpre}, {"gpost", &gpost}, {"glogits", &glogits},
                  {"h", &h}, {"ms", &ms}, {"alpha", &alpha}, {"beta", &beta},
                  {"gh", &gh}, {"gms", &gms}, {"galpha", &galpha},

@@ -87,15 +87,15 @@ bool oneParamType(const Tensor &phi, const Tensor &alpha, const OptTensor &weigh
 bool seamKernel(mhc::KernelSpec spec, const Tensor &x, int64_t M) {
   if (!mhc::preStepFuses(spec.n, M))
     return false;
+  auto &rt = mhc::rt::Runtime::get();
   try {
-    auto &rt = mhc::rt::Runtime::get();
     spec.arch = rt.archOf(x.get_device());
-    if (rt.loadedKernel(spec, x.get_device()))
-      return true; // (it was supported when it was loaded)
   } catch (const mhc::rt::Error &) {
     return false; // (the separate ops' select() names the reason)
   }
-  return mhc::unsupportedReason(spec).empty();
+  // Loaded means supported (select() loads only supported specs).
+  return rt.loadedKernel(spec, x.get_device()) ||
+         mhc::unsupportedReason(spec).empty();
 }
 
 /// The entries the separate-op paths call: the references on CPU, the CUDA
@@ -198,7 +198,7 @@ SeamOut seamCuda(const SeamArgs &t, const PreAttrs &a, bool save) {
   const mhc::rt::LoadedKernel *k = seamForwardKernel(t, a, c);
   if (!k)
     return seamSteps(kCudaSteps, t, a, save);
-  Tensor xNext = at::empty_like(t.x);
+  Tensor xNext = emptyLike(t.x);
   PreStepOutputs o = emptyPreStep(t.x, c.M, a.n, c.C, save);
   launchSeam(*k, c.M, t, xNext, o, save);
   return {xNext, o.h, o.ms, o.pre, o.post, o.logits, o.P, o.y};
@@ -265,13 +265,13 @@ SeamGrads seamGradCuda(const SeamGradArgs &t, const PreAttrs &a) {
   }
   if (!k)
     return seamGradSteps(kCudaSteps, t, a);
-  Tensor gx = at::empty_like(t.x), gf = at::empty_like(t.f);
-  Tensor gpost = at::empty_like(t.post), gP = at::empty_like(t.P);
-  Tensor gbias = t.bias ? at::empty_like(*t.bias) : at::empty({0}, t.x.options());
-  Tensor gphi = at::empty_like(t.phi), galpha = at::empty_like(t.alpha);
-  Tensor gbeta = at::empty_like(t.beta);
+  Tensor gx = emptyLike(t.x), gf = emptyLike(t.f);
+  Tensor gpost = emptyLike(t.post), gP = emptyLike(t.P);
+  Tensor gbias = t.bias ? emptyLike(*t.bias) : emptyOf({0}, t.x);
+  Tensor gphi = emptyLike(t.phi), galpha = emptyLike(t.alpha);
+  Tensor gbeta = emptyLike(t.beta);
   Tensor gweight =
-      t.weight ? at::empty_like(*t.weight) : at::empty({0}, t.phi.options());
+      t.weight ? emptyLike(*t.weight) : emptyOf({0}, t.phi);
   launch(*k, M,
          {{"gx_next", &t.gxNext}, {"gy", &t.gy}, {"gpost_next", &t.gpostNext},
           {"gP_next", &t.gPNext}, {"f", &t.f}, {"post", &t.post}, {"x", &t.x},

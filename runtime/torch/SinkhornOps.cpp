@@ -51,7 +51,7 @@ Tensor sinkhorn_backward_cuda(const Tensor &gP, const Tensor &logits,
   auto *k = select("sinkhorn_backward", spec, {&gP, &logits}, c.M);
   if (!k)
     return mhc::ref::sinkhorn_backward(gP, logits, std::string(mode), iters, eps);
-  Tensor g = at::empty_like(logits);
+  Tensor g = emptyLike(logits);
   launch(*k, c.M, {{"gP", &gP}, {"logits", &logits}, {"glogits", &g}}, logits);
   return g;
 }

@@ -13,7 +13,9 @@ Run on the GPU machine by test/gpu/run-torch-suite.sh: pytest -q test/gpu/test_s
 import json
 import os
 import struct
+import subprocess
 import sys
+import textwrap
 import zlib
 
 import pytest
@@ -476,6 +478,69 @@ def test_cuda_graph_capture_of_a_training_step():
         want = _step(stack, static_x.detach())
         for a, b in zip(got, want):
             assert torch.equal(a, b)
+
+
+# Runs in a fresh process: its autograd device thread and a new Python thread
+# launch with no CUDA context of their own (the runtime must make the kernel's
+# current). Identity blocks and direct calls beforehand, as in
+# bench/probes/host_costs.py, where the bug showed: the backward's first call
+# on the device thread is the last post's expand_combine_backward, whose output
+# blocks the caching allocator already holds, so no CUDA runtime call (no
+# cudaMalloc, no PyTorch kernel) makes a context current before mhc launches.
+THREADS_SCRIPT = textwrap.dedent("""
+    import threading, torch, mhc
+    from torch import nn
+    M, C, n = 256, 512, 4
+    torch.manual_seed(0)
+    stack = mhc.HyperConnectionStack([nn.Identity() for _ in range(4)], n, C, layout="cn", tf32=True,
+                                     mode="log").cuda()
+    x = torch.randn(M, C, n, device="cuda").bfloat16().requires_grad_()
+    gout = torch.randn(M, C, n, device="cuda").bfloat16()
+    f = torch.randn(M, C, device="cuda").bfloat16()
+    post, P = torch.rand(M, n, device="cuda"), torch.rand(M, n, n, device="cuda")
+    args = (gout, f, post, x.detach(), P, None, n, "cn", None)
+    bwd = torch.ops.mhc.expand_combine_backward
+    fwd = lambda: torch.ops.mhc.expand_combine(f, post, x.detach(), P, None, n, "cn")
+    want, fwd_want = bwd(*args), fwd()
+    bwd(*args), fwd()  # results dropped at once: their blocks stay in the caching allocator
+    torch.cuda.synchronize()
+
+    got = {}
+    def in_thread():
+        try:
+            got["fwd"] = fwd()
+            got["bwd"] = bwd(*args)
+            torch.cuda.synchronize()
+        except Exception as e:
+            got["error"] = repr(e)
+    t = threading.Thread(target=in_thread)
+    t.start()
+    t.join()
+    assert "error" not in got, "new thread: " + got["error"]
+    assert torch.equal(got["fwd"], fwd_want)
+    assert all(torch.equal(a, b) for a, b in zip(got["bwd"], want))
+
+    params = list(stack.parameters())
+    out = stack(x)
+    bwd(*args), bwd(*args)  # the blocks of the backward's first call's outputs, cached
+    torch.cuda.synchronize()
+    first = torch.autograd.grad(out, [x] + params, gout)  # the process's first backward
+    second = torch.autograd.grad(stack(x), [x] + params, gout)
+    torch.cuda.synchronize()
+    assert all(torch.equal(a, b) for a, b in zip(first, second))
+    print("ok", mhc._C.stats()["reference_calls"])
+""")
+
+
+def test_threads_without_a_cuda_context_launch():
+    """The autograd engine's device thread (the process's first backward, an
+    identity-block stack) and a new Python thread launch mhc kernels: the
+    runtime makes the kernel's context current on the calling thread (before,
+    such a launch failed with CUDA driver error 201, invalid device context);
+    the results are bitwise the main thread's, and no call fell back."""
+    r = subprocess.run([sys.executable, "-c", THREADS_SCRIPT], capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert r.stdout.split() == ["ok", "0"], r.stdout + r.stderr
 
 
 def test_opcheck_cuda():

@@ -44,6 +44,43 @@ def test_saved_bytes_count_each_storage_once_and_leave_parameters_out():
     assert torch.allclose(x.grad, want)
 
 
+def test_saved_bytes_leave_no_graph_alive():
+    """The hooked forward runs no backward: its graph, saved outputs included, must go with its output
+    (a pack hook that keeps the live tensor leaks the graph through a cycle gc cannot see)."""
+    x = torch.randn(64, requires_grad=True)
+    before = set(stack.live_tensors())
+    for _ in range(3):
+        out, nbytes = stack.saved_storage_bytes(lambda: torch.exp(x).sigmoid())  # both save their outputs
+        assert nbytes == 2 * 64 * 4
+        del out
+    assert stack.left_alive(before) == (0, 0)
+
+
+def test_left_alive_counts_what_a_column_keeps(monkeypatch, tmp_path):
+    """A column that keeps its outputs is caught, in its row and its log line; the others are not."""
+    kept = []
+    column = stack.column
+
+    def leaky(name, *args):
+        run, leaves = column(name, *args)
+        if name != "mhc unfused":
+            return run, leaves
+
+        def keeping(x):
+            kept.append(run(x))
+            return kept[-1]
+        return keeping, leaves
+
+    monkeypatch.setattr(stack, "column", leaky)
+    result = stack.main(["--device", "cpu", "--no-compile", "--out", str(tmp_path), "--config", "identity,4,8",
+                         "--columns", "mhc fused,mhc unfused"])
+    by = {r["column"]: r for r in result["rows"]}
+    assert by["mhc fused"]["left_tensors"] == 0
+    assert by["mhc unfused"]["left_tensors"] >= len(kept) > 0
+    assert by["mhc unfused"]["left_bytes"] >= 4 * 8 * 4 * 2
+    assert "LEFT ALIVE" in stack.line(by["mhc unfused"]) and "LEFT ALIVE" not in stack.line(by["mhc fused"])
+
+
 @pytest.fixture(scope="module")
 def cpu_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("stack")
@@ -76,6 +113,8 @@ def test_cpu_run_rows(cpu_run):
             assert r["held_bytes"] is None and r["peak_bytes"] is None
             # Same conventions in every column: mhc's stacks and the plain PyTorch one agree.
             assert r["diff_vs"] == "mhc fused" and r["max_rel_diff"] <= stack.AGREE
+            # No column leaves a tensor alive for the next (on the GPU: memory the next would lack).
+            assert (r["left_tensors"], r["left_bytes"]) == (0, 0)
     assert by[("identity", "torch eager")]["block_fwd_us"] == 0.0
     assert by[("linear", "torch eager")]["block_fwd_us"] > 0.0
 

@@ -516,7 +516,7 @@ def saved_storages(fn):
     def pack(t):
         s = t.untyped_storage()
         kept.setdefault(s.data_ptr(), (tuple(t.shape), s.nbytes()))
-        return t
+        return t.detach()  # (t itself, a saved output, would leak its graph: pytorch/pytorch#115255)
 
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
         out = fn()

@@ -34,9 +34,16 @@ public:
 
   /// Throws Error("<what>: <driver message>") unless result is success.
   void check(CUresult result, const std::string &what) const;
-  /// The current context's device, making the device's primary context
-  /// current when the thread has none.
-  CUdevice currentDevice(int deviceOrdinal);
+  /// The device of ordinal `deviceOrdinal` (needs no context).
+  CUdevice device(int deviceOrdinal);
+  /// The device's primary context (PyTorch's and the CUDA runtime's), retained:
+  /// callers keep it for the process (Runtime caches one per device).
+  CUcontext primaryContext(CUdevice device);
+  /// Makes `ctx` current on the calling thread unless it already is. A CUDA
+  /// context is per thread: a thread that never made one current (the
+  /// autograd engine's device threads, a new Python thread) has none, and
+  /// the CUDA runtime makes one current only in its own calls.
+  void makeCurrent(CUcontext ctx);
   /// The codegen target for `device`: sm_80 for 8.x, sm_90a, sm_100a, or
   /// the plain sm_XY (which codegen does not support) for anything else.
   std::string archOf(CUdevice device);
@@ -44,7 +51,6 @@ public:
   CUresult (*cuInit)(unsigned) = nullptr;
   CUresult (*cuCtxGetCurrent)(CUcontext *) = nullptr;
   CUresult (*cuCtxSetCurrent)(CUcontext) = nullptr;
-  CUresult (*cuCtxGetDevice)(CUdevice *) = nullptr;
   CUresult (*cuDeviceGet)(CUdevice *, int) = nullptr;
   CUresult (*cuDeviceGetAttribute)(int *, int, CUdevice) = nullptr;
   CUresult (*cuDevicePrimaryCtxRetain)(CUcontext *, CUdevice) = nullptr;

@@ -24,6 +24,9 @@ struct LoadedKernel {
   Manifest manifest;
   std::vector<CUfunction> functions; // one per manifest launch
   int deviceOrdinal = 0;
+  /// The context the module is loaded in (the device's primary context):
+  /// launch() makes it current on the calling thread when it is not.
+  CUcontext context = nullptr;
   /// Per launch, per parameter: the buffer index, or -1 for M, -2 for S,
   /// -3 for the grid barriers' words ("sync").
   std::vector<std::vector<int>> paramBuffers;
@@ -39,15 +42,17 @@ public:
   /// The kernel for `spec` on device `deviceOrdinal`, loaded on first use.
   /// Throws Error when it cannot be compiled or loaded.
   const LoadedKernel &kernel(const KernelSpec &spec, int deviceOrdinal);
-  /// The kernel for `spec` if it is loaded already, else nullptr (one
-  /// lookup, nothing compiled or loaded: the per-call path of a warm op).
+  /// The kernel for `spec` when it is already loaded on the device, else
+  /// nullptr: the per-call fast path (a structural hash and one map lookup,
+  /// no strings). Only kernel() loads, and only specs codegen supports.
   const LoadedKernel *loadedKernel(const KernelSpec &spec, int deviceOrdinal);
 
   /// Launches every launch of `kernel` for M tokens with split count
   /// S = split(kernel, M), which the caller has already used to size the
   /// buffers. `buffers[i]` is the device address of manifest buffer i
   /// (inputs, outputs and workspaces, sized by their extents at M and S),
-  /// 16-byte aligned.
+  /// 16-byte aligned. Makes the kernel's context current on the calling
+  /// thread first (any thread may launch: the autograd engine's, a user's).
   void launch(const LoadedKernel &kernel, int64_t M, int64_t S,
               void *const *buffers, size_t count, CUstream stream);
 
@@ -75,6 +80,8 @@ private:
   /// launches (docs/design/serve.md).
   void allocateSyncSlots(int deviceOrdinal);
   void *syncWords(int deviceOrdinal, CUstream stream);
+  /// The device's primary context, retained once per device.
+  CUcontext contextOf(int deviceOrdinal);
   KernelCache diskCache;
   std::mutex mutex;
   std::map<std::pair<int, std::string>, std::unique_ptr<LoadedKernel>> loaded;
@@ -84,6 +91,7 @@ private:
   std::map<int, CUdeviceptr> syncBase;
   std::map<std::pair<int, CUstream>, int> syncSlot;
   std::map<int, int> syncSlotsUsed;
+  std::map<int, CUcontext> contexts;
 };
 
 } // namespace mhc::rt
