@@ -570,8 +570,8 @@ void MmaMain::expandGrad(const StepValues &s) {
   passLane = kb.opaque(lane);
   passWarp = kb.opaque(warp);
   // The lane's 2 laneCols / n channels as a loop LLVM cannot unroll (an
-  // opaque bound): unrolled, ptxas hoists the next channel's loads and the
-  // paced tf32 kernel spills.
+  // opaque bound): unrolled, ptxas hoists the next channel's loads beside
+  // the sums and gphi's accumulators (docs/design/seam.md, step 2).
   int64_t chans = p.laneCols / n;
   SmallVector<Value> init(sumsWidth, zero);
   SmallVector<Value> sums =
@@ -588,7 +588,7 @@ void MmaMain::expandGrad(const StepValues &s) {
 /// `count` f32 values at `mem`[offset..] by volatile 16-byte loads: the
 /// token's post and P, reloaded (from the L1) per channel, so that LLVM
 /// neither hoists them nor keeps them live beside the sums and gphi's
-/// accumulators (128 registers).
+/// accumulators.
 SmallVector<Value> MmaMain::reloadF32(Value mem, Value offset, int64_t count) {
   Type f32x4 = VectorType::get({4}, kb.b.getF32Type());
   SmallVector<Value> out;
@@ -966,10 +966,11 @@ LogicalResult mlir::mhc::buildProjectBackwardFoldAggregate(KernelContext &ctx) {
 }
 
 bool mlir::mhc::projectBackwardFoldsExpand(const KernelContext &ctx) {
-  // 16-byte shared accesses of g (laneCols) and of the sums (n + n^2).
+  // 16-byte shared accesses of g (laneCols, a channel's n) and of the sums
+  // (n + n^2).
   int64_t n = ctx.n();
   return projectBackwardFoldsAggregate(ctx) && planMma(ctx).laneCols % 4 == 0 &&
-         (n + n * n) % 4 == 0;
+         n % 4 == 0 && (n + n * n) % 4 == 0;
 }
 
 LogicalResult mlir::mhc::buildProjectBackwardFoldSeam(KernelContext &ctx) {
