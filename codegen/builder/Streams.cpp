@@ -74,6 +74,28 @@ Value mlir::mhc::combineStream(KernelBuilder &kb, int64_t n, int64_t j,
   return acc;
 }
 
+void mlir::mhc::expandCombineGradElement(
+    KernelBuilder &kb, int64_t n, function_ref<Value(int64_t)> post,
+    function_ref<Value(int64_t)> P, function_ref<Value(int64_t)> g, function_ref<Value(int64_t)> x, Value f,
+    SmallVector<Value> &gf, SmallVector<SmallVector<Value>> &gx,
+    MutableArrayRef<Value> sums) {
+  Value sum = kb.mul(post(0), g(0));
+  for (int64_t j = 1; j < n; ++j)
+    sum = kb.fma(post(j), g(j), sum);
+  gf.push_back(sum);
+  for (int64_t i = 0; i < n; ++i) {
+    Value gxi = kb.mul(P(i * n), g(0));
+    for (int64_t j = 1; j < n; ++j)
+      gxi = kb.fma(P(i * n + j), g(j), gxi);
+    gx[i].push_back(gxi);
+  }
+  for (int64_t j = 0; j < n; ++j)
+    sums[j] = kb.fma(f, g(j), sums[j]);
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t j = 0; j < n; ++j)
+      sums[n + i * n + j] = kb.fma(x(i), g(j), sums[n + i * n + j]);
+}
+
 void mlir::mhc::declareAcc(KernelContext &ctx) {
   if (ctx.spec.acc)
     ctx.buffer("acc", ctx.spec.act, ::mhc::BufferRole::Input, {ctx.K(), 0});

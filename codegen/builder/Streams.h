@@ -29,6 +29,20 @@ Value combineStream(KernelBuilder &kb, int64_t n, int64_t j,
                     ArrayRef<Value> post, ArrayRef<Value> P, Value fb,
                     function_ref<Value(int64_t)> x);
 
+/// expand_combine's gradient at one element, given gout's g(j), x's x(i)
+/// and fb = f (+ bias): appends gf = sum_j post_j g_j and gx_i = sum_j
+/// P_ij g_j, and adds f g_j and x_i g_j to the token's sums (gpost, then gP
+/// row-major). post(j) and P(i n + j) are asked for where they are used,
+/// P row by row. The seam's fused backward runs it too: the same bits.
+void expandCombineGradElement(KernelBuilder &kb, int64_t n,
+                              function_ref<Value(int64_t)> post,
+                              function_ref<Value(int64_t)> P,
+                              function_ref<Value(int64_t)> g,
+                              function_ref<Value(int64_t)> x, Value f,
+                              SmallVector<Value> &gf,
+                              SmallVector<SmallVector<Value>> &gx,
+                              MutableArrayRef<Value> sums);
+
 /// The backward's "acc" input when spec.acc is set (aggregate, project and
 /// expand_combine): x's gradient from its other users, x's shape and dtype,
 /// which the kernel adds to its own gx where gx is stored. Each family

@@ -60,32 +60,6 @@ combine(KernelBuilder &kb, int64_t n, int64_t w, ArrayRef<Value> post,
   return out;
 }
 
-/// The backward at one element, given gout's g(j), x's x(i) and f (+ bias):
-/// appends gf = sum_j post_j g_j and gx_i = sum_j P_ij g_j, and adds f g_j
-/// and x_i g_j to the token's sums (sums: gpost, then gP row-major).
-static void backwardElement(KernelBuilder &kb, int64_t n, ArrayRef<Value> post,
-                            ArrayRef<Value> P, function_ref<Value(int64_t)> g,
-                            function_ref<Value(int64_t)> x, Value f,
-                            SmallVector<Value> &gf,
-                            SmallVector<SmallVector<Value>> &gx,
-                            MutableArrayRef<Value> sums) {
-  Value sum = kb.mul(post[0], g(0));
-  for (int64_t j = 1; j < n; ++j)
-    sum = kb.fma(post[j], g(j), sum);
-  gf.push_back(sum);
-  for (int64_t i = 0; i < n; ++i) {
-    Value gxi = kb.mul(P[i * n], g(0));
-    for (int64_t j = 1; j < n; ++j)
-      gxi = kb.fma(P[i * n + j], g(j), gxi);
-    gx[i].push_back(gxi);
-  }
-  for (int64_t j = 0; j < n; ++j)
-    sums[j] = kb.fma(f, g(j), sums[j]);
-  for (int64_t i = 0; i < n; ++i)
-    for (int64_t j = 0; j < n; ++j)
-      sums[n + i * n + j] = kb.fma(x(i), g(j), sums[n + i * n + j]);
-}
-
 /// n = 8's forward fed by bulk copies (TokenRing): f and x per piece, P and
 /// post in registers; at n = 4 the item stream below is as fast and stays
 /// (docs/design/streams.md).
@@ -234,8 +208,9 @@ static void buildBackwardRing(KernelContext &ctx) {
           fb = kb.add(fb, kb.loadF32(l.arg("bias"), chan, 1)[0]);
         SmallVector<Value> gf;
         SmallVector<SmallVector<Value>> gx(n);
-        backwardElement(
-            kb, n, post, P, [&](int64_t j) { return g[j]; },
+        expandCombineGradElement(
+            kb, n, [&](int64_t j) { return post[j]; },
+              [&](int64_t k) { return P[k]; }, [&](int64_t j) { return g[j]; },
             [&](int64_t i) { return xs[i]; }, fb, gf, gx, sums);
         if (acc)
           for (int64_t i = 0; i < n; ++i)
@@ -342,8 +317,9 @@ static LogicalResult buildBackward(KernelContext &ctx) {
         SmallVector<Value> gf;
         SmallVector<SmallVector<Value>> gx(n);
         for (int64_t e = 0; e < w; ++e)
-          backwardElement(
-              kb, n, post, P, [&](int64_t j) { return g[j][e]; },
+          expandCombineGradElement(
+              kb, n, [&](int64_t j) { return post[j]; },
+              [&](int64_t k) { return P[k]; }, [&](int64_t j) { return g[j][e]; },
               [&](int64_t i) { return xs[i][e]; }, fb[e], gf, gx, next);
         for (int64_t i = 0; i < (int64_t)acc.size(); ++i)
           for (int64_t e = 0; e < w; ++e)

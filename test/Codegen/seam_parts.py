@@ -5,9 +5,11 @@ PTX of the part's own launch <part>_<launch> (the part's spec compiled on its
 own), with only the entry's name changed: the composed seam then computes the
 unfused ops' bits. The fused forward's pack and tail are the pre step's; its
 partial launch (expand + partials) is its own. The fused backward's
-sinkhorn, scale and expand_combine stages and the projection's zero and
-column-sum launches are the parts'; its token pass (aggregate without gx)
-and the projection's main launch (aggregate's gx folded in) are its own.
+sinkhorn and scale stages, the projection's zero and column-sum launches and
+gbias' column sum (expand_combine's, in the project stage) are the parts';
+its token pass (aggregate without gx), the projection's main launch
+(aggregate's and expand_combine's gradients folded in) and the sum of its
+gpost / gP partials are its own.
 
   python3 seam_parts.py --compiler build/bin/mhc-compile --out DIR
 """
@@ -25,20 +27,26 @@ from spec_matrix import post_pre  # noqa: E402
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "gpu"))
 from specs import spec  # noqa: E402
 
-# stage -> (the part's op, the part's launches it runs; None: all), per
+# (stage, the part's op, the part's launches it runs; None: all), per
 # variant (docs/design/seam.md). The fused forward's partial launch computes
-# x_next itself: only its pack and the tail are the pre step's.
+# x_next itself: only its pack and the tail are the pre step's. The fused
+# backward's project stage also runs expand_combine's gbias column sum.
 STAGES = {
-    "fwd": {"post": ("expand_combine", None), "pre": ("pre", None)},
-    "fused": {"expand": ("pre", {"pack"}), "pre": ("pre", {"tail"})},
-    "bwd": {"aggregate": ("aggregate", None), "sinkhorn": ("sinkhorn", None), "scale": ("scale", None),
-            "project": ("project", None), "post": ("expand_combine", None)},
-    "fused_bwd": {"sinkhorn": ("sinkhorn", None), "scale": ("scale", None),
-                  "project": ("project", {"zero", "partials_final"}), "post": ("expand_combine", None)},
+    "fwd": [("post", "expand_combine", None), ("pre", "pre", None)],
+    "fused": [("expand", "pre", {"pack"}), ("pre", "pre", {"tail"})],
+    "bwd": [("aggregate", "aggregate", None), ("sinkhorn", "sinkhorn", None), ("scale", "scale", None),
+            ("project", "project", None), ("post", "expand_combine", None)],
+    "fused_bwd": [("sinkhorn", "sinkhorn", None), ("scale", "scale", None),
+                  ("project", "project", {"partials_final"}),
+                  ("project", "expand_combine", {"gf32_colsum", "gf32_partials_final"})],
 }
 # Launches of a variant that no part has.
 OWN = {"fwd": set(), "fused": {"expand_partial"}, "bwd": set(),
-       "fused_bwd": {"aggregate_main", "project_main"}}
+       "fused_bwd": {"aggregate_main", "project_main", "project_expand_sums"}}
+# Own launches a variant has for some specs: the fused backward's main pass
+# runs two blocks per SM, so the paced kernel's counters (launch "zero")
+# count other waves.
+OWN_IF_PRESENT = {"fused_bwd": {"project_zero"}}
 # The spec fields each part takes from the seam's (specs.spec prints them);
 # the backward's aggregate and project take acc.
 FIELDS = {"expand_combine": ("act", "param", "layout", "C", "bias"),
@@ -81,7 +89,7 @@ def check(compiler, out, d, n, arch, variant=None, **kw):
     seam_entries = entries(ptx)
     kernel = f"mhc_post_pre_{d}_n{n}_{manifest['hash']}"
     errors, compared = [], 0
-    for stage, (op, launches) in STAGES[variant].items():
+    for stage, op, launches in STAGES[variant]:
         pm, pptx = compile_spec(compiler, out, part_spec(op, kw, d, n, arch))
         part_kernel = f"mhc_{op}_{d}_n{n}_{pm['hash']}"
         for entry, text in entries(pptx).items():
@@ -96,6 +104,7 @@ def check(compiler, out, d, n, arch, variant=None, **kw):
                 errors.append(f"{seam}: {mine} differs from {entry}")
             compared += 1
     own = {f"{kernel}_{o}" for o in OWN[variant]}
+    own |= {f"{kernel}_{o}" for o in OWN_IF_PRESENT.get(variant, ())} & set(seam_entries)
     if compared + len(own) != len(seam_entries) or not own <= set(seam_entries):
         errors.append(f"{seam}: launches {sorted(seam_entries)}, {compared} matched to parts")
     return errors, compared

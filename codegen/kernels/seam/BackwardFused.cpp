@@ -1,14 +1,15 @@
 //===- BackwardFused.cpp - post_pre.bwd with aggregate's gx folded --------===//
 //
 // The seam's backward with fewer passes over the n-stream than its parts
-// (docs/design/seam.md, "The fused backward"), first step: the token pass
-// is aggregate.bwd without gx (gy, x_next -> gpre), and the projection
+// (docs/design/seam.md, "The fused backward"). Step 1: the token pass is
+// aggregate.bwd without gx (gy, x_next -> gpre), and the projection
 // backward's main launch forms aggregate's gx (gx_next + pre (x) gy) in
 // the registers where it adds its acc, so g1 is neither written nor read
-// back. Sinkhorn's,
-// scale's and expand_combine's gradients stay their own kernels. Every
-// instruction that touches a value is the parts', in their order: every
-// result is bitwise the composition's.
+// back; every result is bitwise the composition's. Step 2 (where the main
+// pass serves it): that launch also computes expand_combine's gradient of
+// g instead of storing g; gx, gf and gbias stay the composition's bits,
+// gpost and gP sum over C in another order (bounded, not bitwise).
+// Sinkhorn's and scale's gradients stay their own kernels.
 //
 //===----------------------------------------------------------------------===//
 
@@ -43,8 +44,18 @@ LogicalResult seam::buildBackwardFused(KernelContext &ctx) {
   if (failed(c.stage(parts[0], {"aggregate", {{"x", "x_next"}}},
                      buildAggregateGradPre)) ||
       failed(c.stage(parts[1], {"sinkhorn", {{"gP", "gP_next"}}}, buildSinkhorn)) ||
-      failed(c.stage(parts[2], {"scale", {{"gpost", "gpost_next"}}}, buildScale)) ||
-      failed(c.stage(parts[3],
+      failed(c.stage(parts[2], {"scale", {{"gpost", "gpost_next"}}}, buildScale)))
+    return failure();
+  // Step 2: expand_combine's gradient in the main pass too (its x_l is
+  // "xl" there; gx, gf, gpost, gP, gbias are the contract's).
+  if (projectBackwardFoldsExpand(ctx)) {
+    if (failed(c.stage(parts[3],
+                       {"project", {{"x", "x_next"}, {"acc", "gx_next"}, {"xl", "x"}}},
+                       buildProjectBackwardFoldSeam)))
+      return failure();
+    return c.finish();
+  }
+  if (failed(c.stage(parts[3],
                      {"project", {{"x", "x_next"}, {"acc", "gx_next"}, {"gx", "g"}}},
                      buildProjectBackwardFoldAggregate)) ||
       failed(c.stage(parts[4], {"post", {{"gout", "g"}}}, buildExpandCombine)))
