@@ -71,6 +71,10 @@ bool KernelSpec::acceptsAcc() const {
           op == OpKind::ExpandCombine);
 }
 
+bool KernelSpec::readsAcc() const {
+  return acc || (accF32 && op != OpKind::ExpandCombine);
+}
+
 static std::string formatFloat(float v) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.9g", static_cast<double>(v));
@@ -114,7 +118,9 @@ std::string KernelSpec::canonical() const {
   }
   if (usesBias())
     add("bias", hasBias ? "1" : "0");
-  if (acc)
+  if (accF32)
+    add("acc", "f32");
+  else if (acc)
     add("acc", "1");
   add("arch", arch);
   return s;
@@ -155,7 +161,7 @@ uint64_t KernelSpec::structuralHash() const {
   mix(static_cast<uint64_t>(layout));
   mix(static_cast<uint64_t>(channels));
   mix((tf32 ? 1u : 0u) | (hasWeight ? 2u : 0u) | (hasBias ? 4u : 0u) |
-      (acc ? 8u : 0u));
+      (acc ? 8u : 0u) | (accF32 ? 16u : 0u));
   mix(bits(normEps));
   mix(bits(preEps));
   mix(bits(postMult));
@@ -267,7 +273,10 @@ std::optional<KernelSpec> KernelSpec::parse(std::string_view text,
   if (take("tf32", v)) ok &= parseBool(v, spec.tf32);
   if (take("weight", v)) ok &= parseBool(v, spec.hasWeight);
   if (take("bias", v)) ok &= parseBool(v, spec.hasBias);
-  if (take("acc", v)) ok &= parseBool(v, spec.acc);
+  if (take("acc", v)) {
+    spec.accF32 = v == "f32";
+    ok &= spec.accF32 || parseBool(v, spec.acc);
+  }
   if (take("norm_eps", v)) ok &= parseFloat(v, spec.normEps);
   if (take("pre_eps", v)) ok &= parseFloat(v, spec.preEps);
   if (take("post_mult", v)) ok &= parseFloat(v, spec.postMult);
@@ -313,10 +322,15 @@ std::string invalidReason(const KernelSpec &s) {
     r = outOfRange("C", s.channels, 0, kMaxChannels);
   bool scale = s.usesScaleFields();
   bool sinkhorn = s.usesSinkhornFields();
-  if (r.empty() && s.acc && !s.acceptsAcc())
+  if (r.empty() && (s.acc || s.accF32) && !s.acceptsAcc())
     r = std::string("acc is only a field of the backward of aggregate, "
                     "project and expand_combine, not of ") +
         toString(s.op) + "." + toString(s.dir);
+  if (r.empty() && s.accF32 && s.acc)
+    r = "acc=1 and acc=f32 exclude each other";
+  if (r.empty() && s.accF32 && byteWidth(s.act) != 2)
+    r = std::string("acc=f32 is for 2-byte activations; with ") + toString(s.act) +
+        " ones the buffer is acc=1's (or, for expand_combine, gx itself)";
   if (r.empty() && sinkhorn)
     r = outOfRange("iters", s.iters, 1, kMaxSinkhornIters);
   if (r.empty() && sinkhorn && s.mode == SinkhornMode::SoftmaxEps)
@@ -371,6 +385,7 @@ std::vector<KernelSpec> postPreParts(const KernelSpec &seam) {
     KernelSpec p = seam;
     p.op = op;
     p.acc = acc;
+    p.accF32 = false;
     return p;
   };
   if (seam.dir == Direction::Forward)

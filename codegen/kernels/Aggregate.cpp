@@ -62,7 +62,7 @@ static LogicalResult buildForward(KernelContext &ctx) {
 static LaunchBuilder &backwardLaunch(KernelContext &ctx) {
   LaunchBuilder &l = ctx.launch("main");
   l.param("gy").param("x").param("pre");
-  if (ctx.spec.acc)
+  if (ctx.spec.readsAcc())
     l.param("acc");
   return l.param("gx").param("gpre").param("M");
 }
@@ -94,7 +94,7 @@ static void buildBackwardRing(KernelContext &ctx) {
         SmallVector<SmallVector<Value>> gx(n);
         for (int64_t i = 0; i < n; ++i) {
           Value own = kb.mul(pre[i], gy);
-          gx[i].push_back(acc ? plusAcc(kb, ctx.spec.act, own, vals[2][i]) : own);
+          gx[i].push_back(acc ? plusAcc(kb, ctx.spec, own, vals[2][i]) : own);
           sums[i] = kb.fma(gy, vals[1][i], sums[i]);
         }
         storeStreams(kb, ctx, l.arg("gx"), m, chan, gx);
@@ -113,10 +113,11 @@ static LogicalResult buildBackward(KernelContext &ctx) {
   ctx.buffer("x", act, BufferRole::Input, {n * C, 0});
   ctx.buffer("pre", DType::F32, BufferRole::Input, {n, 0});
   declareAcc(ctx);
-  ctx.buffer("gx", act, BufferRole::Output, {n * C, 0});
+  ctx.buffer("gx", ctx.spec.gxType(), BufferRole::Output, {n * C, 0});
   ctx.buffer("gpre", DType::F32, BufferRole::Output, {n, 0});
 
-  if (TokenRing::serves(ctx)) {
+  // (The ring stages every source in the activation dtype: not TE's f32 buffer.)
+  if (TokenRing::serves(ctx) && !ctx.spec.accF32) {
     buildBackwardRing(ctx);
     return success();
   }
@@ -137,14 +138,14 @@ static LogicalResult buildBackward(KernelContext &ctx) {
             kb.loadF32(l.arg("gy"), kb.add(kb.mul(m, kb.idx(C)), c0), w);
         auto xs = loadStreams(kb, ctx, l.arg("x"), m, c0, w);
         SmallVector<SmallVector<Value>> acc;
-        if (ctx.spec.acc)
+        if (ctx.spec.readsAcc())
           acc = loadStreams(kb, ctx, l.arg("acc"), m, c0, w);
         SmallVector<SmallVector<Value>> gx(n);
         SmallVector<Value> next(sums.begin(), sums.end());
         for (int64_t i = 0; i < n; ++i)
           for (int64_t e = 0; e < w; ++e) {
             Value own = kb.mul(pre[i], gy[e]);
-            gx[i].push_back(acc.empty() ? own : plusAcc(kb, act, own, acc[i][e]));
+            gx[i].push_back(acc.empty() ? own : plusAcc(kb, ctx.spec, own, acc[i][e]));
             next[i] = kb.fma(gy[e], xs[i][e], next[i]);
           }
         storeStreams(kb, ctx, l.arg("gx"), m, c0, gx);

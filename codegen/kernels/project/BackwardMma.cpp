@@ -90,7 +90,8 @@ private:
   LaunchBuilder &l;
   KernelBuilder kb;
   ::mhc::DType act;
-  bool hasAcc; // gx = acc + the kernel's own gx (spec.acc)
+  const ::mhc::KernelSpec &spec;
+  bool hasAcc; // gx = acc + the kernel's own gx (spec.readsAcc())
   Value M, tid, bid, lane, warp, g, t, slice, share;
   Value colBase, active, col0, zero, smem, ring;
   SmallVector<Value> w; // the consumers' weights of this lane's columns
@@ -107,7 +108,8 @@ private:
 };
 
 MmaMain::MmaMain(KernelContext &ctx, const MmaPlan &p, LaunchBuilder &l)
-    : p(p), l(l), kb(ctx.begin(l)), act(ctx.spec.act), hasAcc(ctx.spec.acc) {
+    : p(p), l(l), kb(ctx.begin(l)), act(ctx.spec.act), spec(ctx.spec),
+      hasAcc(ctx.spec.readsAcc()) {
   const int64_t N = p.N, K = p.K;
   M = l.tokens();
   tid = kb.threadId(), bid = kb.blockId();
@@ -458,7 +460,7 @@ void MmaMain::storeGx(const StepValues &s, ArrayRef<Value> d, SmallVector<Value>
       // (Without a weight, D w is D: one fma.)
       Value own = p.hasW ? kb.fma(dv, w[j], kb.mul(s.gms[u], s.xa[u][j]))
                          : kb.fma(s.gms[u], s.xa[u][j], dv);
-      gx[u].push_back(hasAcc ? plusAcc(kb, act, own, s.acc[u][j]) : own);
+      gx[u].push_back(hasAcc ? plusAcc(kb, spec, own, s.acc[u][j]) : own);
       sums[nAcc + j] = kb.fma(s.xa[u][j], dv, sums[nAcc + j]);
     }
   for (int u = 0; u < 2; ++u)
@@ -633,7 +635,7 @@ void buildMainLaunch(KernelContext &ctx, const MmaPlan &p) {
   l.param("gh").param("gms").param("x").param("phi");
   if (p.hasW)
     l.param("weight");
-  if (ctx.spec.acc)
+  if (ctx.spec.readsAcc())
     l.param("acc");
   l.param("gx").param("partials");
   if (p.paced)
