@@ -17,12 +17,20 @@ float64 SPEC.md with TE's tolerances), here on the GPU, and:
   (n = 4, M > 0): its outputs' and gradients' dtypes and shapes must be
   mhc's, and the values agree within twice TE's tolerance.
 
+Every kernel the cases request is built before the first test, in parallel
+(test/gpu/precompile.py: the specs of a dry pass on the CPU, mhc-compile on
+every core); the time it took is printed. TE runs with its own
+NVTE_DISABLE_TRITON_AUTOTUNING=1 (one config per kernel, as TE's tests do):
+its autotuning otherwise compiles and times every config for each new shape.
+
     MHC_TE_PATH=/path/to/TransformerEngine python3 -m pytest -q test/gpu/test_te_contract_gpu.py
 """
 
+import functools
 import importlib.util
 import os
 import sys
+import time
 
 import pytest
 import torch
@@ -35,6 +43,9 @@ sys.path.insert(0, os.path.join(here, "..", "python"))
 import test_hardening as hardening  # noqa: E402  (op_args: every torch.ops.mhc op's arguments)
 import test_te_contract as contract  # noqa: E402  (its helpers; its tests are not collected here)
 
+sys.path.insert(0, here)
+import precompile  # noqa: E402
+
 assert torch.cuda.is_available(), "the GPU suite needs a GPU"
 DEV = "cuda"
 CASES = [(fn, c) for fn in contract.AXES for c in contract.cases(fn)]
@@ -46,6 +57,7 @@ def load_te():
     path = os.environ.get("MHC_TE_PATH")
     if not path:
         return None
+    os.environ.setdefault("NVTE_DISABLE_TRITON_AUTOTUNING", "1")  # read when TE's module is loaded
     spec = importlib.util.spec_from_file_location("mhc_bench", os.path.join(here, "..", "..", "bench", "bench.py"))
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)
@@ -54,6 +66,37 @@ def load_te():
 
 
 TE = load_te()
+
+
+def same_bits_case(fn):
+    """test_same_inputs_same_bits's case: bf16 throughout, M = 300, C = 4096."""
+    return dict.fromkeys(contract.AXES[fn], contract.BF16), 300, 4096 if fn in contract.HAS_C else None, 4
+
+
+def dry_run(fn, case):
+    """fn forward and backward on the CPU (the reference path): what the
+    recorder needs to see every op call the CUDA run will make."""
+    dtypes, M, C, n = case
+    t = contract.make_inputs(fn, dtypes, M, C, n, "cpu", contract.seed_of(fn, case))
+    outs = contract.call(te, fn, t, n)
+    torch.autograd.grad(outs, [v for v in t.values() if v is not None], [torch.ones_like(o) for o in outs])
+
+
+@pytest.fixture(scope="module", autouse=True)
+def kernels_built(tmp_path_factory, pytestconfig):
+    """Every spec the module's cases request, built in parallel before the first test."""
+    start = time.monotonic()
+    calls = [functools.partial(dry_run, fn, c) for fn, c in CASES]
+    calls += [functools.partial(dry_run, fn, same_bits_case(fn)) for fn in contract.AXES]
+    specs = precompile.recorded_specs(calls, precompile.device_arch())
+    recorded = time.monotonic() - start
+    built, seconds = precompile.build(specs, tmp_path_factory.mktemp("kernels"))
+    line = (f"precompile: {len(specs)} specs recorded in {recorded:.1f} s, {built} kernels built in "
+            f"{seconds:.1f} s on {os.cpu_count()} cores")
+    reporter = pytestconfig.pluginmanager.get_plugin("terminalreporter")
+    if reporter:
+        reporter.write_line(line)
+    print(line)
 
 
 def reference_expected(fn, M, C, n):
@@ -96,8 +139,7 @@ def test_te_call_on_the_kernel_path(fn, case):
 def test_same_inputs_same_bits(fn):
     """Twice the same call, forward and backward: the same bits (and with
     use_split_k=True for the functions that take it)."""
-    dtypes = dict.fromkeys(contract.AXES[fn], contract.BF16)
-    case = (dtypes, 300, 4096 if fn in contract.HAS_C else None, 4)
+    case = same_bits_case(fn)
     a = contract.run_case(fn, case, DEV)
     b = contract.run_case(fn, case, DEV)
     for u, v in zip((*a[1], *a[3]), (*b[1], *b[3])):
