@@ -34,6 +34,7 @@ sources = [
     "runtime/torch/SeamOps.cpp",
     "runtime/torch/Autograd.cpp",
     "runtime/torch/AutogradSeam.cpp",
+    "runtime/torch/InferenceOps.cpp",
     "runtime/torch/Reference.cpp",
     "runtime/Bundles.cpp",
     "runtime/Compile.cpp",

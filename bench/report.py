@@ -4,6 +4,7 @@
     python3 bench/report.py merge OUT.json bench-1.json ... bench-4.json --kernels k_*.json \\
         [--setup key=value ...]
     python3 bench/report.py merge-stack docs/perf/results.json stack.json [--setup key=value ...]
+    python3 bench/report.py merge-serve docs/perf/results.json serve.json [--setup key=value ...]
 
 `merge` gathers one complete run of bench/run-table.sh (its four bench/bench.py
 perf.json files and the bench/kernel_times.py files of part 4) into one results
@@ -11,7 +12,9 @@ file; --setup records what the JSON files do not know (driver, torch, code
 commit). `merge-stack` puts one bench/run-stack.sh run (bench/stack.py's
 stack.json: the 4-layer stack) into the results file as its "stack" section,
 replacing any earlier one; the page shows the stack's tables only when the
-section is there. test/python/test_docs.py checks that docs/PERFORMANCE.md is what this
+section is there; `merge-serve` likewise puts one bench/run-serve.sh run
+(bench/serve.py's serve.json: the seam at decode batch sizes) in as "serve".
+test/python/test_docs.py checks that docs/PERFORMANCE.md is what this
 script prints for the committed results file.
 """
 
@@ -40,17 +43,28 @@ def merge(argv):
         f.write("\n")
 
 
-def merge_stack(argv):
-    """report.py merge-stack RESULTS stack.json [--setup key=value ...]"""
-    results, stack = argv[0], json.load(open(argv[1]))
+def merge_section(section, argv):
+    """report.py merge-<section> RESULTS <section>.json [--setup key=value ...]: the run as the results
+    file's `section`, replacing any earlier one."""
+    results, run = argv[0], json.load(open(argv[1]))
     setup = dict(arg.split("=", 1) for arg in argv[2:] if arg != "--setup")
-    stack["setup"] = {**stack.get("setup", {}), **setup}
+    run["setup"] = {**run.get("setup", {}), **setup}
     with open(results) as f:
         d = json.load(f)
-    d["stack"] = stack
+    d[section] = run
     with open(results, "w") as f:
         json.dump(d, f, indent=1)
         f.write("\n")
+
+
+def merge_stack(argv):
+    """report.py merge-stack RESULTS stack.json [--setup key=value ...]"""
+    merge_section("stack", argv)
+
+
+def merge_serve(argv):
+    """report.py merge-serve RESULTS serve.json [--setup key=value ...]"""
+    merge_section("serve", argv)
 
 
 def command(line):
@@ -246,6 +260,67 @@ def stack_section(stack):
                + "; ".join(f"{s['block']} M = {s['M']}, C = {s['C']}" for s in stack["skipped"]) + ".")
 
 
+def serve_row(serve, M, C, column):
+    r = next((r for r in serve["rows"] if (r["M"], r["C"], r["column"]) == (M, C, column)), None)
+    return r if r and r.get("status") == "ok" else None
+
+
+def serve_targets(serve):
+    """Issue 36's targets for the fused seam, each with its figures; '-' where the run lacks the row."""
+    yes = lambda flags: "-" if not flags or None in flags else "met" if all(flags) else "**not met**"
+    fused = lambda M, C: serve_row(serve, M, C, "mhc fused")
+    small = [(M, C, fused(M, C)) for C in (4096, 7168) for M in (1, 4, 16)]
+    yield ("| seam in a CUDA graph <= 8 us at M <= 16 | "
+           + "; ".join(f"M = {M}, C = {C}: " + (f"{r['graph_us']:.1f}" if r else "-") for M, C, r in small)
+           + f" | {yes([r['graph_us'] <= 8 if r else None for _, _, r in small])} |")
+    r = fused(128, 7168)
+    yield (f"| seam in a CUDA graph <= 12 us at M = 128, C = 7168 | {r['graph_us']:.1f} us" if r else
+           "| seam in a CUDA graph <= 12 us at M = 128, C = 7168 | -") + f" | {yes([r['graph_us'] <= 12] if r else [])} |"
+    eager = [(M, C, fused(M, C)) for C in (4096, 7168) for M in (1, 4, 16, 64, 128)]
+    yield ("| eager from PyTorch <= 20 us per seam at M <= 128 | "
+           + "; ".join(f"M = {M}, C = {C}: " + (f"{r['eager_us']:.1f}" if r else "-") for M, C, r in eager)
+           + f" | {yes([r['eager_us'] <= 20 if r else None for _, _, r in eager])} |")
+
+
+def serve_section(serve):
+    """The seam at decode batch sizes of bench/serve.py, from the results file's "serve" section."""
+    setup = serve.get("setup", {})
+    columns = serve["columns"]
+    yield "\n## The layer seam at decode batch sizes (inference)\n"
+    yield (f"**Setup.** bench/serve.py in one process on {serve['device']}, {serve['date']};"
+           f" mhc {setup.get('mhc', serve.get('mhc_revision') or '?')}; torch {serve['torch']};"
+           f" Transformer Engine {setup.get('te', serve.get('te_revision') or serve['te'])}.\n")
+    yield ("**Method.** The seam = layer l's post step then layer l+1's pre step, forward only; n = 4, bf16"
+           " activations, fp32 mixing and parameters, TE's conventions. Each column runs a chain of"
+           f" {serve['seams']} seams through identity blocks. graph = the chain captured in one CUDA graph, CUDA"
+           " events around each replay (median), per seam; eager = the chain called from PyTorch under no_grad,"
+           " back to back, wall clock per seam (the larger of host and GPU time). mhc fused ="
+           " `mhc.inference.post_pre` into preallocated outputs; mhc post_pre = `mhc.post_pre` (allocates);"
+           " mhc unfused = `mhc.inference.post` then `mhc.inference.pre`; TE = its `mhc_fused_expand_combine` then"
+           " `mhc_generate_mix_and_aggregate`; torch.compile = the plain PyTorch seam, compiled.\n")
+    yield "| target | measured (us per seam) | |"
+    yield "| --- | --- | --- |"
+    yield from serve_targets(serve)
+    yield "\nus per seam, graph / eager:\n"
+    yield "| M | C | " + " | ".join(columns) + " |"
+    yield "| ---: | ---: |" + " ---: |" * len(columns)
+    for M, C in dict.fromkeys((r["M"], r["C"]) for r in serve["rows"]):
+        cells = []
+        for c in columns:
+            r = next((r for r in serve["rows"] if (r["M"], r["C"], r["column"]) == (M, C, c)), None)
+            if r is None:
+                cells.append("-")
+            elif r["status"] != "ok":
+                cells.append(status_word(r["status"]))
+            else:
+                graph = f"{r['graph_us']:.1f}" if r.get("graph_us") is not None else "-"
+                cells.append(f"{graph} / {r['eager_us']:.1f}")
+        yield f"| {M} | {C} | " + " | ".join(cells) + " |"
+    if serve.get("skipped"):
+        yield ("\nNot measured in this run (past its time budget): "
+               + "; ".join(f"M = {s['M']}, C = {s['C']}" for s in serve["skipped"]) + ".")
+
+
 def report(d):
     runs, setup = d["runs"], d.get("setup", {})
     rows = [r for run in runs for r in run["rows"]]
@@ -274,6 +349,8 @@ def report(d):
     yield from targets(idx, extras)
     if "stack" in d:
         yield from stack_section(d["stack"])
+    if "serve" in d:
+        yield from serve_section(d["serve"])
     for n, M, C in sorted({(r["n"], r["M"], r["C"]) for r in rows}):
         yield from table(idx, n, M, C)
     yield "\n## Device time per op\n"
@@ -324,6 +401,10 @@ def report(d):
         yield ("\nThe stack: `bash bench/run-stack.sh <TE checkout>` (one call), then `python3 bench/report.py"
                " merge-stack docs/perf/results.json stack.json --setup mhc=... te=...`; its run:"
                f" `{command(d['stack']['command'])}`")
+    if "serve" in d:
+        yield ("\nThe seam at decode sizes: `bash bench/run-serve.sh <TE checkout>` (one call), then `python3"
+               " bench/report.py merge-serve docs/perf/results.json serve.json --setup mhc=... te=...`; its run:"
+               f" `{command(d['serve']['command'])}`")
 
 
 def status_word(status):
@@ -337,6 +418,8 @@ def main(argv):
         return merge(argv[1:])
     if argv and argv[0] == "merge-stack":
         return merge_stack(argv[1:])
+    if argv and argv[0] == "merge-serve":
+        return merge_serve(argv[1:])
     with open(argv[0] if argv else RESULTS) as f:
         print("\n".join(report(json.load(f))))
 

@@ -79,6 +79,14 @@ std::string Runtime::archOf(int deviceOrdinal) {
   return arch;
 }
 
+const LoadedKernel *Runtime::loadedKernel(const KernelSpec &spec,
+                                          int deviceOrdinal) {
+  uint64_t structural = spec.structuralHash();
+  std::lock_guard<std::mutex> lock(mutex);
+  auto hit = fast.find({deviceOrdinal, structural});
+  return hit != fast.end() ? hit->second : nullptr;
+}
+
 const LoadedKernel &Runtime::kernel(const KernelSpec &spec, int deviceOrdinal) {
   uint64_t structural = spec.structuralHash();
   {

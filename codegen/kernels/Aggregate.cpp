@@ -6,7 +6,8 @@
 // from its other users, where the spec has it), gpre a block reduction
 // over the token's channels in a fixed order. n = 4 and 8 in the (C, n)
 // layout on sm_90+ (C % 32 == 0) feed the block's eight warps by bulk copies
-// (TokenRing.cpp).
+// (TokenRing.cpp). The layer seam's token pass (buildAggregateGradPre)
+// is the same backward without gx: gpre alone, in the same order.
 //
 //===----------------------------------------------------------------------===//
 
@@ -58,25 +59,30 @@ static LogicalResult buildForward(KernelContext &ctx) {
   return success();
 }
 
-/// The backward's launch "main" and its parameters, in the buffers' order.
-static LaunchBuilder &backwardLaunch(KernelContext &ctx) {
+/// The backward's launch "main" and its parameters, in the buffers' order
+/// (`withGx` false: the seam's token pass, gpre alone).
+static LaunchBuilder &backwardLaunch(KernelContext &ctx, bool withGx) {
   LaunchBuilder &l = ctx.launch("main");
-  l.param("gy").param("x").param("pre");
-  if (ctx.spec.readsAcc())
+  l.param("gy").param("x");
+  if (withGx)
+    l.param("pre");
+  if (withGx && ctx.spec.readsAcc())
     l.param("acc");
-  return l.param("gx").param("gpre").param("M");
+  if (withGx)
+    l.param("gx");
+  return l.param("gpre").param("M");
 }
 
 /// The backward fed by bulk copies (TokenRing): gy, x (and acc) per piece,
 /// pre and the n sums of gpre in registers.
-static void buildBackwardRing(KernelContext &ctx) {
+static void buildBackwardRing(KernelContext &ctx, bool withGx) {
   int64_t n = ctx.n();
-  bool acc = ctx.spec.acc;
+  bool acc = withGx && ctx.spec.readsAcc();
   SmallVector<int64_t> values = {1, n};
   if (acc)
     values.push_back(n);
   TokenRing ring(ctx, values);
-  LaunchBuilder &l = backwardLaunch(ctx);
+  LaunchBuilder &l = backwardLaunch(ctx, withGx);
   ring.configure(l, n);
   KernelBuilder kb = ctx.begin(l);
   SmallVector<Value> srcs = {l.arg("gy"), l.arg("x")};
@@ -84,7 +90,9 @@ static void buildBackwardRing(KernelContext &ctx) {
     srcs.push_back(l.arg("acc"));
   ring.start(kb, l, srcs);
   Value m = ring.token;
-  SmallVector<Value> pre = loadRow(kb, l.arg("pre"), m, n);
+  SmallVector<Value> pre;
+  if (withGx)
+    pre = loadRow(kb, l.arg("pre"), m, n);
   SmallVector<Value> zeros(n, kb.f32(0.0));
   Type act = elementType(kb.b.getContext(), ctx.spec.act);
   SmallVector<Value> partial = ring.loop(
@@ -93,11 +101,14 @@ static void buildBackwardRing(KernelContext &ctx) {
         Value gy = vals[0][0];
         SmallVector<SmallVector<Value>> gx(n);
         for (int64_t i = 0; i < n; ++i) {
-          Value own = kb.mul(pre[i], gy);
-          gx[i].push_back(acc ? plusAcc(kb, ctx.spec, own, vals[2][i]) : own);
+          if (withGx) {
+            Value own = kb.mul(pre[i], gy);
+            gx[i].push_back(acc ? plusAcc(kb, ctx.spec, own, vals[2][i]) : own);
+          }
           sums[i] = kb.fma(gy, vals[1][i], sums[i]);
         }
-        storeStreams(kb, ctx, l.arg("gx"), m, chan, gx);
+        if (withGx)
+          storeStreams(kb, ctx, l.arg("gx"), m, chan, gx);
       });
   Value tid = kb.threadId();
   Value total = blockSum(kb, 32 * TokenRing::kWarps, l.shared(0), partial);
@@ -106,28 +117,32 @@ static void buildBackwardRing(KernelContext &ctx) {
   });
 }
 
-static LogicalResult buildBackward(KernelContext &ctx) {
+/// gpre (and with `withGx` gx, plus acc where the spec has it) per token.
+static LogicalResult buildBackward(KernelContext &ctx, bool withGx) {
   int64_t n = ctx.n(), C = ctx.C(), w = ctx.streamWidth(), chunks = C / w;
   DType act = ctx.spec.act;
+  bool hasAcc = withGx && ctx.spec.readsAcc();
   ctx.buffer("gy", act, BufferRole::Input, {C, 0});
   ctx.buffer("x", act, BufferRole::Input, {n * C, 0});
-  ctx.buffer("pre", DType::F32, BufferRole::Input, {n, 0});
-  declareAcc(ctx);
-  ctx.buffer("gx", ctx.spec.gxType(), BufferRole::Output, {n * C, 0});
+  if (withGx) {
+    ctx.buffer("pre", DType::F32, BufferRole::Input, {n, 0});
+    declareAcc(ctx);
+    ctx.buffer("gx", ctx.spec.gxType(), BufferRole::Output, {n * C, 0});
+  }
   ctx.buffer("gpre", DType::F32, BufferRole::Output, {n, 0});
 
   // (The ring stages every source in the activation dtype: not TE's f32 buffer.)
   if (TokenRing::serves(ctx) && !ctx.spec.accF32) {
-    buildBackwardRing(ctx);
+    buildBackwardRing(ctx, withGx);
     return success();
   }
   int threads = tokenBlockThreads(chunks);
-  LaunchBuilder &l = backwardLaunch(ctx);
+  LaunchBuilder &l = backwardLaunch(ctx, withGx);
   l.block(threads).grid({1, 0}).sharedF32((threads / 32) * n);
   KernelBuilder kb = ctx.begin(l);
   Value m = kb.blockId();
   SmallVector<Value> pre;
-  for (int64_t i = 0; i < n; ++i)
+  for (int64_t i = 0; withGx && i < n; ++i)
     pre.push_back(kb.load(l.arg("pre"), kb.add(kb.mul(m, kb.idx(n)), kb.idx(i))));
   SmallVector<Value> zeros(n, kb.f32(0.0));
   SmallVector<Value> partial = chunkLoop(
@@ -138,17 +153,20 @@ static LogicalResult buildBackward(KernelContext &ctx) {
             kb.loadF32(l.arg("gy"), kb.add(kb.mul(m, kb.idx(C)), c0), w);
         auto xs = loadStreams(kb, ctx, l.arg("x"), m, c0, w);
         SmallVector<SmallVector<Value>> acc;
-        if (ctx.spec.readsAcc())
+        if (hasAcc)
           acc = loadStreams(kb, ctx, l.arg("acc"), m, c0, w);
         SmallVector<SmallVector<Value>> gx(n);
         SmallVector<Value> next(sums.begin(), sums.end());
         for (int64_t i = 0; i < n; ++i)
           for (int64_t e = 0; e < w; ++e) {
-            Value own = kb.mul(pre[i], gy[e]);
-            gx[i].push_back(acc.empty() ? own : plusAcc(kb, ctx.spec, own, acc[i][e]));
+            if (withGx) {
+              Value own = kb.mul(pre[i], gy[e]);
+              gx[i].push_back(acc.empty() ? own : plusAcc(kb, ctx.spec, own, acc[i][e]));
+            }
             next[i] = kb.fma(gy[e], xs[i][e], next[i]);
           }
-        storeStreams(kb, ctx, l.arg("gx"), m, c0, gx);
+        if (withGx)
+          storeStreams(kb, ctx, l.arg("gx"), m, c0, gx);
         return next;
       });
   Value total = blockSum(kb, threads, l.shared(), partial);
@@ -161,5 +179,10 @@ static LogicalResult buildBackward(KernelContext &ctx) {
 
 LogicalResult mlir::mhc::buildAggregate(KernelContext &ctx) {
   return ctx.spec.dir == ::mhc::Direction::Forward ? buildForward(ctx)
-                                                   : buildBackward(ctx);
+                                                   : buildBackward(ctx, true);
+}
+
+LogicalResult mlir::mhc::buildAggregateGradPre(KernelContext &ctx) {
+  assert(ctx.spec.dir == ::mhc::Direction::Backward);
+  return buildBackward(ctx, false);
 }

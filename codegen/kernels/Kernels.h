@@ -32,6 +32,9 @@ void emitSinkhornPlan(KernelBuilder &kb, const ::mhc::KernelSpec &spec,
                       function_ref<void(ArrayRef<Value>)> store);
 
 LogicalResult buildAggregate(KernelContext &ctx);
+/// aggregate.bwd's gpre alone (gy, x -> gpre; no gx, pre or acc), in the
+/// backward's own order: the layer seam's token pass (seam/BackwardFused.cpp).
+LogicalResult buildAggregateGradPre(KernelContext &ctx);
 /// The fused pre step (Pre.cpp): the projection's partial launches,
 /// then one launch per token for the rest.
 LogicalResult buildPre(KernelContext &ctx);

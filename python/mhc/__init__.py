@@ -6,6 +6,7 @@
     x_next, y, post, P = mhc.post_pre(f, post, x, P, phi, alpha, beta)  # post, then the next pre
     layer = mhc.HyperConnection(n=4, C=2048)              # an nn.Module around a block
     stack = mhc.HyperConnectionStack(blocks, n=4, C=2048) # blocks with mHC, fused seams
+    mhc.inference.post_pre(f, post, x, P, phi, alpha, beta, out=outs)  # into preallocated outputs
 
 The ops are torch.ops.mhc.*: CUDA tensors run kernels specialised for their
 (op, n, dtype, layout, C, arch), compiled on first use and cached on disk
@@ -31,6 +32,7 @@ from .ops import (  # noqa: E402,F401
     project, scale, sinkhorn, aggregate, expand_combine, pre, post, post_pre,
 )
 from .module import HyperConnection, HyperConnectionStack  # noqa: E402,F401
+from . import inference  # noqa: E402,F401  (the forward into preallocated outputs: mhc.inference)
 from .compile_fusion import compile_backend, compile_stats, enable_compile_fusion, reset_compile_stats  # noqa: E402,F401,E501
 from .te import (  # noqa: E402,F401
     mhc_fused_projection, mhc_fused_scale, mhc_fused_sinkhorn,

@@ -128,6 +128,56 @@ def _(f, post, x, P, bias, phi, alpha, beta, weight, n, layout, tf32, norm_eps, 
     return _post_pre_outputs(f, post, x, P, bias, phi, alpha, beta, weight, n, layout)
 
 
+# The inference ops (out=; python/mhc/inference.py): they return nothing and write their out= tensors, which
+# must have the shapes, dtypes and device the real op checks (runtime/torch/Checks.cpp, checkOut). Their
+# Sinkhorn mode is named sinkhorn_mode (runtime/torch/OpHandles.h says why).
+
+def _check_out(op, name, t, shape, dtype, like, earlier=()):
+    """The real op's check of one out= tensor (its message), without the memory-overlap test on fake tensors."""
+    shape = tuple(int(d) for d in shape)
+    if (not isinstance(t, torch.Tensor) or t.dtype != dtype or tuple(t.shape) != shape or t.device != like.device
+            or not t.is_contiguous()):
+        got = type(t).__name__ if not isinstance(t, torch.Tensor) else (
+            f"a {t.dtype} tensor of shape {list(t.shape)} on {t.device}"
+            + ("" if t.is_contiguous() else " (not contiguous)"))
+        raise ValueError(f"mhc.{op}: out argument '{name}' must be a contiguous {dtype} tensor of shape "
+                         f"{list(shape)} on {like.device}; got {got}")
+    for other_name, other in earlier:
+        if other is t:
+            raise ValueError(f"mhc.{op}: out argument '{name}' shares memory with out argument '{other_name}'; "
+                             "it must be a tensor of its own")
+
+
+def _check_pre_outs(op, x, n, layout, y, post, P, earlier=()):
+    M, f = x.shape[0], _mixing(x)
+    _check_out(op, "y", y, (M, _channels(x, layout)), x.dtype, x, earlier)
+    earlier = (*earlier, ("y", y))
+    _check_out(op, "post" if op == "pre_out" else "post_next", post, (M, n), f, x, earlier)
+    earlier = (*earlier, ("post", post))
+    _check_out(op, "P" if op == "pre_out" else "P_next", P, (M, n, n), f, x, earlier)
+
+
+@torch.library.register_fake(lib + "post_pre_out")
+def _(f, post, x, P, bias, phi, alpha, beta, weight, n, layout, tf32, norm_eps, pre_eps, post_mult, sinkhorn_mode,
+      iters, eps, *, x_next, y, post_next, P_next):
+    _post_pre_outputs(f, post, x, P, bias, phi, alpha, beta, weight, n, layout)
+    _check_out("post_pre_out", "x_next", x_next, x.shape, x.dtype, x)
+    _check_pre_outs("post_pre_out", x, n, layout, y, post_next, P_next, (("x_next", x_next),))
+
+
+@torch.library.register_fake(lib + "pre_out")
+def _(x, phi, alpha, beta, weight, n, layout, tf32, norm_eps, pre_eps, post_mult, sinkhorn_mode, iters, eps, *, y,
+      post, P):
+    _pre_outputs(x, phi, alpha, beta, weight, n, layout, saved=False)
+    _check_pre_outs("pre_out", x, n, layout, y, post, P)
+
+
+@torch.library.register_fake(lib + "expand_combine_out")
+def _(f, post, x, P, bias, n, layout, *, out):
+    _one_device("expand_combine", x=x, f=f, post=post, P=P, bias=bias)
+    _check_out("expand_combine_out", "out", out, x.shape, x.dtype, x)
+
+
 # --- backward: each gradient like its input; an absent input's is empty -----
 # (gx with acc, x's gradient from its other users, is still x-shaped.)
 

@@ -4,6 +4,7 @@
 
 #include "mhc/Support/KernelLimits.h"
 
+#include <ATen/MemoryOverlap.h>
 #include <c10/util/Exception.h>
 
 #include <cmath>
@@ -220,6 +221,65 @@ void checkScale(const char *op, double normEps, double preEps, double postMult) 
   checkFinite(op, "norm_eps", normEps, /*positive=*/false);
   checkFinite(op, "pre_eps", preEps, /*positive=*/false);
   checkFinite(op, "post_mult", postMult, /*positive=*/true);
+}
+
+namespace {
+/// "torch.bfloat16", as Python prints a dtype (the fake kernels' messages).
+std::string dtypeText(at::ScalarType t) {
+  switch (t) {
+  case at::kBFloat16: return "torch.bfloat16";
+  case at::kHalf: return "torch.float16";
+  case at::kFloat: return "torch.float32";
+  case at::kDouble: return "torch.float64";
+  default: return std::string("torch.") + c10::toString(t);
+  }
+}
+
+std::string describeTensor(at::IntArrayRef sizes, at::ScalarType dtype,
+                           const c10::Device &device) {
+  return dtypeText(dtype) + " tensor of shape " + shapeText(sizes) + " on " +
+         device.str();
+}
+
+void checkApart(const char *op, const char *name, const Tensor &out,
+                std::initializer_list<NamedTensor> others, const char *what) {
+  const c10::StorageImpl *storage = out.unsafeGetTensorImpl()->unsafe_storage().unsafeGetStorageImpl();
+  for (const NamedTensor &o : others) {
+    if (!o.tensor || !o.tensor->defined() || !o.tensor->has_storage())
+      continue;
+    // Tensors of different storages cannot overlap: one pointer compare per
+    // pair on the common path (this runs on every call).
+    if (o.tensor->unsafeGetTensorImpl()->unsafe_storage().unsafeGetStorageImpl() != storage)
+      continue;
+    auto overlap = at::get_overlap_status(out, *o.tensor);
+    TORCH_CHECK_VALUE(overlap != at::MemOverlapStatus::Full &&
+                          overlap != at::MemOverlapStatus::Partial,
+                      "mhc.", op, ": out argument '", name,
+                      "' shares memory with ", what, " '", o.name,
+                      "'; it must be a tensor of its own");
+  }
+}
+} // namespace
+
+void checkOut(const char *op, NamedTensor out, at::IntArrayRef sizes,
+              at::ScalarType dtype, const Tensor &like,
+              std::initializer_list<NamedTensor> inputs,
+              std::initializer_list<NamedTensor> earlier) {
+  const Tensor &t = *out.tensor;
+  // The common (valid) path builds no strings: this runs on every call.
+  bool ok = t.defined() && t.scalar_type() == dtype && t.sizes() == sizes &&
+            t.device() == like.device() && t.is_contiguous();
+  if (!ok) {
+    std::string got = !t.defined() ? std::string("NoneType")
+                      : "a " + describeTensor(t.sizes(), t.scalar_type(), t.device()) +
+                            (t.is_contiguous() ? "" : " (not contiguous)");
+    TORCH_CHECK_VALUE(false, "mhc.", op, ": out argument '", out.name,
+                      "' must be a contiguous ",
+                      describeTensor(sizes, dtype, like.device()), "; got ",
+                      got);
+  }
+  checkApart(op, out.name, t, inputs, "input");
+  checkApart(op, out.name, t, earlier, "out argument");
 }
 
 const ArgRule &ruleOf(const char *op, std::string_view name) {

@@ -63,6 +63,19 @@ void checkScale(const char *op, double normEps, double preEps, double postMult);
 /// sinkhorn's mode, iters >= 1 and eps (finite, >= 0).
 void checkSinkhorn(const char *op, Str mode, int64_t iters, double eps);
 
+/// One out= tensor of an inference op: a contiguous tensor of `sizes` and
+/// `dtype` on `like`'s device, sharing no memory with `inputs` (nullptr:
+/// absent) or with the outputs checked before it (`earlier`). Errors name
+/// the op, the argument and what was expected.
+struct NamedTensor {
+  const char *name;
+  const Tensor *tensor;
+};
+void checkOut(const char *op, NamedTensor out, at::IntArrayRef sizes,
+              at::ScalarType dtype, const Tensor &like,
+              std::initializer_list<NamedTensor> inputs,
+              std::initializer_list<NamedTensor> earlier = {});
+
 /// The rule of argument `name` of torch op `op` (mhc::argRule; it must exist).
 const ArgRule &ruleOf(const char *op, std::string_view name);
 

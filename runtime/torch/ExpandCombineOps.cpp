@@ -31,6 +31,43 @@ Tensor expand_combine_ref(const Tensor &f, const Tensor &post, const Tensor &x,
   return mhc::ref::expand_combine(f, post, x, P, bias, std::string(layout));
 }
 
+namespace {
+/// expand_combine_out's checks: the inputs', then out like x.
+Checker checkCombineOut(const Tensor &f, const Tensor &post, const Tensor &x,
+                        const Tensor &P, const OptTensor &bias, int64_t n,
+                        Str layout, const Tensor &out) {
+  Checker c = checkCombine("expand_combine", f, post, x, P, bias, n, layout);
+  checkOut("expand_combine_out", {"out", &out}, x.sizes(), x.scalar_type(), x,
+           {{"f", &f}, {"post", &post}, {"x", &x}, {"P", &P},
+            {"bias", bias ? &*bias : nullptr}});
+  return c;
+}
+} // namespace
+
+void expand_combine_out_ref(const Tensor &f, const Tensor &post, const Tensor &x,
+                            const Tensor &P, const OptTensor &bias, int64_t n,
+                            Str layout, const Tensor &out) {
+  checkCombineOut(f, post, x, P, bias, n, layout, out);
+  out.copy_(mhc::ref::expand_combine(f, post, x, P, bias, std::string(layout)));
+}
+
+/// The kernel writes `out` where it runs; the reference's result is copied.
+void expand_combine_out_cuda(const Tensor &f, const Tensor &post,
+                             const Tensor &x, const Tensor &P,
+                             const OptTensor &bias, int64_t n, Str layout,
+                             const Tensor &out) {
+  Checker c = checkCombineOut(f, post, x, P, bias, n, layout, out);
+  auto spec = combineSpec(mhc::Direction::Forward, n, x, layout, c.C, bias);
+  Tensor b = orUndefined(bias);
+  auto *k = select("expand_combine", spec, {&x, &f, &post, &P, &b}, c.M);
+  if (!k)
+    return void(out.copy_(
+        mhc::ref::expand_combine(f, post, x, P, bias, std::string(layout))));
+  launch(*k, c.M, {{"f", &f}, {"post", &post}, {"x", &x}, {"P", &P},
+                   {"bias", &b}, {"out", &out}},
+         x);
+}
+
 Tensor expand_combine_cuda(const Tensor &f, const Tensor &post, const Tensor &x,
                            const Tensor &P, const OptTensor &bias, int64_t n,
                            Str layout) {

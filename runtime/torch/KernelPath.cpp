@@ -77,9 +77,14 @@ const mhc::rt::LoadedKernel *select(const char *op, mhc::KernelSpec spec,
     try {
       auto &rt = mhc::rt::Runtime::get();
       spec.arch = rt.archOf(first.get_device());
-      reason = mhc::unsupportedReason(spec);
-      if (reason.empty())
-        kernel = &rt.kernel(spec, first.get_device());
+      // A loaded kernel passed unsupportedReason when it was loaded: a warm
+      // call skips it (the seam's spec checks its parts, every call).
+      kernel = rt.loadedKernel(spec, first.get_device());
+      if (!kernel) {
+        reason = mhc::unsupportedReason(spec);
+        if (reason.empty())
+          kernel = &rt.kernel(spec, first.get_device());
+      }
     } catch (const mhc::rt::Error &e) {
       reason = e.what();
     }

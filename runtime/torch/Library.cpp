@@ -47,4 +47,9 @@ TORCH_LIBRARY(mhc, m) {
   define(m, kPostPreSaved, TORCH_FN(post_pre_saved_ref), TORCH_FN(post_pre_saved_cuda));
   define(m, kPostPreBackward, TORCH_FN(post_pre_backward_ref),
          TORCH_FN(post_pre_backward_cuda));
+  // The inference ops (out=; InferenceOps.cpp has their Autograd entries).
+  define(m, kPostPreOut, TORCH_FN(post_pre_out_ref), TORCH_FN(post_pre_out_cuda));
+  define(m, kPreOut, TORCH_FN(pre_out_ref), TORCH_FN(pre_out_cuda));
+  define(m, kExpandCombineOut, TORCH_FN(expand_combine_out_ref),
+         TORCH_FN(expand_combine_out_cuda));
 }

@@ -144,6 +144,43 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
         streamsOf<kPostPre, kX>(x, layout), layout, tf32, normEps, preEps, postMult, mode, iters,
         eps);
   }, "torch.ops.mhc.post_pre for 3-D x, n from x and the layout (eager entry point).");
+  // The inference ops' (out=; python/mhc/inference.py): the out= tensors
+  // are passed as they are (the op checks them; a copy would not be theirs).
+  m.def("post_pre_out", [](const at::Tensor &f, const at::Tensor &post, const at::Tensor &x,
+                           const at::Tensor &P, const OptTensor &bias, const at::Tensor &phi,
+                           const at::Tensor &alpha, const at::Tensor &beta,
+                           const OptTensor &weight, const std::string &layout, bool tf32,
+                           double normEps, double preEps, double postMult,
+                           const std::string &mode, int64_t iters, double eps,
+                           const at::Tensor &xNext, const at::Tensor &y,
+                           const at::Tensor &postNext, const at::Tensor &PNext) {
+    pybind11::gil_scoped_release noGil;
+    mhc::ops::postPreOutOp().call(
+        f.contiguous(), post.contiguous(), x.contiguous(), P.contiguous(), contiguous(bias),
+        phi.contiguous(), alpha.contiguous(), beta.contiguous(), contiguous(weight),
+        streamsOf<kPostPre, kX>(x, layout), layout, tf32, normEps, preEps, postMult, mode, iters,
+        eps, xNext, y, postNext, PNext);
+  }, "torch.ops.mhc.post_pre_out for 3-D x, n from x and the layout (eager entry point).");
+  m.def("pre_out", [](const at::Tensor &x, const at::Tensor &phi, const at::Tensor &alpha,
+                      const at::Tensor &beta, const OptTensor &weight, const std::string &layout,
+                      bool tf32, double normEps, double preEps, double postMult,
+                      const std::string &mode, int64_t iters, double eps, const at::Tensor &y,
+                      const at::Tensor &post, const at::Tensor &P) {
+    pybind11::gil_scoped_release noGil;
+    mhc::ops::preOutOp().call(x.contiguous(), phi.contiguous(), alpha.contiguous(),
+                              beta.contiguous(), contiguous(weight),
+                              streamsOf<kPre, kX>(x, layout), layout, tf32, normEps, preEps,
+                              postMult, mode, iters, eps, y, post, P);
+  }, "torch.ops.mhc.pre_out for 3-D x, n from x and the layout (eager entry point).");
+  m.def("expand_combine_out", [](const at::Tensor &f, const at::Tensor &post,
+                                 const at::Tensor &x, const at::Tensor &P,
+                                 const OptTensor &bias, const std::string &layout,
+                                 const at::Tensor &out) {
+    pybind11::gil_scoped_release noGil;
+    mhc::ops::expandCombineOutOp().call(f.contiguous(), post.contiguous(), x.contiguous(),
+                                        P.contiguous(), contiguous(bias),
+                                        streamsOf<kCombine, kX>(x, layout), layout, out);
+  }, "torch.ops.mhc.expand_combine_out for 3-D x, n from x and the layout (eager entry point).");
   m.attr("MAX_STREAMS") = mhc::ops::kMaxStreams;
   // The ops' contract (mhc/Support/OpContract.h), for the Python package.
   m.def("num_logits", &mhc::numLogits, "N = 2n + n^2, the mixing logits per token.");

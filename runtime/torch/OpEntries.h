@@ -34,6 +34,10 @@ PreSavedSig pre_saved_ref, pre_saved_cuda;
 PostPreSig post_pre_ref, post_pre_cuda;
 PostPreSavedSig post_pre_saved_ref, post_pre_saved_cuda;
 PostPreBackwardSig post_pre_backward_ref, post_pre_backward_cuda;
+// The inference ops (out=): SeamOps.cpp, PreOps.cpp, ExpandCombineOps.cpp.
+PostPreOutSig post_pre_out_ref, post_pre_out_cuda;
+PreOutSig pre_out_ref, pre_out_cuda;
+ExpandCombineOutSig expand_combine_out_ref, expand_combine_out_cuda;
 
 /// project's checks (layout, n, x, phi, weight) for `op`: project,
 /// project_backward and pre, whose rules begin with project's.

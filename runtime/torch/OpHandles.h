@@ -67,6 +67,21 @@ using PostPreSigOf = Out(const Tensor &, const Tensor &, const Tensor &,
 using PostPreSig = PostPreSigOf<std::tuple<Tensor, Tensor, Tensor, Tensor>>;
 using PostPreSavedSig = PostPreSigOf<std::tuple<Tensor, Tensor, Tensor, Tensor,
                                                 Tensor, Tensor, Tensor, Tensor>>;
+// The inference ops (InferenceOps.cpp): the same computations into
+// preallocated outputs (out=, last), for CUDA graphs with static addresses.
+using PostPreOutSig =
+    void(const Tensor &, const Tensor &, const Tensor &, const Tensor &,
+         const OptTensor &, const Tensor &, const Tensor &, const Tensor &,
+         const OptTensor &, int64_t, Str, bool, double, double, double, Str,
+         int64_t, double, const Tensor &, const Tensor &, const Tensor &,
+         const Tensor &);
+using PreOutSig = void(const Tensor &, const Tensor &, const Tensor &,
+                       const Tensor &, const OptTensor &, int64_t, Str, bool,
+                       double, double, double, Str, int64_t, double,
+                       const Tensor &, const Tensor &, const Tensor &);
+using ExpandCombineOutSig = void(const Tensor &, const Tensor &, const Tensor &,
+                                 const Tensor &, const OptTensor &, int64_t, Str,
+                                 const Tensor &);
 using PostPreBackwardSig =
     std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor,
                Tensor>(const Tensor &, const Tensor &, const Tensor &,
@@ -145,8 +160,27 @@ inline constexpr OpSchema kPostPreBackward{"mhc::post_pre_backward",
     "Tensor x, Tensor P, Tensor? bias, Tensor x_next, Tensor h, Tensor ms, Tensor pre, Tensor logits, "
     "Tensor phi, Tensor alpha, Tensor beta, Tensor? weight, " MHC_PRE_ATTRS ") -> "
     "(Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor)"};
+// The inference ops: the forward into preallocated outputs (mutable out=
+// arguments, returning nothing), results bitwise those of post_pre, pre and
+// expand_combine. They record no gradient (InferenceOps.cpp). Sinkhorn's
+// mode is `sinkhorn_mode` here: torch.compile functionalizes a mutable op
+// through auto_functionalized_v2(..., **kwargs), whose own parameter `mode`
+// an argument of that name collides with (torch 2.11).
+#define MHC_OUT_PRE_ATTRS                                                      \
+  "int n, str layout, bool tf32, float norm_eps, float pre_eps, float post_mult, str sinkhorn_mode, " \
+  "int iters, float eps"
+inline constexpr OpSchema kPostPreOut{"mhc::post_pre_out",
+    "post_pre_out(" MHC_SEAM_INPUTS MHC_OUT_PRE_ATTRS ", *, Tensor(a!) x_next, Tensor(b!) y, "
+    "Tensor(c!) post_next, Tensor(d!) P_next) -> ()"};
+inline constexpr OpSchema kPreOut{"mhc::pre_out",
+    "pre_out(Tensor x, Tensor phi, Tensor alpha, Tensor beta, Tensor? weight, " MHC_OUT_PRE_ATTRS
+    ", *, Tensor(a!) y, Tensor(b!) post, Tensor(c!) P) -> ()"};
+inline constexpr OpSchema kExpandCombineOut{"mhc::expand_combine_out",
+    "expand_combine_out(Tensor f, Tensor post, Tensor x, Tensor P, Tensor? bias, int n, str layout, *, "
+    "Tensor(a!) out) -> ()"};
 #undef MHC_SEAM_INPUTS
 #undef MHC_PRE_ATTRS
+#undef MHC_OUT_PRE_ATTRS
 
 /// The typed dispatcher handle of `op`, looked up once per signature.
 template <typename Sig, const OpSchema &op>
@@ -172,6 +206,11 @@ inline const auto &preSavedOp() { return handle<PreSavedSig, kPreSaved>(); }
 
 inline const auto &postPreOp() { return handle<PostPreSig, kPostPre>(); }
 inline const auto &postPreSavedOp() { return handle<PostPreSavedSig, kPostPreSaved>(); }
+inline const auto &postPreOutOp() { return handle<PostPreOutSig, kPostPreOut>(); }
+inline const auto &preOutOp() { return handle<PreOutSig, kPreOut>(); }
+inline const auto &expandCombineOutOp() {
+  return handle<ExpandCombineOutSig, kExpandCombineOut>();
+}
 inline const auto &postPreBackwardOp() {
   return handle<PostPreBackwardSig, kPostPreBackward>();
 }

@@ -88,7 +88,10 @@ bool seamKernel(mhc::KernelSpec spec, const Tensor &x, int64_t M) {
   if (!mhc::preStepFuses(spec.n, M))
     return false;
   try {
-    spec.arch = mhc::rt::Runtime::get().archOf(x.get_device());
+    auto &rt = mhc::rt::Runtime::get();
+    spec.arch = rt.archOf(x.get_device());
+    if (rt.loadedKernel(spec, x.get_device()))
+      return true; // (it was supported when it was loaded)
   } catch (const mhc::rt::Error &) {
     return false; // (the separate ops' select() names the reason)
   }
@@ -152,36 +155,96 @@ SeamGrads seamGradSteps(const Steps &s, const SeamGradArgs &t, const PreAttrs &a
   return {gx, gf, gpost, gP, gbias, gphi, galpha, gbeta, gweight};
 }
 
+/// The seam's own kernel for this call, or nullptr where the separate ops
+/// run (the parameters' dtypes differ, the pre step does not fuse at M, or
+/// select() sends the call to the reference).
+const mhc::rt::LoadedKernel *seamForwardKernel(const SeamArgs &t,
+                                               const PreAttrs &a,
+                                               const Checker &c) {
+  if (!oneParamType(t.phi, t.alpha, t.weight, t.bias))
+    return nullptr;
+  auto spec = postPreSpec(mhc::Direction::Forward, a, t.x, c.C, t.phi,
+                          t.weight, t.bias);
+  if (!seamKernel(spec, t.x, c.M))
+    return nullptr;
+  Tensor b = orUndefined(t.bias), w = orUndefined(t.weight);
+  return select("post_pre", spec,
+                {&t.x, &t.f, &t.post, &t.P, &b, &t.phi, &t.alpha, &t.beta, &w},
+                c.M);
+}
+
+/// Runs the seam's kernel into x_next and `o` (h, ms, pre and logits only
+/// with `save`, else in the workspace).
+void launchSeam(const mhc::rt::LoadedKernel &k, int64_t M, const SeamArgs &t,
+                const Tensor &xNext, const PreStepOutputs &o, bool save) {
+  Tensor b = orUndefined(t.bias), w = orUndefined(t.weight);
+  auto kept = [&](const Tensor &v) { return save ? &v : nullptr; };
+  launch(k, M,
+         {{"f", &t.f}, {"post", &t.post}, {"x", &t.x}, {"P", &t.P},
+          {"bias", &b}, {"phi", &t.phi}, {"alpha", &t.alpha},
+          {"beta", &t.beta}, {"weight", &w}, {"x_next", &xNext},
+          {"h", kept(o.h)}, {"ms", kept(o.ms)}, {"pre", kept(o.pre)},
+          {"post_next", &o.post}, {"logits", kept(o.logits)},
+          {"P_next", &o.P}, {"y", &o.y}},
+         t.x);
+}
+
 /// The seam on CUDA; `save` keeps h, ms, pre and logits for the gradient
 /// (else the kernel leaves them in the workspace, and the separate ops'
 /// path computes them anyway).
 SeamOut seamCuda(const SeamArgs &t, const PreAttrs &a, bool save) {
   Checker c = checkSeam(t, a);
-  int64_t M = c.M, n = a.n;
-  Tensor b = orUndefined(t.bias), w = orUndefined(t.weight);
-  const mhc::rt::LoadedKernel *k = nullptr;
-  if (oneParamType(t.phi, t.alpha, t.weight, t.bias)) {
-    auto spec = postPreSpec(mhc::Direction::Forward, a, t.x, c.C, t.phi,
-                            t.weight, t.bias);
-    if (seamKernel(spec, t.x, M))
-      k = select("post_pre", spec,
-                 {&t.x, &t.f, &t.post, &t.P, &b, &t.phi, &t.alpha, &t.beta, &w}, M);
-  }
+  const mhc::rt::LoadedKernel *k = seamForwardKernel(t, a, c);
   if (!k)
     return seamSteps(kCudaSteps, t, a, save);
   Tensor xNext = at::empty_like(t.x);
-  auto [y, postNext, PNext, h, ms, pre, logits] =
-      emptyPreStep(t.x, M, n, c.C, save);
-  auto kept = [&](const Tensor &v) { return save ? &v : nullptr; };
-  launch(*k, M,
-         {{"f", &t.f}, {"post", &t.post}, {"x", &t.x}, {"P", &t.P},
-          {"bias", &b}, {"phi", &t.phi}, {"alpha", &t.alpha},
-          {"beta", &t.beta}, {"weight", &w}, {"x_next", &xNext},
-          {"h", kept(h)}, {"ms", kept(ms)}, {"pre", kept(pre)},
-          {"post_next", &postNext}, {"logits", kept(logits)},
-          {"P_next", &PNext}, {"y", &y}},
-         t.x);
-  return {xNext, h, ms, pre, postNext, logits, PNext, y};
+  PreStepOutputs o = emptyPreStep(t.x, c.M, a.n, c.C, save);
+  launchSeam(*k, c.M, t, xNext, o, save);
+  return {xNext, o.h, o.ms, o.pre, o.post, o.logits, o.P, o.y};
+}
+
+/// post_pre_out's out= tensors, in its schema's order.
+struct SeamOuts {
+  const Tensor &xNext, &y, &postNext, &PNext;
+};
+
+/// The inputs' checks, then each out= tensor's: x_next like x, y [M, C] in
+/// x's dtype, post_next [M, n] and P_next [M, n, n] in the mixing dtype.
+Checker checkSeamOuts(const SeamArgs &t, const PreAttrs &a, const SeamOuts &o) {
+  Checker c = checkSeam(t, a);
+  const char *op = "post_pre_out";
+  auto mixing = mhc::ref::mixingType(t.x.scalar_type());
+  std::initializer_list<NamedTensor> in = {
+      {"f", &t.f},         {"post", &t.post},   {"x", &t.x},
+      {"P", &t.P},         {"bias", ptr(t.bias)}, {"phi", &t.phi},
+      {"alpha", &t.alpha}, {"beta", &t.beta},   {"weight", ptr(t.weight)}};
+  checkOut(op, {"x_next", &o.xNext}, t.x.sizes(), t.x.scalar_type(), t.x, in);
+  checkOut(op, {"y", &o.y}, {c.M, c.C}, t.x.scalar_type(), t.x, in,
+           {{"x_next", &o.xNext}});
+  checkOut(op, {"post_next", &o.postNext}, {c.M, a.n}, mixing, t.x, in,
+           {{"x_next", &o.xNext}, {"y", &o.y}});
+  checkOut(op, {"P_next", &o.PNext}, {c.M, a.n, a.n}, mixing, t.x, in,
+           {{"x_next", &o.xNext}, {"y", &o.y}, {"post_next", &o.postNext}});
+  return c;
+}
+
+/// The separate ops' results (`steps`) copied into the out= tensors.
+void copyInto(const SeamOuts &o, const SeamOut &r) {
+  o.xNext.copy_(std::get<0>(r));
+  o.y.copy_(std::get<7>(r));
+  o.postNext.copy_(std::get<4>(r));
+  o.PNext.copy_(std::get<6>(r));
+}
+
+/// post_pre's forward into `o`: the seam's kernel writes them where it
+/// runs; otherwise the separate ops run and their results are copied.
+void seamOutCuda(const SeamArgs &t, const PreAttrs &a, const SeamOuts &o) {
+  Checker c = checkSeamOuts(t, a, o);
+  const mhc::rt::LoadedKernel *k = seamForwardKernel(t, a, c);
+  if (!k)
+    return copyInto(o, seamSteps(kCudaSteps, t, a, /*save=*/false));
+  launchSeam(*k, c.M, t, o.xNext, {o.y, o.postNext, o.PNext, {}, {}, {}, {}},
+             /*save=*/false);
 }
 
 SeamGrads seamGradCuda(const SeamGradArgs &t, const PreAttrs &a) {
@@ -276,6 +339,34 @@ post_pre_cuda(const Tensor &f, const Tensor &post, const Tensor &x,
                           {n, layout, tf32, normEps, preEps, postMult, mode,
                            iters, eps},
                           /*save=*/false));
+}
+
+void post_pre_out_ref(const Tensor &f, const Tensor &post, const Tensor &x,
+                      const Tensor &P, const OptTensor &bias, const Tensor &phi,
+                      const Tensor &alpha, const Tensor &beta,
+                      const OptTensor &weight, int64_t n, Str layout, bool tf32,
+                      double normEps, double preEps, double postMult, Str mode,
+                      int64_t iters, double eps, const Tensor &xNext,
+                      const Tensor &y, const Tensor &postNext,
+                      const Tensor &PNext) {
+  SeamArgs t{f, post, x, P, bias, phi, alpha, beta, weight};
+  PreAttrs a{n, layout, tf32, normEps, preEps, postMult, mode, iters, eps};
+  SeamOuts o{xNext, y, postNext, PNext};
+  checkSeamOuts(t, a, o);
+  copyInto(o, seamSteps(kRefSteps, t, a, /*save=*/false));
+}
+
+void post_pre_out_cuda(const Tensor &f, const Tensor &post, const Tensor &x,
+                       const Tensor &P, const OptTensor &bias, const Tensor &phi,
+                       const Tensor &alpha, const Tensor &beta,
+                       const OptTensor &weight, int64_t n, Str layout, bool tf32,
+                       double normEps, double preEps, double postMult, Str mode,
+                       int64_t iters, double eps, const Tensor &xNext,
+                       const Tensor &y, const Tensor &postNext,
+                       const Tensor &PNext) {
+  seamOutCuda({f, post, x, P, bias, phi, alpha, beta, weight},
+              {n, layout, tf32, normEps, preEps, postMult, mode, iters, eps},
+              {xNext, y, postNext, PNext});
 }
 
 SeamGrads post_pre_backward_ref(

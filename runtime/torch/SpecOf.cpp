@@ -225,10 +225,14 @@ std::vector<std::string> requestedSpecs(const std::string &op,
                                         const std::string &arch) {
   if (!mhc::isSupportedArch(arch))
     throw std::invalid_argument("requested_specs: unknown arch '" + arch + "'");
-  // pre_saved and post_pre_saved request what pre and post_pre do.
+  // pre_saved and post_pre_saved request what pre and post_pre do, and the
+  // inference ops (<op>_out: the same inputs first, then the out= tensors)
+  // what their training op does.
   std::string name = op;
   if (name == "pre_saved" || name == "post_pre_saved")
     name.resize(name.size() - 6);
+  if (name == "pre_out" || name == "post_pre_out" || name == "expand_combine_out")
+    name.resize(name.size() - 4);
   auto it = handlers().find(name);
   if (it == handlers().end())
     throw std::invalid_argument("requested_specs: not an mhc op with kernels: '" + op + "'");

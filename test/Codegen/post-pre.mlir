@@ -10,12 +10,15 @@
 // The flagship ((C, n), n = 4, bf16, f32 parameters, sm_90a) fuses instead:
 // the projection's partial launch computes x_next from x, f, post, P, bias
 // where it loaded x_next, stores it and multiplies it (stage "expand"), and
-// the pre step's tail follows.
+// the pre step's tail follows. Its backward's token pass is aggregate's
+// gpre alone (no g1) and the projection backward forms aggregate's gx
+// from gx_next, gy and pre where it adds its acc (BackwardFused.cpp).
 // (The inputs are kernel specs; this file has no IR of its own.)
 // RUN: mhc-compile --spec 'post_pre.fwd;n=4;act=bf16;param=f32;layout=nc;C=2048;tf32=0;weight=1;norm_eps=9.99999997e-07;pre_eps=9.99999997e-07;post_mult=2;mode=log;iters=20;bias=1;arch=sm_90a' --print-ir | FileCheck %s
 // RUN: rm -rf %t && mhc-compile --spec 'post_pre.fwd;n=4;act=bf16;param=f32;layout=nc;C=2048;tf32=0;weight=1;norm_eps=9.99999997e-07;pre_eps=9.99999997e-07;post_mult=2;mode=log;iters=20;bias=1;arch=sm_90a' -o %t && FileCheck %s --check-prefix=MANIFEST < %t/mhc_post_pre_fwd_n4_74d1a7d827492980.json
 // RUN: mhc-compile --spec 'post_pre.fwd;n=4;act=bf16;param=f32;layout=cn;C=2048;tf32=0;weight=0;norm_eps=9.99999997e-07;pre_eps=9.99999997e-07;post_mult=2;mode=log;iters=20;bias=1;arch=sm_90a' --print-ir | FileCheck %s --check-prefix=FUSED
 // RUN: rm -rf %t && mhc-compile --spec 'post_pre.bwd;n=4;act=bf16;param=f32;layout=nc;C=2048;tf32=0;weight=0;norm_eps=9.99999997e-07;pre_eps=9.99999997e-07;post_mult=2;mode=log;iters=20;bias=0;arch=sm_90a' -o %t && FileCheck %s --check-prefix=BWD < %t/mhc_post_pre_bwd_n4_ecd03f9c9e131fcc.json
+// RUN: rm -rf %t && mhc-compile --spec 'post_pre.bwd;n=4;act=bf16;param=f32;layout=cn;C=2048;tf32=1;weight=0;norm_eps=9.99999997e-07;pre_eps=9.99999997e-07;post_mult=2;mode=log;iters=20;bias=0;arch=sm_90a' -o %t && FileCheck %s --check-prefix=FUSEDBWD < %t/mhc_post_pre_bwd_n4_f75843c672ee4477.json
 // RUN: not mhc-compile --spec 'post_pre.fwd;n=3;act=bf16;param=f32;layout=nc;C=1001;tf32=0;weight=0;norm_eps=9.99999997e-07;pre_eps=9.99999997e-07;post_mult=2;mode=log;iters=20;bias=0;arch=sm_90a' -o %t 2>&1 | FileCheck %s --check-prefix=PART
 
 // CHECK: gpu.module @mhc_post_pre_fwd_n4_74d1a7d827492980
@@ -106,3 +109,11 @@
 // BWD: "entry": "mhc_post_pre_bwd_n4_ecd03f9c9e131fcc_project_main", "params": ["gh", "gms", "x_next", "phi", "g1", "g",
 // BWD: "entry": "mhc_post_pre_bwd_n4_ecd03f9c9e131fcc_post_main", "params": ["g", "f", "post", "x", "P", "gf", "gpost", "gx", "gP", "M"]
 // PART: the seam's part pre.fwd: the projection kernel needs K = n*C to be a multiple of 8
+
+// FUSEDBWD-NOT: "g1"
+// FUSEDBWD: {"name": "gpre", "dtype": "f32", "role": "workspace",
+// FUSEDBWD: {"name": "g", "dtype": "bf16", "role": "workspace", "elems": {"per_token": 8192,
+// FUSEDBWD: "entry": "mhc_post_pre_bwd_n4_f75843c672ee4477_aggregate_main", "params": ["gy", "x_next", "gpre", "M"]
+// FUSEDBWD: "entry": "mhc_post_pre_bwd_n4_f75843c672ee4477_project_main", "params": ["gh", "gms", "x_next", "phi", "gx_next", "gy", "pre", "g", "project_partials", "project_progress", "M"]
+// FUSEDBWD: "entry": "mhc_post_pre_bwd_n4_f75843c672ee4477_post_main", "params": ["g", "f", "post", "x", "P", "gf", "gpost", "gx", "gP", "M"]
+// FUSEDBWD-NOT: "g1"

@@ -4,7 +4,10 @@ For each post_pre spec, every launch <seam>_<stage>_<launch> must have the
 PTX of the part's own launch <part>_<launch> (the part's spec compiled on its
 own), with only the entry's name changed: the composed seam then computes the
 unfused ops' bits. The fused forward's pack and tail are the pre step's; its
-partial launch (expand + partials) is its own.
+partial launch (expand + partials) is its own. The fused backward's
+sinkhorn, scale and expand_combine stages and the projection's zero and
+column-sum launches are the parts'; its token pass (aggregate without gx)
+and the projection's main launch (aggregate's gx folded in) are its own.
 
   python3 seam_parts.py --compiler build/bin/mhc-compile --out DIR
 """
@@ -30,9 +33,12 @@ STAGES = {
     "fused": {"expand": ("pre", {"pack"}), "pre": ("pre", {"tail"})},
     "bwd": {"aggregate": ("aggregate", None), "sinkhorn": ("sinkhorn", None), "scale": ("scale", None),
             "project": ("project", None), "post": ("expand_combine", None)},
+    "fused_bwd": {"sinkhorn": ("sinkhorn", None), "scale": ("scale", None),
+                  "project": ("project", {"zero", "partials_final"}), "post": ("expand_combine", None)},
 }
 # Launches of a variant that no part has.
-OWN = {"fwd": set(), "fused": {"expand_partial"}, "bwd": set()}
+OWN = {"fwd": set(), "fused": {"expand_partial"}, "bwd": set(),
+       "fused_bwd": {"aggregate_main", "project_main"}}
 # The spec fields each part takes from the seam's (specs.spec prints them);
 # the backward's aggregate and project take acc.
 FIELDS = {"expand_combine": ("act", "param", "layout", "C", "bias"),
@@ -101,13 +107,19 @@ def cases():
         yield dict(d="fwd", n=3, arch=arch, act="f32", layout="cn", C=1000, mode="softmax_eps")
         yield dict(d="fwd", n=8, arch=arch, act="bf16", layout="cn", C=4096, tf32=True, weight=True)
         yield dict(d="fwd", n=1, arch=arch, act="f16", param="bf16", layout="nc", C=64, bias=True)
-        yield dict(d="bwd", n=4, arch=arch, act="bf16", layout="cn", C=2048, bias=True)
+        # (On sm_90a the flagship's fused backward.)
+        yield dict(d="bwd", n=4, arch=arch, act="bf16", layout="cn", C=2048, bias=True,
+                   variant="fused_bwd" if arch == "sm_90a" else None)
         yield dict(d="bwd", n=3, arch=arch, act="f32", layout="nc", C=1000, weight=True, mode="softmax_eps")
         yield dict(d="bwd", n=8, arch=arch, act="bf16", layout="nc", C=2048, tf32=True)
     # The flagship's fused forward ((C, n), n = 4, bf16, f32 parameters, sm_90a).
     yield dict(d="fwd", n=4, arch="sm_90a", act="bf16", layout="cn", C=2048, bias=True, variant="fused")
     yield dict(d="fwd", n=4, arch="sm_90a", act="bf16", layout="cn", C=7168, tf32=True, weight=True,
                variant="fused")
+    # The fused backward at the benchmark's shape (tf32, no weight: the paced
+    # projection kernel) and with a weight (precise).
+    yield dict(d="bwd", n=4, arch="sm_90a", act="bf16", layout="cn", C=7168, tf32=True, variant="fused_bwd")
+    yield dict(d="bwd", n=4, arch="sm_90a", act="bf16", layout="cn", C=1000, weight=True, variant="fused_bwd")
 
 
 def main():

@@ -52,6 +52,26 @@ for n, C in ((8, 256), (8, 2192)):
     o.project_backward(*args)
     o.project_backward(*args, torch.randn_like(x))
     direct += 2
+# The layer seam's backward, n = 4, bf16, (C, n) (on sm_90a the fused one:
+# the token pass and aggregate's gx in the projection backward), at the
+# benchmark's conventions (tf32, no weight) and precise with a weight and
+# bias; a partial last token block, C off the kernels' column blocks.
+for tf32, weight, bias, C, M in ((True, False, False, 1000, 300), (False, True, True, 1002, 7)):
+    n, N, K = 4, 24, 4 * C
+    bf = dict(device="cuda", dtype=torch.bfloat16)
+    f, x = torch.randn(M, C, **bf), torch.randn(M, C, n, **bf)
+    post, P = torch.rand(M, n, device="cuda"), torch.softmax(torch.randn(M, n, n, device="cuda"), -2)
+    phi = torch.randn(N, K, device="cuda") * K ** -0.5
+    alpha, beta = torch.rand(3, device="cuda") + 0.5, torch.randn(N, device="cuda")
+    b = torch.randn(C, device="cuda") if bias else None
+    w = 1 + 0.1 * torch.randn(K, device="cuda") if weight else None
+    seam_attrs = (n, "cn", tf32, 1e-6, 1e-6, 2.0, "log", 20, 0.0)
+    x_next, h, ms, pre, post_next, logits, P_next, y = o.post_pre_saved(f, post, x, P, b, phi, alpha, beta, w,
+                                                                         *seam_attrs)
+    o.post_pre_backward(torch.randn_like(x_next), torch.randn_like(y), torch.randn_like(post_next),
+                        torch.randn_like(P_next), f, post, x, P, b, x_next, h, ms, pre, logits, phi, alpha, beta, w,
+                        *seam_attrs)
+    direct += 2
 torch.cuda.synchronize()
 # Per layer with grad: the fused pre step, expand_combine and five backwards
 # (7); without: 2. Four layers above, six here; then the direct calls.

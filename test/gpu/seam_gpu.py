@@ -6,7 +6,10 @@ sinkhorn.bwd, scale.bwd, project.bwd (acc) and expand_combine.bwd in turn
 (docs/design/seam.md): the composed forward runs the
 parts' own kernels, and the fused forward ((C, n), n = 4, bf16, sm_90a)
 computes x_next in the projection's partial launch with the same
-instructions and the same K chunking. Every output is compared bitwise
+instructions and the same K chunking; the fused backward (the same specs)
+forms aggregate's gx inside the projection backward with aggregate's
+instructions and runs aggregate's gpre sums alone, so it too gives the
+parts' bits. Every output is compared bitwise
 (x_next, h, ms, pre, post_next, logits, P_next, y), after NaN poisoning
 (Bundle.run), for odd M, M = 1 and M > 65535; each seam runs twice
 (determinism).
@@ -35,6 +38,10 @@ def cases():
     # dtypes and archs the device runs (sm_90a kernels need an sm_90 part).
     yield dict(n=4, act="bf16", layout="cn", C=2048, bias=True)
     yield dict(n=4, act="bf16", layout="cn", C=7168, tf32=True, weight=True)
+    # The benchmark's conventions (tf32, no weight: the paced projection
+    # backward), and C off the kernels' column blocks (precise, weight).
+    yield dict(n=4, act="bf16", layout="cn", C=4096, tf32=True)
+    yield dict(n=4, act="bf16", layout="cn", C=1002, weight=True, bias=True)
     yield dict(n=4, act="bf16", layout="nc", C=2048, bias=True)
     yield dict(n=3, act="f32", layout="cn", C=1000, mode="softmax_eps")
     yield dict(n=8, act="bf16", layout="cn", C=1024, weight=True)

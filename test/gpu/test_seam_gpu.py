@@ -1,6 +1,8 @@
 """The GPU suite of the layer seam (docs/design/seam.md): torch.ops.mhc.post_pre
 and its gradient on CUDA against float64 SPEC.md, run to run bitwise, against
-the unfused ops (mhc.post then mhc.pre), through mhc.HyperConnectionStack
+the unfused ops (mhc.post then mhc.pre), the seam's gradient bitwise against
+the separate backward ops it replaces (the flagship's fused backward, and
+the composition elsewhere), through mhc.HyperConnectionStack
 (determinism, torch.compile, CUDA-graph capture of a training step), and the
 path taken: where codegen generates the seam's kernels (post_pre.fwd / .bwd)
 no call may fall back to the reference.
@@ -287,6 +289,76 @@ def test_fused_is_post_then_pre(cfg):
         err = rel(u, v.double())
         RESULTS.append((f"fused-vs-unfused {name}", err, b, _id(cfg)))
         assert err <= b, (name, err)
+
+
+# The fused backward's specs (n = 4, bf16, f32 parameters, (C, n), sm_90a:
+# codegen/kernels/seam/BackwardFused.cpp; elsewhere the same tests check the
+# composed backward): the benchmark's conventions (tf32, no weight: the paced
+# projection kernel from enough tokens), tf32 with a weight, precise with a
+# weight and bias; M = 1, odd and > 65535; C off the kernels' column blocks.
+FUSED_BWD = [dict(CONFIGS[0], M=M, C=C, tf32=tf32, weight=w, bias=b, mode=mode)
+             for (M, C, tf32, w, b, mode) in [
+                 (333, 4096, True, False, False, "log"),  # the bench's conventions
+                 (1, 7168, True, False, True, "log"),
+                 (70001, 256, True, False, True, "log"),  # M > 65535, paced
+                 (77, 1000, True, True, False, "softmax_eps"),
+                 (333, 1002, False, True, True, "softmax_eps"),  # odd C / 2
+             ]]
+
+
+def composed_backward(cfg, t, saved, gouts):
+    """The seam's gradient as the chain of separate ops it replaces
+    (docs/design/seam.md, "The contract"), each its own kernel: aggregate
+    with acc = gx_next, sinkhorn, scale, project with acc = aggregate's gx,
+    expand_combine; in post_pre_backward's result order."""
+    n, layout, tf32, norm_eps, pre_eps, post_mult, mode, iters, eps = attrs(cfg)
+    x_next, h, ms, pre, _, logits, _, _ = saved
+    gx_next, gy, gpost_next, gP_next = gouts
+    o = torch.ops.mhc
+    g1, gpre = o.aggregate_backward(gy, x_next, pre, n, layout, gx_next)
+    glogits = o.sinkhorn_backward(gP_next, logits, n, mode, iters, eps)
+    gh, gms, galpha, gbeta = o.scale_backward(gpre, gpost_next, glogits, h, ms, t["alpha"], t["beta"], n,
+                                              norm_eps, pre_eps, post_mult)
+    g, gphi, gweight = o.project_backward(gh, gms, x_next, t["phi"], t["weight"], n, layout, tf32, g1)
+    gf, gpost, gx, gP, gbias = o.expand_combine_backward(g, t["f"], t["post"], t["x"], t["P"], t["bias"], n, layout)
+    return gx, gf, gpost, gP, gbias, gphi, galpha, gbeta, gweight
+
+
+@pytest.mark.parametrize("cfg", FUSED_BWD, ids=_id)
+def test_fused_backward_is_the_composed_chain(cfg):
+    """post_pre_backward (on sm_90a the fused backward: aggregate's gx
+    formed in the projection backward) against the separate ops' chain,
+    bitwise, every gradient: the fused kernels keep the parts' instructions
+    and summation orders (docs/design/seam.md, "The fused backward"); run to
+    run bitwise; one kernel call each, no reference; within SPEC.md's bounds
+    of float64."""
+    gen = torch.Generator(device="cuda").manual_seed(case_seed("fused-bwd", _id(cfg)))
+    t = inputs(cfg, gen)
+    a = attrs(cfg)
+    fwd = tuple(t[k] for k in FWD_ARGS)
+    saved = torch.ops.mhc.post_pre_saved(*fwd, *a)
+    x_next, h, ms, pre, post_next, logits, P_next, y = saved
+    gouts = [torch.randn(o.shape, generator=gen, device="cuda").to(o.dtype) for o in (x_next, y, post_next, P_next)]
+    assert seam_kernel(cfg, "bwd"), mhc._C.unsupported_reason(seam_spec(cfg, "bwd"))
+    before = mhc._C.stats()
+    grads = _run_twice(torch.ops.mhc.post_pre_backward, *gouts, *fwd[:5], x_next, h, ms, pre, logits, *fwd[5:], *a)
+    after = mhc._C.stats()
+    assert after["kernel_calls"] - before["kernel_calls"] == 2, (before, after)
+    assert after["reference_calls"] == before["reference_calls"], (before, after)
+    names = ("gx", "gf", "gpost", "gP", "gbias", "gphi", "galpha", "gbeta", "gweight")
+    for name, u, v in zip(names, grads, composed_backward(cfg, t, saved, gouts)):
+        if v.numel() == 0:  # gbias without bias, gweight without weight
+            assert u.numel() == 0, name
+            continue
+        assert u.shape == v.shape and u.dtype == v.dtype, name
+        assert torch.equal(u, v), f"{name} differs from the separate ops' ({cfg})"
+    want, kappa = backward64(cfg, t, saved, gouts)
+    by_name = dict(zip(names, grads))
+    for name, w in want.items():
+        err = rel(by_name[name].reshape(w.shape), w.detach())
+        RESULTS.append((f"fused-bwd {name}", err, bound(cfg, kappa), _id(cfg)))
+        assert torch.isfinite(by_name[name]).all(), name
+        assert err <= bound(cfg, kappa), f"{name}: rel err {err:.3e} > {bound(cfg, kappa):.0e} ({cfg})"
 
 
 def test_mixed_parameter_dtypes_run_the_separate_ops():

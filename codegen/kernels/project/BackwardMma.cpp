@@ -22,6 +22,13 @@
 // 64 tokens. Per-share partials [shares, N*K + K] are summed in order by a
 // second launch: deterministic, no atomics.
 //
+// The layer seam's main pass (foldAggregate: docs/design/seam.md, "The
+// fused backward") also folds aggregate's gradient into acc: before it
+// stores gx the lane loads gy at its channels and pre at its tokens and
+// forms aggregate's gx, acc + pre (x) gy rounded as aggregate.bwd stores
+// it, which the unfused chain reads back as acc; (C, n) layout with whole
+// channels per lane.
+//
 //===----------------------------------------------------------------------===//
 
 #include "builder/BulkRing.h"
@@ -58,7 +65,8 @@ struct StepValues {
 /// products, the share's partials, the paced producer).
 class MmaMain {
 public:
-  MmaMain(KernelContext &ctx, const MmaPlan &p, LaunchBuilder &l);
+  MmaMain(KernelContext &ctx, const MmaPlan &p, LaunchBuilder &l,
+          bool foldAggregate);
   void emit();
 
 private:
@@ -75,9 +83,10 @@ private:
   Value ghAt(Value ghBase, Value tokLocal, int64_t rs, Value i);
   void enterStep(StepValues &s);
   void loadAcc(StepValues &s);
+  void foldAggregateInto(StepValues &s);
   SmallVector<Value> stepProducts(Value ghBase, ArrayRef<SmallVector<Value>> xa,
                                   SmallVector<Value> &acc);
-  void storeGx(const StepValues &s, ArrayRef<Value> d, SmallVector<Value> &sums);
+  void storeGx(StepValues &s, ArrayRef<Value> d, SmallVector<Value> &sums);
   void stepBody(Value step, SmallVector<Value> &sums);
   SmallVector<Value> stepRange(Value lb, Value ub, ValueRange start);
   void startCopies();
@@ -92,6 +101,9 @@ private:
   ::mhc::DType act;
   const ::mhc::KernelSpec &spec;
   bool hasAcc; // gx = acc + the kernel's own gx (spec.readsAcc())
+  // acc += pre (x) gy before gx is formed (the seam's main pass); the n.
+  bool foldAgg;
+  int64_t n;
   Value M, tid, bid, lane, warp, g, t, slice, share;
   Value colBase, active, col0, zero, smem, ring;
   SmallVector<Value> w; // the consumers' weights of this lane's columns
@@ -107,9 +119,10 @@ private:
   Value count, sliceCol, xRowBytes, laneColInBlock;
 };
 
-MmaMain::MmaMain(KernelContext &ctx, const MmaPlan &p, LaunchBuilder &l)
+MmaMain::MmaMain(KernelContext &ctx, const MmaPlan &p, LaunchBuilder &l,
+                 bool foldAggregate)
     : p(p), l(l), kb(ctx.begin(l)), act(ctx.spec.act), spec(ctx.spec),
-      hasAcc(ctx.spec.readsAcc()) {
+      hasAcc(ctx.spec.readsAcc()), foldAgg(foldAggregate), n(ctx.n()) {
   const int64_t N = p.N, K = p.K;
   M = l.tokens();
   tid = kb.threadId(), bid = kb.blockId();
@@ -448,10 +461,34 @@ void MmaMain::loadAcc(StepValues &s) {
                        p.laneCols);
 }
 
+/// acc becomes aggregate.bwd's gx (acc = its acc): own = pre[i] gy[c] at
+/// column c n + i of the lane's laneCols / n whole channels, plusAcc, and
+/// the store's rounding to the activation dtype, the instructions of
+/// Aggregate.cpp, so the sum is bitwise the unfused chain's. Loaded after
+/// the products (before them, their 12 values per lane held through the
+/// mma loop spill the paced kernel's 128 registers).
+void MmaMain::foldAggregateInto(StepValues &s) {
+  Type elem = elementType(kb.b.getContext(), act);
+  for (int u = 0; u < 2; ++u) {
+    // Row M - 1 for rows past M, as acc; gy's offset is acc's over n (K = n C).
+    Value row = kb.min(s.tok[u], lastRow);
+    Value accAt = kb.add(kb.mul(row, kb.idx(p.K)), col0);
+    SmallVector<Value> gy = loadRun(kb, l.arg("gy"), kb.div(accAt, kb.idx(n)), p.laneCols / n);
+    SmallVector<Value> pre = loadRow(kb, l.arg("pre"), row, n);
+    for (int64_t j = 0; j < p.laneCols; ++j) {
+      Value own = kb.mul(pre[j % n], gy[j / n]);
+      Value g1 = plusAcc(kb, spec, own, s.acc[u][j]);
+      s.acc[u][j] = kb.toF32(kb.toType(g1, elem));
+    }
+  }
+}
+
 /// D[m0 + 2t + u][column 2kt + h] is d[kt][h][u]: gx (plus acc) to global
 /// memory, and gw's sums in `sums`.
-void MmaMain::storeGx(const StepValues &s, ArrayRef<Value> d, SmallVector<Value> &sums) {
+void MmaMain::storeGx(StepValues &s, ArrayRef<Value> d, SmallVector<Value> &sums) {
   const int64_t nAcc = p.nAcc();
+  if (foldAgg)
+    foldAggregateInto(s);
   std::array<SmallVector<Value>, 2> gx;
   for (int u = 0; u < 2; ++u)
     for (int64_t j = 0; j < p.laneCols; ++j) {
@@ -630,13 +667,15 @@ void buildZeroLaunch(KernelContext &ctx, const MmaPlan &p) {
   WavePacer::clear(kb, l.arg("progress"), p.waves, 32);
 }
 
-void buildMainLaunch(KernelContext &ctx, const MmaPlan &p) {
+void buildMainLaunch(KernelContext &ctx, const MmaPlan &p, bool foldAggregate) {
   LaunchBuilder &l = ctx.launch("main");
   l.param("gh").param("gms").param("x").param("phi");
   if (p.hasW)
     l.param("weight");
   if (ctx.spec.readsAcc())
     l.param("acc");
+  if (foldAggregate)
+    l.param("gy").param("pre");
   l.param("gx").param("partials");
   if (p.paced)
     l.param("progress");
@@ -647,18 +686,34 @@ void buildMainLaunch(KernelContext &ctx, const MmaPlan &p) {
       .minBlocksPerSM(p.blocksPerSM);
   if (p.staged) // the mbarriers (and the paced producer's flag)
     l.sharedI64(2 * p.depth + (p.paced ? 1 : 0));
-  MmaMain(ctx, p, l).emit();
+  MmaMain(ctx, p, l, foldAggregate).emit();
 }
 
 } // namespace
 
-LogicalResult mlir::mhc::buildProjectBackwardMma(KernelContext &ctx) {
+bool mlir::mhc::projectBackwardFoldsAggregate(const KernelContext &ctx) {
+  return !projectBackwardIsWide(ctx) && !projectBackwardIsWgmma(ctx) &&
+         ctx.spec.layout == ::mhc::Layout::CN &&
+         planMma(ctx).laneCols % ctx.n() == 0;
+}
+
+LogicalResult mlir::mhc::buildProjectBackwardFoldAggregate(KernelContext &ctx) {
+  assert(ctx.spec.acc && projectBackwardFoldsAggregate(ctx));
+  return buildProjectBackwardMma(ctx, /*foldAggregate=*/true);
+}
+
+LogicalResult mlir::mhc::buildProjectBackwardMma(KernelContext &ctx,
+                                                 bool foldAggregate) {
   const MmaPlan p = planMma(ctx);
   declareProjectBackwardIO(ctx);
+  if (foldAggregate) {
+    ctx.buffer("gy", ctx.spec.act, BufferRole::Input, {ctx.C(), 0});
+    ctx.buffer("pre", DType::F32, BufferRole::Input, {ctx.n(), 0});
+  }
   ctx.buffer("partials", DType::F32, BufferRole::Workspace, {0, p.shares * p.width});
   if (p.paced)
     buildZeroLaunch(ctx, p);
-  buildMainLaunch(ctx, p);
+  buildMainLaunch(ctx, p, foldAggregate);
   SmallVector<std::pair<std::string, int64_t>> dsts = {{"gphi", p.N * p.K}};
   if (p.hasW)
     dsts.push_back({"gweight", p.K});

@@ -58,8 +58,18 @@ LogicalResult buildProjectBackward(KernelContext &ctx);
 /// The backward's inputs and outputs: gh, gms, x, phi[, weight][, acc],
 /// gx, gphi[, gweight] (in order).
 void declareProjectBackwardIO(KernelContext &ctx);
-/// The mma.sync backward for every n (BackwardMma.cpp).
-LogicalResult buildProjectBackwardMma(KernelContext &ctx);
+/// The mma.sync backward for every n (BackwardMma.cpp); `foldAggregate`:
+/// see buildProjectBackwardFoldAggregate.
+LogicalResult buildProjectBackwardMma(KernelContext &ctx,
+                                      bool foldAggregate = false);
+/// The layer seam's main pass so far (docs/design/seam.md, "The fused
+/// backward"): the mma.sync backward with acc (x_next's gradient from its
+/// other users) plus aggregate's gradient pre (x) gy, formed before gx is
+/// stored, bitwise aggregate.bwd's gx; extra buffers gy [M, C], pre [M, n].
+/// Serves specs on the mma.sync kernel in the (C, n) layout whose lanes
+/// hold whole channels (n | 2T columns).
+bool projectBackwardFoldsAggregate(const KernelContext &ctx);
+LogicalResult buildProjectBackwardFoldAggregate(KernelContext &ctx);
 /// The n = 6 and 8 projection backward on wgmma (BackwardWgmma.cpp):
 /// whether it serves the spec, and its buffers and launches.
 bool projectBackwardIsWgmma(const KernelContext &ctx);

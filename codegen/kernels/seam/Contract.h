@@ -29,6 +29,10 @@ LogicalResult buildBackwardComposed(KernelContext &ctx);
 /// (ForwardFused.cpp), and the specs it serves.
 bool forwardFuses(const KernelContext &ctx);
 LogicalResult buildForwardFused(KernelContext &ctx);
+/// The backward with aggregate's gx folded into the projection backward
+/// (BackwardFused.cpp), and the specs it serves.
+bool backwardFuses(const KernelContext &ctx);
+LogicalResult buildBackwardFused(KernelContext &ctx);
 
 } // namespace mlir::mhc::seam
 

@@ -4,7 +4,8 @@
 // step of layer l+1, forward and backward. Both directions are compositions
 // of the parts' own kernels (builder/Composition.h); the flagship's forward
 // computes x_next in the projection's partial launch instead
-// (ForwardFused.cpp).
+// (ForwardFused.cpp), and its backward folds aggregate's gradient into the
+// projection backward (BackwardFused.cpp).
 //
 //===----------------------------------------------------------------------===//
 
@@ -18,5 +19,6 @@ LogicalResult mlir::mhc::buildPostPre(KernelContext &ctx) {
   if (ctx.spec.dir == ::mhc::Direction::Forward)
     return seam::forwardFuses(ctx) ? seam::buildForwardFused(ctx)
                                    : seam::buildForwardComposed(ctx);
-  return seam::buildBackwardComposed(ctx);
+  return seam::backwardFuses(ctx) ? seam::buildBackwardFused(ctx)
+                                  : seam::buildBackwardComposed(ctx);
 }

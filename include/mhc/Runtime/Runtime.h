@@ -37,6 +37,9 @@ public:
   /// The kernel for `spec` on device `deviceOrdinal`, loaded on first use.
   /// Throws Error when it cannot be compiled or loaded.
   const LoadedKernel &kernel(const KernelSpec &spec, int deviceOrdinal);
+  /// The kernel for `spec` if it is loaded already, else nullptr (one
+  /// lookup, nothing compiled or loaded: the per-call path of a warm op).
+  const LoadedKernel *loadedKernel(const KernelSpec &spec, int deviceOrdinal);
 
   /// Launches every launch of `kernel` for M tokens with split count
   /// S = split(kernel, M), which the caller has already used to size the

@@ -1,0 +1,53 @@
+//===- BackwardFused.cpp - post_pre.bwd with aggregate's gx folded --------===//
+//
+// The seam's backward with fewer passes over the n-stream than its parts
+// (docs/design/seam.md, "The fused backward"), first step: the token pass
+// is aggregate.bwd without gx (gy, x_next -> gpre), and the projection
+// backward's main launch forms aggregate's gx (gx_next + pre (x) gy) in
+// the registers where it adds its acc, so g1 is neither written nor read
+// back. Sinkhorn's,
+// scale's and expand_combine's gradients stay their own kernels. Every
+// instruction that touches a value is the parts', in their order: every
+// result is bitwise the composition's.
+//
+//===----------------------------------------------------------------------===//
+
+#include "kernels/Kernels.h"
+#include "kernels/project/Project.h"
+#include "kernels/seam/Contract.h"
+
+using namespace mlir;
+using namespace mlir::mhc;
+
+bool seam::backwardFuses(const KernelContext &ctx) {
+  const ::mhc::KernelSpec &s = ctx.spec;
+  // The flagship, as the fused forward (ForwardFused.cpp): n = 4, bf16
+  // activations, f32 parameters, sm_90a, layout (C, n), on the mma.sync
+  // projection backward whose lanes hold whole channels.
+  return s.n == 4 && s.act == ::mhc::DType::BF16 &&
+         s.param == ::mhc::DType::F32 && s.arch == "sm_90a" &&
+         s.layout == ::mhc::Layout::CN && projectBackwardFoldsAggregate(ctx);
+}
+
+LogicalResult seam::buildBackwardFused(KernelContext &ctx) {
+  std::vector<::mhc::KernelSpec> parts = ::mhc::postPreParts(ctx.spec);
+  assert(parts.size() == 5 && parts[0].op == ::mhc::OpKind::Aggregate &&
+         parts[1].op == ::mhc::OpKind::Sinkhorn &&
+         parts[2].op == ::mhc::OpKind::Scale &&
+         parts[3].op == ::mhc::OpKind::Project &&
+         parts[4].op == ::mhc::OpKind::ExpandCombine);
+  Composition c(ctx);
+  declareBackwardContract(c, ctx);
+  // gpre is a workspace (aggregate writes it, scale reads it); the
+  // project stage reads gx_next as its acc and gy, pre by their names.
+  if (failed(c.stage(parts[0], {"aggregate", {{"x", "x_next"}}},
+                     buildAggregateGradPre)) ||
+      failed(c.stage(parts[1], {"sinkhorn", {{"gP", "gP_next"}}}, buildSinkhorn)) ||
+      failed(c.stage(parts[2], {"scale", {{"gpost", "gpost_next"}}}, buildScale)) ||
+      failed(c.stage(parts[3],
+                     {"project", {{"x", "x_next"}, {"acc", "gx_next"}, {"gx", "g"}}},
+                     buildProjectBackwardFoldAggregate)) ||
+      failed(c.stage(parts[4], {"post", {{"gout", "g"}}}, buildExpandCombine)))
+    return failure();
+  return c.finish();
+}

@@ -1,0 +1,86 @@
+"""bench/serve.py's harness on CPU with tiny shapes (the ATen reference, wall-clock times, no CUDA graphs),
+so that the GPU benchmark's code paths cannot rot between runs: the columns' chains, a whole run (rows,
+JSON, the printed table) and report.py's serve section."""
+
+import copy
+import json
+import pathlib
+import sys
+
+import pytest
+import torch
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "bench"))
+import report  # noqa: E402
+import serve  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def cpu_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("serve")
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # tiny matrices: one thread is quicker than waiting on busy cores
+    try:
+        result = serve.main(["--device", "cpu", "--no-compile", "--out", str(out), "--config", "1,16",
+                             "--config", "5,24"])
+    finally:
+        torch.set_num_threads(threads)
+    return result, out
+
+
+def test_cpu_run_rows(cpu_run):
+    result, _ = cpu_run
+    by = {(r["M"], r["column"]): r for r in result["rows"]}
+    assert len(result["rows"]) == 2 * len(serve.COLUMNS)
+    for M in (1, 5):
+        assert by[(M, "TE")]["status"] == "absent: no TE checkout (--te)"
+        for name in ("mhc fused", "mhc post_pre", "mhc unfused", "torch eager"):
+            r = by[(M, name)]
+            assert r["status"] == "ok" and r["eager_us"] > 0 and r["graph_us"] is None, r
+            assert r["diff_vs"] == "mhc fused" and r["max_rel_diff"] <= serve.AGREE
+        # The same ops on the same inputs: the out= seam is the training seam's bits, and post then pre's.
+        assert by[(M, "mhc post_pre")]["max_rel_diff"] == 0.0
+        assert by[(M, "mhc unfused")]["max_rel_diff"] == 0.0
+
+
+def test_chains_write_the_preallocated_outputs():
+    """mhc fused's chain returns its last seam's out= tensors, the same ones every call."""
+    p = {k: v.detach() for k, v in serve.stack.layer_params(16, torch.device("cpu"), seed=3).items()}
+    args = serve.seam_inputs(2, 16, torch.device("cpu"), seed=4)
+    with torch.no_grad():
+        chain = serve.mhc_fused(p, args[2])
+        first = chain(*args)
+        again = chain(*args)
+        want = serve.mhc_post_pre(p, args[2])(*args)
+    assert [t.data_ptr() for t in first] == [t.data_ptr() for t in again]
+    for g, w in zip(again, want):
+        assert torch.equal(g, w)
+
+
+def test_cpu_run_json_and_table(cpu_run):
+    result, out = cpu_run
+    assert json.loads((out / "serve.json").read_text()) == json.loads(json.dumps(result))
+    lines = serve.table(result["rows"], tuple(result["columns"])).splitlines()
+    assert lines[1].split() == ["M", "C"] + " ".join(result["columns"]).split()
+    rows = [line.split() for line in lines[2:]]
+    assert [r[:2] for r in rows] == [["1", "16"], ["5", "24"]]
+    assert all("absent" in r and r.count("/") == 4 for r in rows)  # graph "-" / eager, for four columns
+
+
+def test_report_renders_the_serve_section(cpu_run, tmp_path):
+    result, out = cpu_run
+    results = tmp_path / "results.json"
+    results.write_text((ROOT / "docs" / "perf" / "results.json").read_text())
+    report.main(["merge-serve", str(results), str(out / "serve.json"), "--setup", "mhc=abc1234"])
+    d = json.loads(results.read_text())
+    assert d["serve"]["setup"] == {"mhc": "abc1234"}
+    page = "\n".join(report.report(d))
+    assert "## The layer seam at decode batch sizes (inference)" in page and "mhc abc1234" in page
+    assert "| M | C | mhc fused | mhc post_pre | mhc unfused | TE | torch eager |" in page
+    assert "| 1 | 16 | - / " in page and "| absent | " in page
+    # The targets need the GPU rows this run lacks: each says so rather than failing.
+    assert "| seam in a CUDA graph <= 12 us at M = 128, C = 7168 | - | - |" in page
+    without = copy.deepcopy(d)
+    del without["serve"]
+    assert "decode batch sizes" not in "\n".join(report.report(without))
