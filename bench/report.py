@@ -238,7 +238,7 @@ def stack_section(stack):
            " fused=True)` (one seam op per layer boundary), mhc unfused = `fused=False` (the per-layer"
            " HyperConnection path), TE = its `mhc_generate_mix_and_aggregate` and `mhc_fused_expand_combine` per layer,"
            " TE acc buffer = the same with an fp32 `fused_grad_x_acc_buffer` per layer, mhc.te / mhc.te acc buffer ="
-           " the TE columns' layer on `mhc.te` (with the buffer, its pre step as TE's composition, not fused),"
+           " the TE columns' layer on `mhc.te` (x's gradient summed in the backward kernels with the buffer),"
            " torch.compile = the plain"
            " PyTorch pre step and post step, each compiled. Times are per layer (the stack's / 4): the forward with"
            " autograd recording, backward = (forward + backward) - forward through torch.autograd.grad of x and"

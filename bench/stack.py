@@ -10,9 +10,8 @@ Columns, each the same 4-layer stack with the same parameters and blocks:
   per layer; loaded by path from an outside checkout (--te, as bench/bench.py does; never vendored),
   "absent" without one;
 - mhc.te, mhc.te acc buffer: the TE columns' layer written against mhc.te (mhc's drop-in for TE's module):
-  without and with the fp32 buffer (x's gradient accumulated in the backward kernels, acc=f32). With the
-  buffer mhc.te's mhc_generate_mix_and_aggregate runs as TE's composition (projection, scale, sinkhorn,
-  aggregate), not the fused pre step: the pair says whether the buffer path is faster than mhc without it;
+  without and with the fp32 buffer (x's gradient accumulated in the backward kernels, acc=f32; the fused
+  pre step's forward either way): the pair says whether the buffer path is faster than mhc without it;
 - torch.compile: bench.py's plain PyTorch version of MATH.md, its pre step and its post step each
   compiled (static shapes), the block between them eager.
 

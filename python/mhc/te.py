@@ -295,18 +295,46 @@ def mhc_generate_mix_and_aggregate(x, phi, alpha, beta, norm_weight=None, use_tf
                    norm_eps=_FLT_EPSILON, pre_eps=0.0, post_mult=2.0, mode="log", iters=20)
 
 
+class _PreIntoBuffer(torch.autograd.Function):
+    """TE's composed pre step with the buffer: the fused pre step's forward
+    (pre_saved: one kernel where it fuses); the backward is the Pre node's
+    (runtime/torch/Autograd.cpp) with aggregate's x gradient added to the
+    buffer in place and the projection returning buffer + its own."""
+
+    @staticmethod
+    def forward(ctx, x3, phi, alpha, beta, weight, tf32, buffer3):
+        attrs = (x3.shape[-1], "cn", tf32, _FLT_EPSILON, 0.0, 2.0, "log", 20, 1e-6)
+        y, post, P, h, ms, pre, logits = torch.ops.mhc.pre_saved(x3, phi, alpha, beta, weight, *attrs)
+        ctx.save_for_backward(x3, phi, alpha, beta, weight, h, ms, pre, logits)
+        ctx.attrs, ctx.buffer3 = attrs, buffer3
+        return y, post, P
+
+    @staticmethod
+    def backward(ctx, gy, gpost, gP):
+        x3, phi, alpha, beta, weight, h, ms, pre, logits = ctx.saved_tensors
+        n, layout, tf32, norm_eps, pre_eps, post_mult, mode, iters, eps = ctx.attrs
+        gpre = torch.ops.mhc.aggregate_backward_into(gy.contiguous(), x3, pre, n, layout, buffer=ctx.buffer3)
+        glogits = torch.ops.mhc.sinkhorn_backward(gP.contiguous(), logits, n, mode, iters, eps)
+        gh, gms, galpha, gbeta = torch.ops.mhc.scale_backward(gpre, gpost.contiguous(), glogits, h, ms, alpha, beta,
+                                                              n, norm_eps, pre_eps, post_mult)
+        acc = ctx.buffer3 if x3.dtype != torch.float64 else ctx.buffer3.to(x3.dtype)
+        gx, gphi, gw = torch.ops.mhc.project_backward(gh, gms, x3, phi, weight, n, layout, tf32, acc)
+        return gx, gphi, galpha, gbeta, (gw if weight is not None else None), None, None
+
+
 def _mix_and_aggregate_into(fn, x, phi, alpha, beta, norm_weight, use_tf32, buffer):
-    """The composed pre step with TE's buffer: its projection and aggregate
-    take it (the fused pre step has no buffer form), so aggregate's backward
-    adds to it and the projection's returns x's whole gradient."""
+    """mhc_generate_mix_and_aggregate with TE's buffer (_PreIntoBuffer); the
+    arguments' dtypes as the path without it takes them."""
     buffer = _acc_buffer(fn, buffer, x)  # (TE's checks, named for fn)
     lead, C, n = tuple(x.shape[:-2]), x.shape[-2], x.shape[-1]
     M = x.numel() // max(C * n, 1)
-    H, ms = mhc_fused_projection(x.reshape(M, C * n), phi, use_tf32, norm_weight, buffer)
-    pre, post, logits = _scale_out(fn, H, alpha, beta, ms, n)
-    P = ops.sinkhorn(logits, mode="log", iters=20)
-    y = mhc_fused_aggregate(x, pre.reshape(*lead, n), n, use_tf32, buffer)
-    return y, post.reshape(*lead, n), P.reshape(*lead, n, n)
+    phi, norm_weight = _one_dtype(phi, norm_weight)
+    alpha, beta = _one_dtype(alpha, beta)
+    beta = beta.reshape(-1) if isinstance(beta, torch.Tensor) else beta
+    x3 = x.reshape(M, C, n)
+    y, post, P = _PreIntoBuffer.apply(x3, ops._dense(phi), ops._dense(alpha), ops._dense(beta),
+                                      ops._dense(norm_weight), bool(use_tf32), buffer.view(x3.shape))
+    return y.reshape(*lead, C), post.reshape(*lead, n), P.reshape(*lead, n, n)
 
 
 # TE's autograd operators, by name: `.apply` with TE's positional arguments
