@@ -9,6 +9,9 @@ Columns, each the same 4-layer stack with the same parameters and blocks:
   block, then mhc_fused_expand_combine per layer), by default and with an fp32 fused_grad_x_acc_buffer
   per layer; loaded by path from an outside checkout (--te, as bench/bench.py does; never vendored),
   "absent" without one;
+- mhc.te, mhc.te acc buffer: the TE columns' layer written against mhc.te (mhc's drop-in for TE's module):
+  without and with the fp32 buffer (x's gradient accumulated in the backward kernels, acc=f32; the fused
+  pre step's forward either way): the pair says whether the buffer path is faster than mhc without it;
 - torch.compile: bench.py's plain PyTorch version of MATH.md, its pre step and its post step each
   compiled (static shapes), the block between them eager.
 
@@ -53,7 +56,8 @@ import mhc
 LAYERS = 4
 STREAMS = 4
 ACT = torch.bfloat16
-COLUMNS = ("mhc fused", "mhc unfused", "TE", "TE acc buffer", "torch.compile")
+COLUMNS = ("mhc fused", "mhc unfused", "TE", "TE acc buffer", "mhc.te", "mhc.te acc buffer", "torch.compile")
+NAME_W = max(len(c) for c in COLUMNS)  # the table's column-name width
 CONFIGS = (("identity", 32768, 7168), ("identity", 32768, 4096), ("identity", 128, 4096),
            ("linear", 32768, 7168), ("linear", 32768, 4096), ("linear", 128, 4096))
 # TE's conventions in HyperConnection's keywords (bench.py's columns use the same).
@@ -216,6 +220,9 @@ def plain_layer(compiled):
 def column(name, params, blocks, C, device, te, compiled):
     """(run, leaves) of the named column; raises Absent when it cannot run here. `te`: TE's module, or
     why there is none (load_te's state)."""
+    if name.startswith("mhc.te"):
+        from mhc import te as mhc_te
+        return peer_column(te_layer(mhc_te, name == "mhc.te acc buffer"), params, blocks)
     if name.startswith("mhc"):
         return mhc_column(name == "mhc fused", params, blocks, C, device)
     if name.startswith("TE"):
@@ -362,7 +369,7 @@ def leftovers(r):
 
 def line(r):
     """One column's full log line."""
-    head = f"  {r['block']:8s} M={r['M']:5d} C={r['C']:4d} {r['column']:14s}"
+    head = f"  {r['block']:8s} M={r['M']:5d} C={r['C']:4d} {r['column']:{NAME_W}s}"
     if r["status"] != "ok":
         return f"{head} {r['status']}{leftovers(r)}"
     return (f"{head} fwd {r['fwd_us']:9.1f} bwd {r['bwd_us']:9.1f} f+b {r['total_us']:9.1f} us/layer;"
@@ -372,7 +379,7 @@ def line(r):
             f" {r['wall_s']} s{leftovers(r)}")
 
 
-TABLE_HEADER = (f"{'column':14s} {'fwd us':>8s} {'bwd us':>8s} {'f+b us':>8s} {'%fl fwd':>7s} {'%fl f+b':>7s}"
+TABLE_HEADER = (f"{'column':{NAME_W}s} {'fwd us':>8s} {'bwd us':>8s} {'f+b us':>8s} {'%fl fwd':>7s} {'%fl f+b':>7s}"
                 f" {'TE/this':>7s} {'saved MiB/l':>11s} {'peak MiB':>8s}")
 
 
@@ -393,10 +400,10 @@ def table(rows, bandwidth):
         te = next((r for r in ok if r["column"] == "TE"), None)
         for r in group:
             if r["status"] != "ok":
-                out.append(f"{r['column']:14s} {r['status'][:100]}")
+                out.append(f"{r['column']:{NAME_W}s} {r['status'][:100]}")
                 continue
             ratio = f"{te['total_us'] / r['total_us']:.2f}" if te else "-"
-            out.append(f"{r['column']:14s} {r['fwd_us']:8.1f} {r['bwd_us']:8.1f} {r['total_us']:8.1f}"
+            out.append(f"{r['column']:{NAME_W}s} {r['fwd_us']:8.1f} {r['bwd_us']:8.1f} {r['total_us']:8.1f}"
                        f" {pct(r['fwd_floor']):>7s} {pct(r['total_floor']):>7s} {ratio:>7s}"
                        f" {mib(r['saved_bytes'], 1):>11s} {mib(r['peak_bytes']):>8s}"
                        + ("" if r["max_rel_diff"] <= AGREE else f"  output differs from {r['diff_vs']}'s"))

@@ -93,6 +93,10 @@ bool KernelSpec::acceptsCooperative() const {
          (op == OpKind::Pre || op == OpKind::PostPre);
 }
 
+bool KernelSpec::readsAcc() const {
+  return acc || (accF32 && op != OpKind::ExpandCombine);
+}
+
 static std::string formatFloat(float v) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.9g", static_cast<double>(v));
@@ -136,7 +140,9 @@ std::string KernelSpec::canonical() const {
   }
   if (usesBias())
     add("bias", hasBias ? "1" : "0");
-  if (acc)
+  if (accF32)
+    add("acc", "f32");
+  else if (acc)
     add("acc", "1");
   if (cooperative)
     add("coop", "1");
@@ -179,7 +185,7 @@ uint64_t KernelSpec::structuralHash() const {
   mix(static_cast<uint64_t>(layout));
   mix(static_cast<uint64_t>(channels));
   mix((tf32 ? 1u : 0u) | (hasWeight ? 2u : 0u) | (hasBias ? 4u : 0u) |
-      (acc ? 8u : 0u) | (cooperative ? 16u : 0u));
+      (acc ? 8u : 0u) | (cooperative ? 16u : 0u) | (accF32 ? 32u : 0u));
   mix(bits(normEps));
   mix(bits(preEps));
   mix(bits(postMult));
@@ -291,7 +297,10 @@ std::optional<KernelSpec> KernelSpec::parse(std::string_view text,
   if (take("tf32", v)) ok &= parseBool(v, spec.tf32);
   if (take("weight", v)) ok &= parseBool(v, spec.hasWeight);
   if (take("bias", v)) ok &= parseBool(v, spec.hasBias);
-  if (take("acc", v)) ok &= parseBool(v, spec.acc);
+  if (take("acc", v)) {
+    spec.accF32 = v == "f32";
+    ok &= spec.accF32 || parseBool(v, spec.acc);
+  }
   if (take("coop", v)) ok &= parseBool(v, spec.cooperative);
   if (take("norm_eps", v)) ok &= parseFloat(v, spec.normEps);
   if (take("pre_eps", v)) ok &= parseFloat(v, spec.preEps);
@@ -338,7 +347,7 @@ std::string invalidReason(const KernelSpec &s) {
     r = outOfRange("C", s.channels, 0, kMaxChannels);
   bool scale = s.usesScaleFields();
   bool sinkhorn = s.usesSinkhornFields();
-  if (r.empty() && s.acc && !s.acceptsAcc())
+  if (r.empty() && (s.acc || s.accF32) && !s.acceptsAcc())
     r = std::string("acc is only a field of the backward of aggregate, "
                     "project and expand_combine, not of ") +
         toString(s.op) + "." + toString(s.dir);
@@ -346,6 +355,11 @@ std::string invalidReason(const KernelSpec &s) {
     r = std::string("coop is only a field of the forward of pre and "
                     "post_pre, not of ") +
         toString(s.op) + "." + toString(s.dir);
+  if (r.empty() && s.accF32 && s.acc)
+    r = "acc=1 and acc=f32 exclude each other";
+  if (r.empty() && s.accF32 && byteWidth(s.act) != 2)
+    r = std::string("acc=f32 is for 2-byte activations; with ") + toString(s.act) +
+        " ones the buffer is acc=1's (or, for expand_combine, gx itself)";
   if (r.empty() && sinkhorn)
     r = outOfRange("iters", s.iters, 1, kMaxSinkhornIters);
   if (r.empty() && sinkhorn && s.mode == SinkhornMode::SoftmaxEps)
@@ -404,6 +418,7 @@ std::vector<KernelSpec> postPreParts(const KernelSpec &seam) {
     p.op = op;
     p.acc = acc;
     p.cooperative = false; // the parts are the multi-launch path's
+    p.accF32 = false;
     return p;
   };
   if (seam.dir == Direction::Forward)

@@ -109,6 +109,11 @@ std::map<std::string_view, std::vector<ArgRule>> buildTable() {
        concat(aggregate, {tensor("gy", {Sym::M, Sym::C}, E::Activation, "x"), acc})},
       {"expand_combine", combine},
       {"expand_combine_backward", concat(combine, {streams("gout", "x"), acc})},
+      // TE's f32 buffer ops: the same tensors (no acc; the buffer is
+      // checked apart, runtime/torch/Checks.h checkBuffer).
+      {"aggregate_backward_into",
+       concat(aggregate, {tensor("gy", {Sym::M, Sym::C}, E::Activation, "x"), acc})},
+      {"expand_combine_backward_into", concat(combine, {streams("gout", "x"), acc})},
       // The fused pre step: project's arguments, then scale's parameters.
       {"pre", concat(project, {scale[2], scale[3]})},
       {"pre_saved", concat(project, {scale[2], scale[3]})},

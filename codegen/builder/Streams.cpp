@@ -97,13 +97,14 @@ void mlir::mhc::expandCombineGradElement(
 }
 
 void mlir::mhc::declareAcc(KernelContext &ctx) {
-  if (ctx.spec.acc)
-    ctx.buffer("acc", ctx.spec.act, ::mhc::BufferRole::Input, {ctx.K(), 0});
+  if (ctx.spec.readsAcc())
+    ctx.buffer("acc", ctx.spec.accType(), ::mhc::BufferRole::Input, {ctx.K(), 0});
 }
 
-Value mlir::mhc::plusAcc(KernelBuilder &kb, ::mhc::DType act, Value own, Value acc) {
-  if (::mhc::byteWidth(act) == 2)
-    own = kb.toF32(kb.toType(own, elementType(kb.b.getContext(), act)));
+Value mlir::mhc::plusAcc(KernelBuilder &kb, const ::mhc::KernelSpec &spec, Value own,
+                         Value acc) {
+  if (!spec.accF32 && ::mhc::byteWidth(spec.act) == 2)
+    own = kb.toF32(kb.toType(own, elementType(kb.b.getContext(), spec.act)));
   return kb.add(own, acc);
 }
 

@@ -43,16 +43,18 @@ void expandCombineGradElement(KernelBuilder &kb, int64_t n,
                               SmallVector<SmallVector<Value>> &gx,
                               MutableArrayRef<Value> sums);
 
-/// The backward's "acc" input when spec.acc is set (aggregate, project and
-/// expand_combine): x's gradient from its other users, x's shape and dtype,
-/// which the kernel adds to its own gx where gx is stored. Each family
-/// declares it right after its inputs.
+/// The backward's "acc" input when spec.readsAcc() (aggregate, project and
+/// expand_combine): x's gradient from its other users, x's shape, in
+/// spec.accType() (TE's f32 buffer with acc=f32), which the kernel adds to
+/// its own gx where gx is stored. Each family declares it right after its
+/// inputs.
 void declareAcc(KernelContext &ctx);
 /// gx = own + acc as the unfused `own.add(acc)` gives it (docs/MATH.md,
 /// "acc"): own (f32) rounded to the activation dtype first when that has 2
 /// bytes, then one f32 add (add.rn: never contracted with own's last
-/// product). `own` and `acc` are f32; the store rounds the sum.
-Value plusAcc(KernelBuilder &kb, ::mhc::DType act, Value own, Value acc);
+/// product). With acc=f32 (TE's f32 buffer) own is not rounded: the sum is
+/// f32's. `own` and `acc` are f32; the store rounds the sum.
+Value plusAcc(KernelBuilder &kb, const ::mhc::KernelSpec &spec, Value own, Value acc);
 
 /// `count` consecutive f32 values of row `row` (at row * count), in the
 /// widest accesses the row's alignment allows (16 bytes when count % 4 == 0).

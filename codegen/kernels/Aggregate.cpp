@@ -66,7 +66,7 @@ static LaunchBuilder &backwardLaunch(KernelContext &ctx, bool withGx) {
   l.param("gy").param("x");
   if (withGx)
     l.param("pre");
-  if (withGx && ctx.spec.acc)
+  if (withGx && ctx.spec.readsAcc())
     l.param("acc");
   if (withGx)
     l.param("gx");
@@ -77,7 +77,7 @@ static LaunchBuilder &backwardLaunch(KernelContext &ctx, bool withGx) {
 /// pre and the n sums of gpre in registers.
 static void buildBackwardRing(KernelContext &ctx, bool withGx) {
   int64_t n = ctx.n();
-  bool acc = withGx && ctx.spec.acc;
+  bool acc = withGx && ctx.spec.readsAcc();
   SmallVector<int64_t> values = {1, n};
   if (acc)
     values.push_back(n);
@@ -103,7 +103,7 @@ static void buildBackwardRing(KernelContext &ctx, bool withGx) {
         for (int64_t i = 0; i < n; ++i) {
           if (withGx) {
             Value own = kb.mul(pre[i], gy);
-            gx[i].push_back(acc ? plusAcc(kb, ctx.spec.act, own, vals[2][i]) : own);
+            gx[i].push_back(acc ? plusAcc(kb, ctx.spec, own, vals[2][i]) : own);
           }
           sums[i] = kb.fma(gy, vals[1][i], sums[i]);
         }
@@ -121,17 +121,18 @@ static void buildBackwardRing(KernelContext &ctx, bool withGx) {
 static LogicalResult buildBackward(KernelContext &ctx, bool withGx) {
   int64_t n = ctx.n(), C = ctx.C(), w = ctx.streamWidth(), chunks = C / w;
   DType act = ctx.spec.act;
-  bool hasAcc = withGx && ctx.spec.acc;
+  bool hasAcc = withGx && ctx.spec.readsAcc();
   ctx.buffer("gy", act, BufferRole::Input, {C, 0});
   ctx.buffer("x", act, BufferRole::Input, {n * C, 0});
   if (withGx) {
     ctx.buffer("pre", DType::F32, BufferRole::Input, {n, 0});
     declareAcc(ctx);
-    ctx.buffer("gx", act, BufferRole::Output, {n * C, 0});
+    ctx.buffer("gx", ctx.spec.gxType(), BufferRole::Output, {n * C, 0});
   }
   ctx.buffer("gpre", DType::F32, BufferRole::Output, {n, 0});
 
-  if (TokenRing::serves(ctx)) {
+  // (The ring stages every source in the activation dtype: not TE's f32 buffer.)
+  if (TokenRing::serves(ctx) && !ctx.spec.accF32) {
     buildBackwardRing(ctx, withGx);
     return success();
   }
@@ -160,7 +161,7 @@ static LogicalResult buildBackward(KernelContext &ctx, bool withGx) {
           for (int64_t e = 0; e < w; ++e) {
             if (withGx) {
               Value own = kb.mul(pre[i], gy[e]);
-              gx[i].push_back(acc.empty() ? own : plusAcc(kb, act, own, acc[i][e]));
+              gx[i].push_back(acc.empty() ? own : plusAcc(kb, ctx.spec, own, acc[i][e]));
             }
             next[i] = kb.fma(gy[e], xs[i][e], next[i]);
           }

@@ -214,7 +214,7 @@ static void buildBackwardRing(KernelContext &ctx) {
             [&](int64_t i) { return xs[i]; }, fb, gf, gx, sums);
         if (acc)
           for (int64_t i = 0; i < n; ++i)
-            gx[i][0] = plusAcc(kb, ctx.spec.act, gx[i][0], vals[3][i]);
+            gx[i][0] = plusAcc(kb, ctx.spec, gx[i][0], vals[3][i]);
         Value row = kb.add(kb.mul(m, kb.idx(C)), chan);
         kb.storeFrom(gf, l.arg("gf"), row);
         if (hasBias)
@@ -242,7 +242,7 @@ static LogicalResult buildBackward(KernelContext &ctx) {
   declareAcc(ctx);
   ctx.buffer("gf", act, BufferRole::Output, {C, 0});
   ctx.buffer("gpost", DType::F32, BufferRole::Output, {n, 0});
-  ctx.buffer("gx", act, BufferRole::Output, {n * C, 0});
+  ctx.buffer("gx", ctx.spec.gxType(), BufferRole::Output, {n * C, 0}); // f32: acc=f32
   ctx.buffer("gP", DType::F32, BufferRole::Output, {n * n, 0});
   if (hasBias) {
     ctx.buffer("gbias", ctx.spec.param, BufferRole::Output, {0, C});
@@ -323,7 +323,7 @@ static LogicalResult buildBackward(KernelContext &ctx) {
               [&](int64_t i) { return xs[i][e]; }, fb[e], gf, gx, next);
         for (int64_t i = 0; i < (int64_t)acc.size(); ++i)
           for (int64_t e = 0; e < w; ++e)
-            gx[i][e] = plusAcc(kb, act, gx[i][e], acc[i][e]);
+            gx[i][e] = plusAcc(kb, ctx.spec, gx[i][e], acc[i][e]);
         kb.storeFrom(gf, l.arg("gf"), row);
         if (hasBias)
           kb.storeFrom(gf, l.arg("gf32"), row);

@@ -217,6 +217,36 @@ def _(gout, f, post, x, P, bias, n, layout, acc=None):
     return _like(f), _like(post), _like(x), _like(P), gb
 
 
+# TE's f32 x-gradient buffer (fused_grad_x_acc_buffer): the backward writes x's gradient into `buffer` (a
+# contiguous float32 tensor of x's shape, runtime/torch/Checks.cpp checkBuffer) and returns the others.
+
+def _check_buffer(op, buffer, x):
+    if isinstance(buffer, torch.Tensor) and buffer.device != x.device:
+        raise ValueError(f"mhc.{op}: argument 'buffer' is on {buffer.device} but the other tensors are on {x.device}")
+    if (not isinstance(buffer, torch.Tensor) or buffer.dtype != torch.float32 or buffer.shape != x.shape
+            or buffer.device != x.device or not buffer.is_contiguous()):
+        got = type(buffer).__name__ if not isinstance(buffer, torch.Tensor) else (
+            f"a {buffer.dtype} tensor of shape {list(buffer.shape)} on {buffer.device}"
+            + ("" if buffer.is_contiguous() else " (not contiguous)"))
+        raise ValueError(f"mhc.{op}: 'buffer' (the f32 x-gradient buffer) must be a contiguous torch.float32 "
+                         f"tensor of shape {list(x.shape)} on {x.device}; got {got}")
+
+
+@torch.library.register_fake(lib + "aggregate_backward_into")
+def _(gy, x, pre, n, layout, *, buffer):
+    _one_device("aggregate_backward_into", x=x, pre=pre, gy=gy, acc=None)
+    _check_buffer("aggregate_backward_into", buffer, x)
+    return _like(pre)
+
+
+@torch.library.register_fake(lib + "expand_combine_backward_into")
+def _(gout, f, post, x, P, bias, n, layout, *, buffer):
+    _one_device("expand_combine_backward_into", x=x, f=f, post=post, P=P, bias=bias, gout=gout, acc=None)
+    _check_buffer("expand_combine_backward_into", buffer, x)
+    gb = _like(bias) if bias is not None else x.new_empty((0,))
+    return _like(f), _like(post), _like(P), gb
+
+
 @torch.library.register_fake(lib + "post_pre_backward")
 def _(gx_next, gy, gpost_next, gP_next, f, post, x, P, bias, x_next, h, ms, pre, logits, phi, alpha, beta, weight, n,
       layout, tf32, norm_eps, pre_eps, post_mult, mode, iters, eps):

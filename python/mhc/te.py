@@ -4,8 +4,11 @@ A user of TE's module switches by changing the import: TE's function names,
 argument order, defaults, conventions (x (s, b, C, n), layout "cn";
 norm_eps = FLT_EPSILON, no pre eps, post x 2, log Sinkhorn, 20 iterations),
 dtypes and shapes. docs/PYTORCH.md ("Transformer Engine's API") is the
-contract: what is TE's, the casts at the boundary, mhc's extensions and what
-is not supported yet (fused_grad_x_acc_buffer raises).
+contract: what is TE's, the casts at the boundary and mhc's extensions.
+fused_grad_x_acc_buffer is TE's f32 x-gradient buffer (docs/MATH.md,
+"acc=f32"): expand_combine's backward stores x's gradient in it, aggregate's
+adds to it in place (both return no gradient for x), the projection's returns
+the buffer plus its own, summed in f32 and cast to x's dtype.
 """
 
 import os
@@ -28,10 +31,75 @@ def check_deterministic(operator, use_split_k=False):
     del operator, use_split_k
 
 
-def _no_acc_buffer(fn, buffer):
-    if buffer is not None:
-        raise ValueError(f"mhc.te.{fn}: argument 'fused_grad_x_acc_buffer' is not supported yet (autograd "
-                         "accumulates x's gradient); pass None")
+def _acc_buffer(fn, buffer, x):
+    """TE's checks of fused_grad_x_acc_buffer (float32, x.numel() values, x's
+    device); None, or the buffer viewed as x's shape (a view: the ops write
+    the caller's buffer)."""
+    if buffer is None:
+        return None
+    if not isinstance(buffer, torch.Tensor) or buffer.dtype != torch.float32:
+        got = buffer.dtype if isinstance(buffer, torch.Tensor) else type(buffer).__name__
+        raise ValueError(f"mhc.te.{fn}: argument 'fused_grad_x_acc_buffer' must be a float32 tensor; got {got}")
+    if buffer.numel() != x.numel() or buffer.device != x.device or not buffer.is_contiguous():
+        raise ValueError(f"mhc.te.{fn}: argument 'fused_grad_x_acc_buffer' must be a contiguous tensor of "
+                         f"x.numel() = {x.numel()} values on {x.device}; got shape {tuple(buffer.shape)} on "
+                         f"{buffer.device}" + ("" if buffer.is_contiguous() else " (not contiguous)"))
+    return buffer.view(x.shape)
+
+
+class _ProjectionIntoBuffer(torch.autograd.Function):
+    """(h, ms) of x3 (M, C, n); the backward returns buffer + its own gx in
+    x's dtype (project_backward with the buffer as an f32 acc)."""
+
+    @staticmethod
+    def forward(ctx, x3, phi, weight, tf32, buffer3):
+        ctx.save_for_backward(x3, phi, weight)
+        ctx.tf32, ctx.buffer3 = tf32, buffer3
+        return ops.project(x3, phi, weight, layout="cn", tf32=tf32)
+
+    @staticmethod
+    def backward(ctx, gh, gms):
+        x3, phi, weight = ctx.saved_tensors
+        acc = ctx.buffer3 if x3.dtype != torch.float64 else ctx.buffer3.to(x3.dtype)
+        gx, gphi, gw = torch.ops.mhc.project_backward(gh.contiguous(), gms.contiguous(), x3, phi, weight,
+                                                      x3.shape[-1], "cn", ctx.tf32, acc)
+        return gx, gphi, (gw if weight is not None else None), None, None
+
+
+class _AggregateIntoBuffer(torch.autograd.Function):
+    """y of x3 (M, C, n); the backward adds x's gradient to the buffer in f32
+    (aggregate_backward_into) and returns none for x."""
+
+    @staticmethod
+    def forward(ctx, x3, pre, buffer3):
+        ctx.save_for_backward(x3, pre)
+        ctx.buffer3 = buffer3
+        return ops.aggregate(x3, pre, layout="cn")
+
+    @staticmethod
+    def backward(ctx, gy):
+        x3, pre = ctx.saved_tensors
+        gpre = torch.ops.mhc.aggregate_backward_into(gy.contiguous(), x3, pre, x3.shape[-1], "cn",
+                                                     buffer=ctx.buffer3)
+        return None, gpre, None
+
+
+class _ExpandCombineIntoBuffer(torch.autograd.Function):
+    """out of x3 (M, C, n); the backward stores x's gradient in the buffer in
+    f32 (expand_combine_backward_into) and returns none for x."""
+
+    @staticmethod
+    def forward(ctx, f, post, x3, P, bias, buffer3):
+        ctx.save_for_backward(f, post, x3, P, bias)
+        ctx.buffer3 = buffer3
+        return ops.expand_combine(f, post, x3, P, bias, layout="cn")
+
+    @staticmethod
+    def backward(ctx, gout):
+        f, post, x3, P, bias = ctx.saved_tensors
+        gf, gpost, gP, gbias = torch.ops.mhc.expand_combine_backward_into(
+            gout.contiguous(), f, post, x3, P, bias, x3.shape[-1], "cn", buffer=ctx.buffer3)
+        return gf, gpost, None, gP, (gbias if bias is not None else None), None
 
 
 def _n(fn, n):
@@ -108,7 +176,6 @@ def mhc_fused_projection(x, phi, use_tf32=True, norm_weight=None, fused_grad_x_a
     (M, N) for n >= 5) and ms (M,) float32, for x (M, n*C) in TE's (C, n)
     order and phi (N, n*C). norm_weight (n*C,) scales x's columns."""
     fn = "mhc_fused_projection"
-    _no_acc_buffer(fn, fused_grad_x_acc_buffer)
     check_deterministic(fn, use_split_k)
     _tensor(fn, "x", x, 2, "(M, n*C)")
     _tensor(fn, "phi", phi, 2, "(2n + n^2, n*C)")
@@ -120,7 +187,11 @@ def mhc_fused_projection(x, phi, use_tf32=True, norm_weight=None, fused_grad_x_a
                          f"(phi has {phi.shape[0]} = 2n + n^2 rows)")
     phi, norm_weight = _one_dtype(phi, norm_weight)
     x3 = x.reshape(x.shape[0], x.shape[1] // n, n)
-    h, ms = ops.project(x3, phi, norm_weight, layout="cn", tf32=use_tf32)
+    buffer = _acc_buffer(fn, fused_grad_x_acc_buffer, x3)
+    if buffer is None:
+        h, ms = ops.project(x3, phi, norm_weight, layout="cn", tf32=use_tf32)
+    else:
+        h, ms = _ProjectionIntoBuffer.apply(x3, ops._dense(phi), ops._dense(norm_weight), bool(use_tf32), buffer)
     return _pad_h(h), ms
 
 
@@ -173,16 +244,20 @@ def mhc_fused_sinkhorn(H_res, n=4, recompute_hist=True, iters=20):
 def mhc_fused_aggregate(x, H_pre, n, use_tf32=True, fused_grad_x_acc_buffer=None):
     """out (s, b, C) in x's dtype: out[..., c] = sum_i x[..., c, i] H_pre[..., i]."""
     fn = "mhc_fused_aggregate"
-    _no_acc_buffer(fn, fused_grad_x_acc_buffer)
     n = _streams_n(fn, x, n)
     _shaped(fn, "H_pre", H_pre, (*x.shape[:-2], n))
-    return ops.aggregate(x, _mixing(H_pre), layout="cn")
+    buffer = _acc_buffer(fn, fused_grad_x_acc_buffer, x)
+    if buffer is None:
+        return ops.aggregate(x, _mixing(H_pre), layout="cn")
+    lead, C = tuple(x.shape[:-2]), x.shape[-2]
+    x3, M = x.reshape(-1, C, n), x.numel() // (C * n)
+    y = _AggregateIntoBuffer.apply(x3, _mixing(H_pre).reshape(M, n), buffer.view(x3.shape))
+    return y.reshape(*lead, C)
 
 
 def mhc_fused_expand_combine(f, bias, H_post, x, H_res, n, use_tf32=True, fused_grad_x_acc_buffer=None):
     """out (s, b, C, n) in x's dtype: (f + bias) H_post + x H_res."""
     fn = "mhc_fused_expand_combine"
-    _no_acc_buffer(fn, fused_grad_x_acc_buffer)
     n = _streams_n(fn, x, n)
     lead, C = tuple(x.shape[:-2]), x.shape[-2]
     _shaped(fn, "f", f, (*lead, C))
@@ -193,7 +268,15 @@ def mhc_fused_expand_combine(f, bias, H_post, x, H_res, n, use_tf32=True, fused_
         H_res = H_res.reshape(*lead, n, n)
     if isinstance(f, torch.Tensor) and f.dtype != x.dtype and torch.float64 not in (f.dtype, x.dtype):
         f = f.to(x.dtype)
-    return ops.expand_combine(f, _mixing(H_post), x, _mixing(H_res), bias, layout="cn")
+    buffer = _acc_buffer(fn, fused_grad_x_acc_buffer, x)
+    if buffer is None:
+        return ops.expand_combine(f, _mixing(H_post), x, _mixing(H_res), bias, layout="cn")
+    M = x.numel() // (C * n)
+    x3 = x.reshape(M, C, n)
+    out = _ExpandCombineIntoBuffer.apply(f.reshape(M, C), _mixing(H_post).reshape(M, n), x3,
+                                         _mixing(H_res).reshape(M, n, n), ops._dense(bias),
+                                         buffer.view(x3.shape))
+    return out.reshape(x.shape)
 
 
 def mhc_generate_mix_and_aggregate(x, phi, alpha, beta, norm_weight=None, use_tf32=True,
@@ -201,14 +284,57 @@ def mhc_generate_mix_and_aggregate(x, phi, alpha, beta, norm_weight=None, use_tf
     """TE's composed pre step: (out (s, b, C) in x's dtype, H_post (s, b, n)
     float32, H_res (s, b, n, n) float32) for x (s, b, C, n)."""
     fn = "mhc_generate_mix_and_aggregate"
-    _no_acc_buffer(fn, fused_grad_x_acc_buffer)
     check_deterministic(fn, use_split_k)
     _tensor(fn, "x", x, 3, "(s, b, C, n)")
+    if fused_grad_x_acc_buffer is not None:
+        return _mix_and_aggregate_into(fn, x, phi, alpha, beta, norm_weight, use_tf32, fused_grad_x_acc_buffer)
     phi, norm_weight = _one_dtype(phi, norm_weight)
     alpha, beta = _one_dtype(alpha, beta)
     beta = beta.reshape(-1) if isinstance(beta, torch.Tensor) else beta
     return ops.pre(x, phi, alpha, beta, norm_weight, layout="cn", tf32=use_tf32,
                    norm_eps=_FLT_EPSILON, pre_eps=0.0, post_mult=2.0, mode="log", iters=20)
+
+
+class _PreIntoBuffer(torch.autograd.Function):
+    """TE's composed pre step with the buffer: the fused pre step's forward
+    (pre_saved: one kernel where it fuses); the backward is the Pre node's
+    (runtime/torch/Autograd.cpp) with aggregate's x gradient added to the
+    buffer in place and the projection returning buffer + its own."""
+
+    @staticmethod
+    def forward(ctx, x3, phi, alpha, beta, weight, tf32, buffer3):
+        attrs = (x3.shape[-1], "cn", tf32, _FLT_EPSILON, 0.0, 2.0, "log", 20, 1e-6)
+        y, post, P, h, ms, pre, logits = torch.ops.mhc.pre_saved(x3, phi, alpha, beta, weight, *attrs)
+        ctx.save_for_backward(x3, phi, alpha, beta, weight, h, ms, pre, logits)
+        ctx.attrs, ctx.buffer3 = attrs, buffer3
+        return y, post, P
+
+    @staticmethod
+    def backward(ctx, gy, gpost, gP):
+        x3, phi, alpha, beta, weight, h, ms, pre, logits = ctx.saved_tensors
+        n, layout, tf32, norm_eps, pre_eps, post_mult, mode, iters, eps = ctx.attrs
+        gpre = torch.ops.mhc.aggregate_backward_into(gy.contiguous(), x3, pre, n, layout, buffer=ctx.buffer3)
+        glogits = torch.ops.mhc.sinkhorn_backward(gP.contiguous(), logits, n, mode, iters, eps)
+        gh, gms, galpha, gbeta = torch.ops.mhc.scale_backward(gpre, gpost.contiguous(), glogits, h, ms, alpha, beta,
+                                                              n, norm_eps, pre_eps, post_mult)
+        acc = ctx.buffer3 if x3.dtype != torch.float64 else ctx.buffer3.to(x3.dtype)
+        gx, gphi, gw = torch.ops.mhc.project_backward(gh, gms, x3, phi, weight, n, layout, tf32, acc)
+        return gx, gphi, galpha, gbeta, (gw if weight is not None else None), None, None
+
+
+def _mix_and_aggregate_into(fn, x, phi, alpha, beta, norm_weight, use_tf32, buffer):
+    """mhc_generate_mix_and_aggregate with TE's buffer (_PreIntoBuffer); the
+    arguments' dtypes as the path without it takes them."""
+    buffer = _acc_buffer(fn, buffer, x)  # (TE's checks, named for fn)
+    lead, C, n = tuple(x.shape[:-2]), x.shape[-2], x.shape[-1]
+    M = x.numel() // max(C * n, 1)
+    phi, norm_weight = _one_dtype(phi, norm_weight)
+    alpha, beta = _one_dtype(alpha, beta)
+    beta = beta.reshape(-1) if isinstance(beta, torch.Tensor) else beta
+    x3 = x.reshape(M, C, n)
+    y, post, P = _PreIntoBuffer.apply(x3, ops._dense(phi), ops._dense(alpha), ops._dense(beta),
+                                      ops._dense(norm_weight), bool(use_tf32), buffer.view(x3.shape))
+    return y.reshape(*lead, C), post.reshape(*lead, n), P.reshape(*lead, n, n)
 
 
 # TE's autograd operators, by name: `.apply` with TE's positional arguments

@@ -67,4 +67,44 @@ std::tuple<Tensor, Tensor> aggregate_backward_cuda(const Tensor &gy,
   return {gx, gpre};
 }
 
+namespace {
+Checker checkAggregateInto(const Tensor &gy, const Tensor &x, const Tensor &pre,
+                           int64_t n, Str layout, const Tensor &buffer) {
+  const char *op = "aggregate_backward_into";
+  Checker c = checkAggregate(op, x, pre, n, layout);
+  c.args({&gy, nullptr}, layout, /*first=*/2);
+  checkBuffer(op, {"buffer", &buffer}, x, {{"gy", &gy}, {"x", &x}, {"pre", &pre}});
+  return c;
+}
+
+/// buffer += own in the buffer's f32 (the reference); gpre.
+Tensor aggregateIntoRef(const Tensor &gy, const Tensor &x, const Tensor &pre,
+                        Str layout, const Tensor &buffer) {
+  auto [sum, gpre] = mhc::ref::aggregate_backward(gy, x, pre, std::string(layout), buffer);
+  buffer.copy_(sum);
+  return gpre;
+}
+} // namespace
+
+Tensor aggregate_backward_into_ref(const Tensor &gy, const Tensor &x, const Tensor &pre,
+                                   int64_t n, Str layout, const Tensor &buffer) {
+  checkAggregateInto(gy, x, pre, n, layout, buffer);
+  return aggregateIntoRef(gy, x, pre, layout, buffer);
+}
+
+Tensor aggregate_backward_into_cuda(const Tensor &gy, const Tensor &x, const Tensor &pre,
+                                    int64_t n, Str layout, const Tensor &buffer) {
+  Checker c = checkAggregateInto(gy, x, pre, n, layout, buffer);
+  auto spec = withBuffer(aggregateSpec(mhc::Direction::Backward, n, x, layout, c.C));
+  auto *k = select("aggregate_backward_into", spec, {&x, &pre, &gy, &buffer}, c.M);
+  if (!k)
+    return aggregateIntoRef(gy, x, pre, layout, buffer);
+  Tensor gpre = at::empty_like(pre);
+  // In place: each thread reads an element of acc and then stores gx there.
+  launch(*k, c.M, {{"gy", &gy}, {"x", &x}, {"pre", &pre}, {"acc", &buffer},
+                   {"gx", &buffer}, {"gpre", &gpre}},
+         x);
+  return gpre;
+}
+
 } // namespace mhc::ops

@@ -282,6 +282,22 @@ void checkOut(const char *op, NamedTensor out, at::IntArrayRef sizes,
   checkApart(op, out.name, t, earlier, "out argument");
 }
 
+void checkBuffer(const char *op, NamedTensor buf, const Tensor &x,
+                 std::initializer_list<NamedTensor> inputs) {
+  const Tensor &t = *buf.tensor;
+  bool ok = t.defined() && t.scalar_type() == at::kFloat && t.sizes() == x.sizes() &&
+            t.device() == x.device() && t.is_contiguous();
+  if (!ok) {
+    std::string got = !t.defined() ? std::string("NoneType")
+                      : "a " + describeTensor(t.sizes(), t.scalar_type(), t.device()) +
+                            (t.is_contiguous() ? "" : " (not contiguous)");
+    TORCH_CHECK_VALUE(false, "mhc.", op, ": '", buf.name,
+                      "' (the f32 x-gradient buffer) must be a contiguous ",
+                      describeTensor(x.sizes(), at::kFloat, x.device()), "; got ", got);
+  }
+  checkApart(op, buf.name, t, inputs, "input");
+}
+
 const ArgRule &ruleOf(const char *op, std::string_view name) {
   const ArgRule *found = mhc::argRule(op, name);
   TORCH_CHECK(found, "mhc.", op, ": no argument '", name, "'");

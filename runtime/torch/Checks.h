@@ -76,6 +76,11 @@ void checkOut(const char *op, NamedTensor out, at::IntArrayRef sizes,
               std::initializer_list<NamedTensor> inputs,
               std::initializer_list<NamedTensor> earlier = {});
 
+/// TE's f32 x-gradient buffer `buf` (fused_grad_x_acc_buffer): a contiguous
+/// f32 tensor of x's shape on x's device, apart from `inputs`.
+void checkBuffer(const char *op, NamedTensor buf, const Tensor &x,
+                 std::initializer_list<NamedTensor> inputs);
+
 /// The rule of argument `name` of torch op `op` (mhc::argRule; it must exist).
 const ArgRule &ruleOf(const char *op, std::string_view name);
 

@@ -1,4 +1,4 @@
-//===- InferenceOps.cpp - the Autograd entries of the out= ops -------------===//
+//===- InferenceOps.cpp - the Autograd entries of the mutating ops --------===//
 //
 // torch.ops.mhc.post_pre_out, pre_out and expand_combine_out (OpHandles.h)
 // compute the forward into preallocated outputs, for inference engines and
@@ -6,7 +6,8 @@
 // that would need one (grad mode on and an input or out= tensor requiring
 // grad), calls the kernel below autograd and bumps the out= tensors'
 // versions, as an in-place op does. The CPU and CUDA entries are in
-// SeamOps.cpp, PreOps.cpp and ExpandCombineOps.cpp.
+// SeamOps.cpp, PreOps.cpp and ExpandCombineOps.cpp. The same for the f32
+// x-gradient buffer ops (aggregate_backward_into, expand_combine_backward_into).
 //
 //===----------------------------------------------------------------------===//
 
@@ -82,11 +83,39 @@ void expandCombineOutAutograd(const Tensor &f, const Tensor &post,
   written({&out});
 }
 
+/// TE's f32 buffer ops (OpHandles.h) are gradients themselves: they record
+/// none (grad mode is off in a backward unless it builds a graph).
+void gradientOnly(const char *op, std::initializer_list<const Tensor *> tensors) {
+  TORCH_CHECK(noGraph(tensors), "mhc.", op,
+              " records no gradient (it computes one): call it from a backward "
+              "without create_graph, or under torch.no_grad()");
+}
+
+Tensor aggregateBackwardIntoAutograd(const Tensor &gy, const Tensor &x, const Tensor &pre,
+                                     int64_t n, Str layout, const Tensor &buffer) {
+  gradientOnly("aggregate_backward_into", {&gy, &x, &pre, &buffer});
+  Tensor gpre = belowAutograd(aggregateBackwardIntoOp(), gy, x, pre, n, layout, buffer);
+  written({&buffer});
+  return gpre;
+}
+
+std::tuple<Tensor, Tensor, Tensor, Tensor> expandCombineBackwardIntoAutograd(
+    const Tensor &gout, const Tensor &f, const Tensor &post, const Tensor &x,
+    const Tensor &P, const OptTensor &bias, int64_t n, Str layout, const Tensor &buffer) {
+  gradientOnly("expand_combine_backward_into", {&gout, &f, &post, &x, &P, ptr(bias), &buffer});
+  auto grads = belowAutograd(expandCombineBackwardIntoOp(), gout, f, post, x, P, bias, n,
+                             layout, buffer);
+  written({&buffer});
+  return grads;
+}
+
 } // namespace
 
 } // namespace mhc::ops
 
 TORCH_LIBRARY_IMPL(mhc, Autograd, m) {
+  m.impl("aggregate_backward_into", &mhc::ops::aggregateBackwardIntoAutograd);
+  m.impl("expand_combine_backward_into", &mhc::ops::expandCombineBackwardIntoAutograd);
   m.impl("post_pre_out", &mhc::ops::postPreOutAutograd);
   m.impl("pre_out", &mhc::ops::preOutAutograd);
   m.impl("expand_combine_out", &mhc::ops::expandCombineOutAutograd);

@@ -52,4 +52,10 @@ TORCH_LIBRARY(mhc, m) {
   define(m, kPreOut, TORCH_FN(pre_out_ref), TORCH_FN(pre_out_cuda));
   define(m, kExpandCombineOut, TORCH_FN(expand_combine_out_ref),
          TORCH_FN(expand_combine_out_cuda));
+  // TE's f32 x-gradient buffer (mutable `buffer`; Autograd entries in
+  // InferenceOps.cpp).
+  define(m, kAggregateBackwardInto, TORCH_FN(aggregate_backward_into_ref),
+         TORCH_FN(aggregate_backward_into_cuda));
+  define(m, kExpandCombineBackwardInto, TORCH_FN(expand_combine_backward_into_ref),
+         TORCH_FN(expand_combine_backward_into_cuda));
 }

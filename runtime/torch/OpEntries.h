@@ -38,6 +38,9 @@ PostPreBackwardSig post_pre_backward_ref, post_pre_backward_cuda;
 PostPreOutSig post_pre_out_ref, post_pre_out_cuda;
 PreOutSig pre_out_ref, pre_out_cuda;
 ExpandCombineOutSig expand_combine_out_ref, expand_combine_out_cuda;
+// TE's f32 x-gradient buffer: AggregateOps.cpp, ExpandCombineOps.cpp.
+AggregateBackwardIntoSig aggregate_backward_into_ref, aggregate_backward_into_cuda;
+ExpandCombineBackwardIntoSig expand_combine_backward_into_ref, expand_combine_backward_into_cuda;
 
 /// project's checks (layout, n, x, phi, weight) for `op`: project,
 /// project_backward and pre, whose rules begin with project's.

@@ -82,6 +82,14 @@ using PreOutSig = void(const Tensor &, const Tensor &, const Tensor &,
 using ExpandCombineOutSig = void(const Tensor &, const Tensor &, const Tensor &,
                                  const Tensor &, const OptTensor &, int64_t, Str,
                                  const Tensor &);
+// TE's f32 x-gradient buffer (mhc.te's fused_grad_x_acc_buffer): the
+// backward writes x's gradient into `buffer` (gpre / gf, gpost, gP, gbias
+// returned).
+using AggregateBackwardIntoSig = Tensor(const Tensor &, const Tensor &, const Tensor &,
+                                        int64_t, Str, const Tensor &);
+using ExpandCombineBackwardIntoSig = std::tuple<Tensor, Tensor, Tensor, Tensor>(
+    const Tensor &, const Tensor &, const Tensor &, const Tensor &, const Tensor &,
+    const OptTensor &, int64_t, Str, const Tensor &);
 using PostPreBackwardSig =
     std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor,
                Tensor>(const Tensor &, const Tensor &, const Tensor &,
@@ -178,6 +186,18 @@ inline constexpr OpSchema kPreOut{"mhc::pre_out",
 inline constexpr OpSchema kExpandCombineOut{"mhc::expand_combine_out",
     "expand_combine_out(Tensor f, Tensor post, Tensor x, Tensor P, Tensor? bias, int n, str layout, *, "
     "Tensor(a!) out) -> ()"};
+// Transformer Engine's fused_grad_x_acc_buffer (docs/MATH.md, "acc=f32"):
+// an f32 tensor of x's shape that x's gradient accumulates in.
+// expand_combine_backward_into stores its gx there (overwriting it),
+// aggregate_backward_into adds its own in f32 in place, and project_backward
+// given it as an f32 `acc` (with bf16 / f16 x) returns buffer + its own,
+// summed in f32 and rounded once to x's dtype. With f32 x the buffer is x's
+// dtype and these are acc=1's sums.
+inline constexpr OpSchema kAggregateBackwardInto{"mhc::aggregate_backward_into",
+    "aggregate_backward_into(Tensor gy, Tensor x, Tensor pre, int n, str layout, *, Tensor(a!) buffer) -> Tensor"};
+inline constexpr OpSchema kExpandCombineBackwardInto{"mhc::expand_combine_backward_into",
+    "expand_combine_backward_into(Tensor gout, Tensor f, Tensor post, Tensor x, Tensor P, Tensor? bias, int n, "
+    "str layout, *, Tensor(a!) buffer) -> (Tensor, Tensor, Tensor, Tensor)"};
 #undef MHC_SEAM_INPUTS
 #undef MHC_PRE_ATTRS
 #undef MHC_OUT_PRE_ATTRS
@@ -210,6 +230,12 @@ inline const auto &postPreOutOp() { return handle<PostPreOutSig, kPostPreOut>();
 inline const auto &preOutOp() { return handle<PreOutSig, kPreOut>(); }
 inline const auto &expandCombineOutOp() {
   return handle<ExpandCombineOutSig, kExpandCombineOut>();
+}
+inline const auto &aggregateBackwardIntoOp() {
+  return handle<AggregateBackwardIntoSig, kAggregateBackwardInto>();
+}
+inline const auto &expandCombineBackwardIntoOp() {
+  return handle<ExpandCombineBackwardIntoSig, kExpandCombineBackwardInto>();
 }
 inline const auto &postPreBackwardOp() {
   return handle<PostPreBackwardSig, kPostPreBackward>();

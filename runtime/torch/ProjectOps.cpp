@@ -42,7 +42,12 @@ Checker checkProjectBackward(const Tensor &gh, const Tensor &gms,
                              const OptTensor &weight, int64_t n, Str layout,
                              const OptTensor &acc) {
   Checker c = checkProject("project_backward", x, phi, weight, n, layout);
-  c.args({&gh, &gms, acc ? &*acc : nullptr}, layout, /*first=*/3);
+  // An f32 acc with 2-byte x: TE's f32 buffer (acc=f32), not x's dtype.
+  bool buffer = acc && acc->scalar_type() == at::kFloat &&
+                (x.scalar_type() == at::kBFloat16 || x.scalar_type() == at::kHalf);
+  c.args({&gh, &gms, acc && !buffer ? &*acc : nullptr}, layout, /*first=*/3);
+  if (buffer)
+    checkBuffer("project_backward", {"acc", &*acc}, x, {});
   return c;
 }
 } // namespace

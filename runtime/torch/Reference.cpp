@@ -14,9 +14,17 @@ Tensor streams(const Tensor &x, const std::string &layout) {
 Tensor fromStreams(const Tensor &s, const std::string &layout) {
   return (layout == "nc" ? s : s.transpose(1, 2)).contiguous();
 }
-/// gx: the op's own gradient of x (in x's dtype), plus acc when given.
-Tensor plusAcc(const Tensor &own, const OptTensor &acc) {
-  return acc ? own.add(*acc) : own;
+/// gx: the op's own gradient of x (`own`, in the compute type), plus acc
+/// when given: rounded to x's dtype, then added (acc=1). An acc of another
+/// dtype than x's is TE's f32 buffer (acc=f32): own + acc in acc's dtype,
+/// rounded to x's dtype only where `toX` (the projection's result).
+Tensor plusAcc(const Tensor &own, at::ScalarType xType, const OptTensor &acc,
+               bool toX) {
+  if (acc && acc->scalar_type() != xType) {
+    Tensor sum = own.to(acc->scalar_type()).add(*acc);
+    return toX ? sum.to(xType) : sum;
+  }
+  return acc ? own.to(xType).add(*acc) : own.to(xType);
 }
 Tensor segments(const Tensor &alpha, int64_t n, at::ScalarType type) {
   Tensor a = up(alpha, type);
@@ -49,7 +57,7 @@ std::tuple<Tensor, Tensor, Tensor> project_backward(
   Tensor gphi = at::matmul(g.t(), xw);
   Tensor gw = weight ? (d * xv).sum(0).to(weight->scalar_type())
                      : at::empty({0}, phi.options());
-  return {plusAcc(gx.reshape(x.sizes()).to(x.scalar_type()), acc),
+  return {plusAcc(gx.reshape(x.sizes()), x.scalar_type(), acc, /*toX=*/true),
           gphi.to(phi.scalar_type()), gw};
 }
 
@@ -182,7 +190,7 @@ std::tuple<Tensor, Tensor> aggregate_backward(const Tensor &gy,
   Tensor g = up(gy, type), p = up(pre, type);
   Tensor gx = fromStreams(p.unsqueeze(2) * g.unsqueeze(1), layout);
   Tensor gpre = at::einsum("mc,mic->mi", {g, streams(up(x, type), layout)});
-  return {plusAcc(gx.to(x.scalar_type()), acc), gpre.to(pre.scalar_type())};
+  return {plusAcc(gx, x.scalar_type(), acc, /*toX=*/false), gpre.to(pre.scalar_type())};
 }
 
 Tensor expand_combine(const Tensor &f, const Tensor &post, const Tensor &x,
@@ -213,7 +221,7 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> expand_combine_backward(
   Tensor gbias = bias ? gf.sum(0).to(bias->scalar_type())
                       : at::empty({0}, x.options());
   return {gf.to(f.scalar_type()), gpost.to(post.scalar_type()),
-          plusAcc(gx.to(x.scalar_type()), acc), gP.to(P.scalar_type()), gbias};
+          plusAcc(gx, x.scalar_type(), acc, /*toX=*/false), gP.to(P.scalar_type()), gbias};
 }
 
 } // namespace mhc::ref

@@ -34,6 +34,9 @@ std::tuple<Tensor, Tensor> project(const Tensor &x, const Tensor &phi,
 /// The backward of aggregate, project and expand_combine with `acc`: gx is
 /// the op's own gradient of x in x's dtype, plus acc (ATen's add: for 2-byte
 /// dtypes in f32, rounded once), the bits of the unfused `own.add(acc)`.
+/// An f32 acc with 2-byte x is TE's f32 buffer (docs/MATH.md, "acc=f32"):
+/// own + acc in f32, which aggregate and expand_combine return in f32 and
+/// project rounds to x's dtype.
 std::tuple<Tensor, Tensor, Tensor> project_backward(
     const Tensor &gh, const Tensor &gms, const Tensor &x, const Tensor &phi,
     const OptTensor &weight, const OptTensor &acc = std::nullopt);

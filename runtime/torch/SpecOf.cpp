@@ -212,6 +212,20 @@ const std::map<std::string, Handler> &handlers() {
                                    channelsOf(x, layout), c.optional(5)),
                        c.optional(8)));
        }},
+      // TE's f32 buffer (acc=f32 for 2-byte x): the same arguments as the
+      // ops above, the buffer last.
+      {"aggregate_backward_into", [](Requests &r, const CallArgs &c) {
+         Tensor x = c.tensor(1);
+         std::string layout = c.text(4);
+         r.add(withBuffer(aggregateSpec(Direction::Backward, c.integer(3), x, layout,
+                                        channelsOf(x, layout))));
+       }},
+      {"expand_combine_backward_into", [](Requests &r, const CallArgs &c) {
+         Tensor x = c.tensor(3);
+         std::string layout = c.text(7);
+         r.add(withBuffer(combineSpec(Direction::Backward, c.integer(6), x, layout,
+                                      channelsOf(x, layout), c.optional(5))));
+       }},
       {"pre", [](Requests &r, const CallArgs &c) {
          std::string keep[2];
          preStep(r, c.tensor(0), c.tensor(1), c.tensor(3), c.optional(4), c.preAttrs(5, keep));

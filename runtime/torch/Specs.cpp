@@ -92,7 +92,14 @@ mhc::KernelSpec combineSpec(mhc::Direction dir, int64_t n, const Tensor &x,
 }
 
 mhc::KernelSpec withAcc(mhc::KernelSpec spec, const OptTensor &acc) {
-  spec.acc = acc.has_value();
+  spec.accF32 = acc && acc->scalar_type() == at::kFloat && mhc::byteWidth(spec.act) == 2;
+  spec.acc = acc && !spec.accF32;
+  return spec;
+}
+
+mhc::KernelSpec withBuffer(mhc::KernelSpec spec) {
+  spec.accF32 = mhc::byteWidth(spec.act) == 2;
+  spec.acc = !spec.accF32 && spec.op != mhc::OpKind::ExpandCombine;
   return spec;
 }
 

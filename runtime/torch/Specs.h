@@ -32,7 +32,11 @@ mhc::KernelSpec combineSpec(mhc::Direction dir, int64_t n, const Tensor &x,
                             Str layout, int64_t C, const OptTensor &bias);
 /// A backward spec of aggregate, project or expand_combine with acc set when
 /// the call passes `acc` (x's gradient from its other users).
+/// An f32 acc with 2-byte activations is TE's f32 buffer: acc=f32.
 mhc::KernelSpec withAcc(mhc::KernelSpec spec, const OptTensor &acc);
+/// The spec of a *_backward_into op (TE's f32 buffer): acc=f32 for 2-byte
+/// activations; for f32 ones acc=1 (but expand_combine's, which reads none).
+mhc::KernelSpec withBuffer(mhc::KernelSpec spec);
 /// The fused pre step's: project's fields (one param dtype, phi's), then
 /// scale's and sinkhorn's attributes.
 mhc::KernelSpec preSpec(int64_t n, const Tensor &x, Str layout, int64_t C,

@@ -55,6 +55,14 @@ def matrix():
         out.append(spec("project", "bwd", 4, arch, weight=True, C=7168, acc=True))
         for n, C in ((8, 2048), (8, 7168), (6, 4096), (8, 9216)):
             out.append(spec("project", "bwd", n, arch, tf32=True, C=C, acc=True))
+    # TE's f32 gradient buffer (acc=f32, 2-byte activations): the three ops,
+    # both layouts, bf16 / f16, the projection's mma.sync (C = 96) and
+    # one-wave / wgmma (C = 7168, tf32) kernels.
+    for arch, (act, layout) in itertools.product(ARCHS, (("bf16", "cn"), ("f16", "nc"))):
+        out.append(spec("aggregate", "bwd", 4, arch, act=act, layout=layout, C=7168, acc="f32"))
+        out.append(spec("expand_combine", "bwd", 4, arch, act=act, layout=layout, C=7168, acc="f32"))
+        for C in (96, 7168):
+            out.append(spec("project", "bwd", 4, arch, act=act, layout=layout, C=C, tf32=True, acc="f32"))
     # The fused pre step (forward only).
     for arch, (n, act, layout) in itertools.product(ARCHS, itertools.product((2, 3, 4, 6, 8), ("bf16", "f32"),
                                                                              ("nc", "cn"))):

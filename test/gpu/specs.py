@@ -34,8 +34,8 @@ def spec(op, d, n, arch, act="bf16", param="f32", layout="nc", C=2048, tf32=Fals
             s.append(f"eps={f(eps)}")
     if op == "expand_combine":
         s.append(f"bias={int(bias)}")
-    if acc:  # (the backward of aggregate, project and expand_combine)
-        s.append("acc=1")
+    if acc:  # (the backward of aggregate, project and expand_combine; "f32": TE's f32 buffer)
+        s.append("acc=f32" if acc == "f32" else "acc=1")
     s.append(f"arch={arch}")
     return ";".join(s)
 

@@ -102,7 +102,7 @@ def test_cpu_run_rows(cpu_run):
     for block in ("identity", "linear"):
         for name in ("TE", "TE acc buffer"):
             assert by[(block, name)]["status"] == "absent: no TE checkout (--te)"
-        for name in ("mhc fused", "mhc unfused", "torch eager"):
+        for name in ("mhc fused", "mhc unfused", "mhc.te", "mhc.te acc buffer", "torch eager"):
             r = by[(block, name)]
             assert r["status"] == "ok" and r["fwd_us"] > 0 and r["total_us"] == r["fwd_us"] + r["bwd_us"]
             fb = stack.floor_bytes(n, M, C)
@@ -125,9 +125,10 @@ def test_cpu_run_json_and_table(cpu_run, capsys):
     text = stack.table(result["rows"], result["copy_bandwidth"])
     lines = text.splitlines()
     assert sum(line == stack.TABLE_HEADER for line in lines) == 2
-    assert sum(line.startswith(f"{'TE':14s} absent: no TE checkout") for line in lines) == 2
-    for name in ("mhc fused", "mhc unfused", "torch eager"):
-        assert sum(line.startswith(f"{name:14s} ") and "absent" not in line for line in lines) == 2
+    w = stack.NAME_W
+    assert sum(line.startswith(f"{'TE':{w}s} absent: no TE checkout") for line in lines) == 2
+    for name in ("mhc fused", "mhc unfused", "mhc.te", "mhc.te acc buffer", "torch eager"):
+        assert sum(line.startswith(f"{name:{w}s} ") and "absent" not in line for line in lines) == 2
     assert "block alone: fwd" in text  # the linear block's own time, once
 
 

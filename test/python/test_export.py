@@ -359,6 +359,25 @@ def test_requested_specs_of_single_calls():
     assert _C.requested_specs("aggregate_backward", (gy, x, pre, N, "nc", torch.zeros_like(x)), "sm_90a") == \
         [_C.canonical_spec(f"aggregate.bwd;n={N};act=f32;layout=nc;C={C};acc=1;arch=sm_90a")]
     assert _C.requested_specs("aggregate", (x[:0], pre[:0], N, "nc"), "sm_90a") == []
+    # TE's f32 buffer (the *_backward_into ops, the buffer last): acc=f32 for 2-byte x, acc=1's for f32 x
+    # (expand_combine's reads none); project_backward takes it as an f32 acc.
+    xb, gyb, buf = x.to(torch.bfloat16), gy.to(torch.bfloat16), torch.zeros(x.shape)
+    assert _C.requested_specs("aggregate_backward_into", (gyb, xb, pre, N, "nc", buf), "sm_90a") == \
+        [_C.canonical_spec(f"aggregate.bwd;n={N};act=bf16;layout=nc;C={C};acc=f32;arch=sm_90a")]
+    assert _C.requested_specs("aggregate_backward_into", (gy, x, pre, N, "nc", buf), "sm_90a") == \
+        [_C.canonical_spec(f"aggregate.bwd;n={N};act=f32;layout=nc;C={C};acc=1;arch=sm_90a")]
+    post, P, g = torch.rand(3, N), torch.rand(3, N, N), torch.randn(3, N, C)
+    assert _C.requested_specs("expand_combine_backward_into",
+                              (g.to(torch.bfloat16), gyb, post, xb, P, None, N, "nc", buf), "sm_90a") == \
+        [_C.canonical_spec(f"expand_combine.bwd;n={N};act=bf16;layout=nc;C={C};bias=0;acc=f32;"
+                           "arch=sm_90a")]
+    assert _C.requested_specs("expand_combine_backward_into", (g, gy, post, x, P, None, N, "nc", buf),
+                              "sm_90a") == \
+        [_C.canonical_spec(f"expand_combine.bwd;n={N};act=f32;layout=nc;C={C};bias=0;arch=sm_90a")]
+    phi, h, ms = torch.randn(2 * N + N * N, N * C), torch.randn(3, 2 * N + N * N), torch.rand(3)
+    assert _C.requested_specs("project_backward", (h, ms, xb, phi, None, N, "nc", False, buf), "sm_90a") == \
+        [_C.canonical_spec(f"project.bwd;n={N};act=bf16;param=f32;layout=nc;C={C};tf32=0;weight=0;acc=f32;"
+                           "arch=sm_90a")]
     with pytest.raises(ValueError, match="not an mhc op with kernels: 'num_logits'"):
         _C.requested_specs("num_logits", (N,), "sm_90a")
     with pytest.raises(ValueError, match="unknown arch 'sm_75'"):

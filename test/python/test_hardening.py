@@ -48,7 +48,17 @@ def op_args(M=3, n=2, C=8):
         "expand_combine_backward": (torch.randn(M, n, C), f, post, x, P, bias, n, "nc"),
         "pre": pre_args,
         "pre_saved": pre_args,
+        # TE's f32 x-gradient buffer, the kwarg-only last argument (call_op).
+        "aggregate_backward_into": (f, x, pre, n, "nc", torch.randn(M, n, C)),
+        "expand_combine_backward_into": (torch.randn(M, n, C), f, post, x, P, bias, n, "nc", torch.randn(M, n, C)),
     }
+
+
+def call_op(op, args):
+    """torch.ops.mhc.<op> with `args` in schema order, kwarg-only ones by name."""
+    schema = getattr(torch.ops.mhc, op).default._schema.arguments
+    npos = sum(not a.kwarg_only for a in schema)
+    return getattr(torch.ops.mhc, op)(*args[:npos], **{a.name: v for a, v in zip(schema[npos:], args[npos:])})
 
 
 def arg_names(op):
@@ -70,10 +80,10 @@ def test_meta_tensor_among_cpu_tensors_names_the_argument(op):
         bad[i] = a.to("meta")
         with pytest.raises(ValueError, match=r"argument '\w+' is on (meta|cpu) but the other tensors are on "
                                              r"(cpu|meta)") as e:
-            getattr(torch.ops.mhc, op)(*bad)
+            call_op(op, bad)
         assert f"'{names[i]}' is on meta" in str(e.value) or "is on cpu but the other tensors are on meta" in str(
             e.value)
-    out = getattr(torch.ops.mhc, op)(*(a.to("meta") if isinstance(a, torch.Tensor) else a for a in args))
+    out = call_op(op, tuple(a.to("meta") if isinstance(a, torch.Tensor) else a for a in args))
     assert all(o.device.type == "meta" for o in (out if isinstance(out, tuple) else (out,)))
 
 
@@ -130,7 +140,7 @@ def test_no_tokens_through_torch_ops_and_te():
     """Every torch.ops.mhc op, forward and backward, with M = 0: empty
     per-token outputs, zero parameter gradients."""
     for op, args in op_args(M=0).items():
-        out = getattr(torch.ops.mhc, op)(*args)
+        out = call_op(op, args)
         for o in out if isinstance(out, tuple) else (out,):
             if o.dim() and o.shape[0] == 0:
                 continue

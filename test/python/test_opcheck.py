@@ -24,7 +24,7 @@ def _dtypes(op):
     f64 = dict(act=F64, mix=F64, proj=F64, scale=F64, bias=F64, weight=True)
     base = dict(act=torch.float32, mix=torch.float32, proj=torch.float32, scale=torch.float32, bias=None,
                 weight=True)
-    name = op.replace("_backward", "").replace("_saved", "")
+    name = op.replace("_backward", "").replace("_saved", "").replace("_into", "")
     if name == "project":
         cases = [dict(base, act=a, proj=p, weight=w) for a in ACT for p in PARAM for w in (True, False)]
         return cases + [f64, dict(f64, weight=False)]
@@ -68,11 +68,23 @@ def _args(op, d, M=3, n=2, C=8, layout="nc"):
         "expand_combine_backward": (act(torch.randn_like(x, dtype=torch.float32)), f, post, x, P, bias, n, layout),
         "pre": (x, phi, alpha, beta, weight, n, layout, False, *eps, *sink),
         "pre_saved": (x, phi, alpha, beta, weight, n, layout, False, *eps, *sink),
+        # TE's f32 x-gradient buffer (kwarg-only, last: _call_args).
+        "aggregate_backward_into": (f, x, pre, n, layout, torch.randn(x.shape)),
+        "expand_combine_backward_into": (act(torch.randn_like(x, dtype=torch.float32)), f, post, x, P, bias, n,
+                                         layout, torch.randn(x.shape)),
     }[op]
+
+
+def _call_args(op, args):
+    """(positional, keyword) arguments of torch.ops.mhc.<op> from `args` in schema order."""
+    schema = getattr(torch.ops.mhc, op).default._schema.arguments
+    npos = sum(not a.kwarg_only for a in schema)
+    return tuple(args[:npos]), {a.name: v for a, v in zip(schema[npos:], args[npos:])}
 
 
 OPS = ["project", "scale", "sinkhorn", "aggregate", "expand_combine", "pre", "pre_saved"]
 OPS += [op + "_backward" for op in OPS[:5]]
+OPS += ["aggregate_backward_into", "expand_combine_backward_into"]
 
 
 def _name(d):
@@ -93,12 +105,13 @@ def test_opcheck_every_dtype(op, d):
     combination, and AOT dispatch for the _AOT ones. The forward ops' inputs
     require grad (their backward runs too); the backward ops' do not (they
     refuse double backward: test_hardening.py)."""
-    grad = not op.endswith("_backward")
+    grad = "_backward" not in op
     args = tuple(a.requires_grad_(grad) if isinstance(a, torch.Tensor) else a for a in _args(op, d))
     utils = ["test_schema", "test_autograd_registration", "test_faketensor"]
     if d["act"] in _AOT and d["proj"] in _AOT and d["scale"] in _AOT and d["bias"] in _AOT + (None,):
         utils.append("test_aot_dispatch_dynamic")
-    torch.library.opcheck(getattr(torch.ops.mhc, op), args, test_utils=utils)
+    args, kwargs = _call_args(op, args)
+    torch.library.opcheck(getattr(torch.ops.mhc, op), args, kwargs, test_utils=utils)
 
 
 def _strided(t):
@@ -114,14 +127,36 @@ def test_fake_kernel_is_the_real_op_on_meta_tensors(op):
     dtypes and strides, on the meta device, for each accepted dtype
     combination, with contiguous and with non-contiguous inputs."""
     for d in _dtypes(op):
-        for args in (_args(op, d, layout="cn"), tuple(_strided(a) for a in _args(op, d))):
-            real = getattr(torch.ops.mhc, op)(*args)
-            meta = getattr(torch.ops.mhc, op)(*(a.to("meta") if isinstance(a, torch.Tensor) else a for a in args))
+        keep = 1 if op.endswith("_into") else 0  # (the buffer must be contiguous)
+        strided = _args(op, d)
+        strided = tuple(_strided(a) for a in strided[:len(strided) - keep]) + strided[len(strided) - keep:]
+        for args in (_args(op, d, layout="cn"), strided):
+            real = getattr(torch.ops.mhc, op)(*_call_args(op, args)[0], **_call_args(op, args)[1])
+            margs = tuple(a.to("meta") if isinstance(a, torch.Tensor) else a for a in args)
+            meta = getattr(torch.ops.mhc, op)(*_call_args(op, margs)[0], **_call_args(op, margs)[1])
             real, meta = (real, meta) if isinstance(real, tuple) else ((real,), (meta,))
             assert len(real) == len(meta)
             for r, m in zip(real, meta):
                 assert m.device.type == "meta", (op, _name(d))
                 assert (m.shape, m.dtype, m.stride()) == (r.shape, r.dtype, r.stride()), (op, _name(d))
+
+
+@pytest.mark.parametrize("act", [torch.bfloat16, torch.float16])
+def test_opcheck_project_backward_with_an_f32_acc(act):
+    """project_backward with TE's f32 buffer as acc (2-byte x): x's gradient
+    in x's dtype, buffer + its own summed in f32; the fake kernel agrees."""
+    h, ms, x, phi, w, *rest = _args("project_backward", dict(act=act, mix=torch.float32, proj=torch.float32,
+                                                              scale=torch.float32, bias=None, weight=True))
+    acc = torch.randn(x.shape)
+    args = (h, ms, x, phi, w, *rest, acc)
+    torch.library.opcheck(torch.ops.mhc.project_backward, args,
+                          test_utils=["test_schema", "test_autograd_registration", "test_faketensor"])
+    gx, _, _ = torch.ops.mhc.project_backward(*args)
+    own, _, _ = torch.ops.mhc.project_backward(h.double(), ms.double(), x.double(), phi.double(), w.double(),
+                                               *rest)
+    assert gx.dtype == act
+    want = own + acc.double()
+    assert ((gx.double() - want).abs().max() / want.abs().max()).item() <= 2 ** -7  # (one rounding to act)
 
 
 # --- torch.compile with Inductor, one test per op ----------------------------

@@ -6,7 +6,10 @@ every dtype combination its docstrings allow, n = 4 (and n = 1..8, mhc's
 extension where TE asserts n = 4), M in {0, 1, 7, 300} and C in {32, 4096,
 5129}, forward and backward: outputs and gradients in TE's dtypes and shapes,
 values against a float64 evaluation of SPEC.md (mhc.reference) with TE's
-tolerances (bf16 2.5e-2, fp32 1e-5, without TF32).
+tolerances (bf16 2.5e-2, fp32 1e-5, without TF32). The functions that take
+TE's fused_grad_x_acc_buffer run the same cases with it too (BUFFER_CASES):
+x's gradient is then in the buffer (expand_combine: stored, aggregate: added)
+or returned by the projection (the buffer plus its own, in x's dtype).
 
 The (dtypes, M, C) matrix is sampled deterministically (cases()): every
 function x dtype combination once, every (M, C) at least once per function.
@@ -101,20 +104,23 @@ def make_inputs(fn, dtypes, M, C, n, device, seed):
             for k, d in dtypes.items()}
 
 
-def call(module, fn, t, n, tf32=False, split_k=False):
-    """fn of `module` (mhc.te or TE's) on the inputs t; its outputs as a tuple."""
+def call(module, fn, t, n, tf32=False, split_k=False, buffer=None):
+    """fn of `module` (mhc.te or TE's) on the inputs t; its outputs as a tuple.
+    `buffer`: TE's fused_grad_x_acc_buffer, for the functions that take it."""
     f = getattr(module, fn)
+    acc = {} if buffer is None else {"fused_grad_x_acc_buffer": buffer}
     if fn == "mhc_fused_projection":
-        return tuple(f(t["x"], t["phi"], use_tf32=tf32, norm_weight=t["norm_weight"], use_split_k=split_k))
+        return tuple(f(t["x"], t["phi"], use_tf32=tf32, norm_weight=t["norm_weight"], use_split_k=split_k, **acc))
     if fn == "mhc_fused_scale":
         return tuple(f(t["H"], t["alpha"], t["beta"], t["ms"], n))
     if fn == "mhc_fused_sinkhorn":
         return (f(t["H_res"], n),)
     if fn == "mhc_fused_aggregate":
-        return (f(t["x"], t["H_pre"], n, use_tf32=tf32),)
+        return (f(t["x"], t["H_pre"], n, use_tf32=tf32, **acc),)
     if fn == "mhc_fused_expand_combine":
-        return (f(t["f"], t["bias"], t["H_post"], t["x"], t["H_res"], n, use_tf32=tf32),)
-    return tuple(f(t["x"], t["phi"], t["alpha"], t["beta"], t["norm_weight"], use_tf32=tf32, use_split_k=split_k))
+        return (f(t["f"], t["bias"], t["H_post"], t["x"], t["H_res"], n, use_tf32=tf32, **acc),)
+    return tuple(f(t["x"], t["phi"], t["alpha"], t["beta"], t["norm_weight"], use_tf32=tf32, use_split_k=split_k,
+                   **acc))
 
 
 def _te_scale(h, ms, alpha, beta, n):
@@ -190,14 +196,46 @@ def seed_of(fn, case):
     return zlib.crc32(repr((fn, case_id(case))).encode())
 
 
-def run_case(fn, case, device, module=te):
+# The functions that take TE's fused_grad_x_acc_buffer, and how x's gradient comes back with it: "stored"
+# (buffer = its own), "added" (buffer += its own; both return none for x), "returned" (x's gradient is the buffer
+# plus its own, in x's dtype: the projection, and the composed pre step, whose aggregate adds first).
+BUFFER_FNS = {"mhc_fused_projection": "returned", "mhc_fused_aggregate": "added",
+              "mhc_fused_expand_combine": "stored", "mhc_generate_mix_and_aggregate": "returned"}
+
+
+def initial_buffer(fn, case, device):
+    """A float32 buffer of x.numel() values (flat: TE checks numel only), not zero."""
+    dtypes, M, C, n = case
+    gen = torch.Generator().manual_seed(seed_of(fn, case) + 2)
+    return torch.randn(M * n * C, generator=gen).to(device)
+
+
+def check_buffer_grad(fn, case, t, grads, buffer, buffer0, want_x, tol):
+    """x's gradient with the buffer: in the buffer, or returned, as BUFFER_FNS says."""
+    how = BUFFER_FNS[fn]
+    gx = grads[list(k for k, v in t.items() if v is not None).index("x")]
+    if how == "returned":
+        got, want = gx, buffer0.double().cpu().view(want_x.shape) + want_x
+    else:
+        assert gx is None, f"{fn}: x's gradient is in the buffer, none returned"
+        assert buffer.dtype == F32 and buffer.shape == buffer0.shape
+        got = buffer.view(want_x.shape)
+        want = want_x + (buffer0.double().cpu().view(want_x.shape) if how == "added" else 0)
+    e = rel_err(got.detach().cpu(), want.detach())
+    assert e <= tol, f"{fn} x's gradient ({how}, buffer): rel. error {e:.3g} > {tol:g} ({case_id(case)})"
+
+
+def run_case(fn, case, device, module=te, acc_buffer=False):
     """Runs one case forward and backward through `module`; checks TE's
     dtypes and shapes and the values against the float64 oracle. Returns the
-    inputs, outputs, upstream gradients and input gradients."""
+    inputs, outputs, upstream gradients and input gradients. `acc_buffer`:
+    with TE's fused_grad_x_acc_buffer (then also returns the buffer)."""
     dtypes, M, C, n = case
     t = make_inputs(fn, dtypes, M, C, n, device, seed_of(fn, case))
     tol = TOL[BF16] if BF16 in dtypes.values() else TOL[F32]
-    outs = call(module, fn, t, n)
+    buffer0 = initial_buffer(fn, case, device) if acc_buffer else None
+    buffer = buffer0.clone() if acc_buffer else None
+    outs = call(module, fn, t, n, buffer=buffer)
     assert tuple(o.dtype for o in outs) == te_dtypes(fn, dtypes), fn
     assert tuple(tuple(o.shape) for o in outs) == te_shapes(fn, t, n), fn
     assert all(o.device == torch.device(device) or o.device.type == device for o in outs)
@@ -208,8 +246,10 @@ def run_case(fn, case, device, module=te):
     gen = torch.Generator().manual_seed(seed_of(fn, case) + 1)
     ups = [torch.randn(o.shape, generator=gen).to(device=device, dtype=o.dtype) for o in outs]
     leaves = {k: v for k, v in t.items() if v is not None}
-    grads = torch.autograd.grad(outs, list(leaves.values()), ups)
+    grads = torch.autograd.grad(outs, list(leaves.values()), ups, allow_unused=acc_buffer)
     for (name, leaf), g in zip(leaves.items(), grads):
+        if g is None and acc_buffer and name == "x":
+            continue  # (checked below)
         assert g.dtype == leaf.dtype and g.shape == leaf.shape, (fn, name, g.dtype, g.shape)
 
     t64 = {k: (v.detach().double().cpu().requires_grad_() if v is not None else None) for k, v in t.items()}
@@ -219,17 +259,26 @@ def run_case(fn, case, device, module=te):
         e = rel_err(o.detach().cpu(), w.detach())
         assert e <= tol, f"{fn} output {i}: rel. error {e:.3g} > {tol:g} ({case_id(case)})"
     for name, g, w in zip(leaves, grads, want_grads):
+        if acc_buffer and name == "x":
+            check_buffer_grad(fn, case, t, grads, buffer, buffer0, w, tol)
+            continue
         e = rel_err(g.cpu(), w)
         assert e <= tol, f"{fn} grad of {name}: rel. error {e:.3g} > {tol:g} ({case_id(case)})"
-    return t, outs, ups, grads
+    return (t, outs, ups, grads, buffer) if acc_buffer else (t, outs, ups, grads)
 
 
 ALL_CASES = [(fn, c) for fn in AXES for c in cases(fn)]
+BUFFER_CASES = [(fn, c) for fn, c in ALL_CASES if fn in BUFFER_FNS]
 
 
 @pytest.mark.parametrize("fn, case", ALL_CASES, ids=[f"{fn}-{case_id(c)}" for fn, c in ALL_CASES])
 def test_te_call_matches_spec_in_tes_dtypes_and_shapes(fn, case):
     run_case(fn, case, "cpu")
+
+
+@pytest.mark.parametrize("fn, case", BUFFER_CASES, ids=[f"{fn}-{case_id(c)}" for fn, c in BUFFER_CASES])
+def test_te_call_with_fused_grad_x_acc_buffer(fn, case):
+    run_case(fn, case, "cpu", acc_buffer=True)
 
 
 def test_matrix_covers_every_dtype_combination_and_shape():
@@ -390,26 +439,51 @@ def test_other_arguments_are_named_in_tes_terms():
         te.mhc_fused_projection(x, torch.randn(24, 32))
 
 
-@pytest.mark.parametrize("fn", ["mhc_fused_projection", "mhc_fused_aggregate", "mhc_fused_expand_combine",
-                                "mhc_generate_mix_and_aggregate"])
-def test_fused_grad_x_acc_buffer_is_refused_by_name(fn):
-    """Not supported yet (in-kernel accumulation is another change): a
-    buffer raises, naming the argument; None is TE's default."""
+@pytest.mark.parametrize("fn", list(BUFFER_FNS))
+def test_fused_grad_x_acc_buffer_is_checked_as_tes(fn):
+    """TE's checks of the buffer (float32, x.numel() values) raise naming
+    the argument; a buffer of x's shape is as good as a flat one."""
     n, C = 4, 8
     x = torch.randn(3, 2, C, n)
     phi, alpha, beta = torch.randn(24, n * C), torch.rand(3), torch.rand(1, 24)
-    buf = torch.zeros(x.numel())
-    call_with = {
-        "mhc_fused_projection": lambda: te.mhc_fused_projection(x.view(6, n * C), phi, fused_grad_x_acc_buffer=buf),
-        "mhc_fused_aggregate": lambda: te.mhc_fused_aggregate(x, torch.rand(3, 2, n), n, fused_grad_x_acc_buffer=buf),
-        "mhc_fused_expand_combine": lambda: te.mhc_fused_expand_combine(
-            torch.randn(3, 2, C), None, torch.rand(3, 2, n), x, torch.rand(3, 2, n, n), n, fused_grad_x_acc_buffer=buf),
-        "mhc_generate_mix_and_aggregate": lambda: te.mhc_generate_mix_and_aggregate(
-            x, phi, alpha, beta, fused_grad_x_acc_buffer=buf),
-    }
-    with pytest.raises(ValueError, match=rf"mhc.te.{fn}: argument 'fused_grad_x_acc_buffer' is not supported"):
-        call_with[fn]()
 
+    def call_with(buf):
+        return {
+            "mhc_fused_projection": lambda: te.mhc_fused_projection(x.view(6, n * C), phi,
+                                                                    fused_grad_x_acc_buffer=buf),
+            "mhc_fused_aggregate": lambda: te.mhc_fused_aggregate(x, torch.rand(3, 2, n), n,
+                                                                  fused_grad_x_acc_buffer=buf),
+            "mhc_fused_expand_combine": lambda: te.mhc_fused_expand_combine(
+                torch.randn(3, 2, C), None, torch.rand(3, 2, n), x, torch.rand(3, 2, n, n), n,
+                fused_grad_x_acc_buffer=buf),
+            "mhc_generate_mix_and_aggregate": lambda: te.mhc_generate_mix_and_aggregate(
+                x, phi, alpha, beta, fused_grad_x_acc_buffer=buf),
+        }[fn]()
+
+    with pytest.raises(ValueError, match=rf"mhc.te.{fn}: argument 'fused_grad_x_acc_buffer' must be a float32"):
+        call_with(torch.zeros(x.numel(), dtype=BF16))
+    with pytest.raises(ValueError, match=rf"mhc.te.{fn}: argument 'fused_grad_x_acc_buffer' must be .*x.numel"):
+        call_with(torch.zeros(x.numel() + 1))
+    call_with(torch.zeros(x.shape))
+
+
+def test_buffer_ops_mutate_their_buffer_and_check_it():
+    """torch.ops.mhc.*_backward_into write the buffer they are given (in
+    place, the same storage) and name a wrong one."""
+    M, C, n = 5, 8, 4
+    x, gy, pre = torch.randn(M, C, n, dtype=BF16), torch.randn(M, C, dtype=BF16), torch.rand(M, n)
+    buf = torch.randn(M, C, n)
+    before, ptr = buf.clone(), buf.data_ptr()
+    gpre = torch.ops.mhc.aggregate_backward_into(gy, x, pre, n, "cn", buffer=buf)
+    own = (pre[:, None, :] * gy.float()[:, :, None])
+    assert buf.data_ptr() == ptr and torch.allclose(buf, before + own, atol=1e-6)
+    assert gpre.shape == pre.shape and gpre.dtype == pre.dtype
+    with pytest.raises(ValueError, match=r"mhc.aggregate_backward_into: 'buffer' \(the f32 x-gradient buffer\) "
+                                         r"must be a contiguous torch.float32 tensor of shape \[5, 8, 4\]"):
+        torch.ops.mhc.aggregate_backward_into(gy, x, pre, n, "cn", buffer=torch.zeros(M, C, n, dtype=BF16))
+    with pytest.raises(ValueError, match=r"'buffer' shares memory with input 'x'"):
+        x32 = torch.randn(M, C, n)
+        torch.ops.mhc.aggregate_backward_into(gy.float(), x32, pre, n, "cn", buffer=x32)
 
 
 def test_te_calls_trace_with_torch_compile_fullgraph():

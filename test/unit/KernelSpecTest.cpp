@@ -256,6 +256,41 @@ static void cooperative() {
          !forwardRunsInOneLaunch(0));
 }
 
+// acc=f32 (TE's f32 gradient buffer): its own spelling and structural hash,
+// 2-byte activations only, one acc key; expand_combine's reads no acc.
+static void accF32() {
+  KernelSpec a;
+  a.op = OpKind::Aggregate;
+  a.dir = Direction::Backward;
+  a.channels = 64;
+  a.acc = true;
+  KernelSpec f = a;
+  f.acc = false;
+  f.accF32 = true;
+  EXPECT(f.canonical() == "aggregate.bwd;n=4;act=bf16;layout=nc;C=64;acc=f32;arch=sm_90a");
+  auto parsed = KernelSpec::parse(f.canonical());
+  EXPECT(parsed && parsed->accF32 && !parsed->acc && parsed->readsAcc());
+  EXPECT(f.structuralHash() != a.structuralHash() && f != a);
+  EXPECT(f.accType() == DType::F32 && f.gxType() == DType::F32 && invalidReason(f).empty());
+  KernelSpec p = f;
+  p.op = OpKind::Project;
+  EXPECT(p.readsAcc() && p.accType() == DType::F32 && p.gxType() == DType::BF16);
+  KernelSpec e = f;
+  e.op = OpKind::ExpandCombine;
+  EXPECT(!e.readsAcc() && e.gxType() == DType::F32);
+  std::string error;
+  KernelSpec wide = f;
+  wide.act = DType::F32;
+  EXPECT(!KernelSpec::parse(wide.canonical(), &error));
+  EXPECT(error.find("acc=f32 is for 2-byte activations") != std::string::npos);
+  KernelSpec both = f;
+  both.acc = true;
+  EXPECT(invalidReason(both) == "acc=1 and acc=f32 exclude each other");
+  EXPECT(!KernelSpec::parse("aggregate.fwd;n=4;act=bf16;layout=nc;C=64;acc=f32;arch=sm_90a", &error));
+  EXPECT(error.find("acc is only a field") != std::string::npos);
+  EXPECT(!KernelSpec::parse("aggregate.bwd;n=4;act=bf16;layout=nc;C=64;acc=f16;arch=sm_90a", &error));
+}
+
 // The seam is made of its parts' specs (each with the seam's fields) and
 // is supported where every part is.
 static void seamParts() {
@@ -289,6 +324,7 @@ static void seamParts() {
 int main() {
   roundTripsEveryOp();
   seamAndAcc();
+  accF32();
   seamParts();
   cooperative();
   leavesOutUnusedFields();

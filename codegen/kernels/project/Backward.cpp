@@ -62,7 +62,7 @@ LogicalResult mlir::mhc::buildProjectBackward(KernelContext &ctx) {
     return buildProjectBackwardMma(ctx);
   if (failed(wide ? buildProjectBackwardWide(ctx) : buildProjectBackwardWgmma(ctx)))
     return failure();
-  if (ctx.spec.acc)
+  if (ctx.spec.readsAcc())
     emitAccLaunch(ctx);
   return success();
 }

@@ -112,7 +112,8 @@ private:
   LaunchBuilder &l;
   KernelBuilder kb;
   ::mhc::DType act;
-  bool hasAcc; // gx = acc + the kernel's own gx (spec.acc)
+  const ::mhc::KernelSpec &spec;
+  bool hasAcc; // gx = acc + the kernel's own gx (spec.readsAcc())
   // acc += pre (x) gy before gx is formed (the seam's main pass); and
   // expand_combine's gradient of the result instead of its store; the n;
   // with a bias (foldExp).
@@ -144,9 +145,10 @@ private:
 
 MmaMain::MmaMain(KernelContext &ctx, const MmaPlan &p, LaunchBuilder &l,
                  MmaFold fold)
-    : p(p), l(l), kb(ctx.begin(l)), act(ctx.spec.act), hasAcc(ctx.spec.acc),
-      foldAgg(fold != MmaFold::None), foldExp(fold == MmaFold::AggregateExpand),
-      n(ctx.n()), hasBias(ctx.spec.hasBias) {
+    : p(p), l(l), kb(ctx.begin(l)), act(ctx.spec.act), spec(ctx.spec),
+      hasAcc(ctx.spec.readsAcc()), foldAgg(fold != MmaFold::None),
+      foldExp(fold == MmaFold::AggregateExpand), n(ctx.n()),
+      hasBias(ctx.spec.hasBias) {
   const int64_t N = p.N, K = p.K;
   M = l.tokens();
   tid = kb.threadId(), bid = kb.blockId();
@@ -569,7 +571,7 @@ void MmaMain::foldAggregateInto(StepValues &s) {
     SmallVector<Value> pre = loadRow(kb, l.arg("pre"), row, n);
     for (int64_t j = 0; j < p.laneCols; ++j) {
       Value own = kb.mul(pre[j % n], gy[j / n]);
-      Value g1 = plusAcc(kb, act, own, s.acc[u][j]);
+      Value g1 = plusAcc(kb, spec, own, s.acc[u][j]);
       s.acc[u][j] = kb.toF32(kb.toType(g1, elem));
     }
   }
@@ -589,7 +591,7 @@ void MmaMain::storeGx(StepValues &s, ArrayRef<Value> d, SmallVector<Value> &sums
       // (Without a weight, D w is D: one fma.)
       Value own = p.hasW ? kb.fma(dv, w[j], kb.mul(s.gms[u], s.xa[u][j]))
                          : kb.fma(s.gms[u], s.xa[u][j], dv);
-      gx[u].push_back(hasAcc ? plusAcc(kb, act, own, s.acc[u][j]) : own);
+      gx[u].push_back(hasAcc ? plusAcc(kb, spec, own, s.acc[u][j]) : own);
       sums[nAcc + j] = kb.fma(s.xa[u][j], dv, sums[nAcc + j]);
     }
   if (foldExp) {
@@ -941,7 +943,7 @@ void buildMainLaunch(KernelContext &ctx, const MmaPlan &p, MmaFold fold) {
   l.param("gh").param("gms").param("x").param("phi");
   if (p.hasW)
     l.param("weight");
-  if (ctx.spec.acc)
+  if (ctx.spec.readsAcc())
     l.param("acc");
   if (fold != MmaFold::None)
     l.param("gy").param("pre");

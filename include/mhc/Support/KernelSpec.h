@@ -63,6 +63,13 @@ struct KernelSpec {
   /// small M (docs/design/serve.md; mhc::forwardRunsInOneLaunch picks it).
   /// Printed only when set ("coop=1"), so the other specs keep their names.
   bool cooperative = false;
+  /// TE's fp32 x-gradient buffer (mhc.te's fused_grad_x_acc_buffer; 2-byte
+  /// activations; printed "acc=f32" instead of acc's "acc=1"). Backward of
+  /// expand_combine: gx is stored in f32 (the buffer's first writer reads
+  /// nothing); aggregate: gx = acc + own, both f32, summed in f32 (the
+  /// runtime passes the buffer as acc and gx: in place); project: acc is
+  /// f32 and gx = acc + own in the activation dtype (x's gradient).
+  bool accF32 = false;
   float normEps = 1e-6f;     // scale
   float preEps = 1e-6f;      // scale
   float postMult = 2.0f;     // scale
@@ -85,6 +92,11 @@ struct KernelSpec {
   bool acceptsAcc() const;
   /// Whether `cooperative` may be set: the forward of pre and post_pre.
   bool acceptsCooperative() const;
+  /// Whether the backward reads an `acc` buffer (acc, or accF32 but for
+  /// expand_combine), its dtype, and gx's dtype.
+  bool readsAcc() const;
+  DType accType() const { return accF32 ? DType::F32 : act; }
+  DType gxType() const { return accF32 && op != OpKind::Project ? DType::F32 : act; }
 
   /// "project.fwd;n=4;act=bf16;param=f32;layout=nc;C=7168;tf32=0;weight=0;arch=sm_90a".
   /// Fields an op does not depend on are left out, so specs that generate the
