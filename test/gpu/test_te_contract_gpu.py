@@ -118,6 +118,15 @@ def reference_calls():
     return mhc._C.stats()["reference_calls"]
 
 
+def te_compiles(fn, dtypes):
+    """Whether TE main's Triton kernels compile for this dtype mix. Its
+    expand_combine backward takes tl.dot of f and the output gradient (x's
+    dtype), which Triton refuses when they differ (CompilationError "Both
+    operands must be same dtype. Got bf16 and fp32", seen on the H100): those
+    cases check mhc alone, as without TE."""
+    return not (fn == "mhc_fused_expand_combine" and dtypes.get("f") != dtypes.get("x"))
+
+
 @pytest.mark.parametrize("fn, case", CASES, ids=IDS)
 def test_te_call_on_the_kernel_path(fn, case):
     dtypes, M, C, n = case
@@ -126,7 +135,7 @@ def test_te_call_on_the_kernel_path(fn, case):
     used = reference_calls() - before
     if not reference_expected(fn, M, C, n):
         assert used == 0, f"{fn} ({contract.case_id(case)}) ran the reference path {used} times"
-    if TE is None or n != 4 or M == 0:
+    if TE is None or n != 4 or M == 0 or not te_compiles(fn, dtypes):
         return
     leaves = {k: v.detach().clone().requires_grad_() for k, v in t.items() if v is not None}
     te_inputs = {k: leaves.get(k) for k in t}
@@ -167,7 +176,7 @@ def test_te_call_with_buffer_on_the_kernel_path(fn, case):
     used = reference_calls() - before
     if not reference_expected(fn, M, C, n):
         assert used == 0, f"{fn} ({contract.case_id(case)}) with the buffer ran the reference path {used} times"
-    if TE is None or n != 4 or M == 0:
+    if TE is None or n != 4 or M == 0 or not te_compiles(fn, dtypes):
         return
     te_outs, te_grads, te_buffer = te_buffer_run(fn, case, t, ups)
     tol = 2 * (contract.TOL[contract.BF16] if contract.BF16 in dtypes.values() else contract.TOL[contract.F32])
