@@ -77,10 +77,11 @@ private:
   Value aFragment(int64_t kt, int64_t rs, int64_t part);
   Value stageBase(Value step);
   Value xSlot(Value base, int64_t u, int64_t c);
+  Value xSlotPtr(Value base, int64_t u, int64_t c);
   Value pieceBytes(Value src, Value end);
   bool masked() const { return p.colPiece < p.laneCols; }
   Value colsIn(int64_t offset);
-  void copyX(Value slotIdx, Value xOff, Value ok);
+  void copyX(Value dst, Value xOff, Value ok);
   SmallVector<Value> loadLaneCols(Value mem, function_ref<Value(Value)> at);
   void storeLaneCols(ArrayRef<Value> vals, Value mem, function_ref<Value(Value)> at);
   void issuePartialStep(Value step);
@@ -209,11 +210,11 @@ Value MmaMain::colsIn(int64_t offset) {
   return kb.andi(active, kb.lt(kb.add(colBase, kb.idx(offset)), kb.idx(p.K)));
 }
 
-/// One x piece of `unit` bytes (x element xOff) into ring float slotIdx,
-/// zeros where !ok: by cp.async, or by ld/st for 2-byte pieces (odd K),
-/// which the warp sync before the stage is read orders as well.
-void MmaMain::copyX(Value slotIdx, Value xOff, Value ok) {
-  Value dst = kb.sharedPtr(ring, slotIdx);
+/// One x piece of `unit` bytes (x element xOff) to the ring's `dst`
+/// (xSlotPtr), zeros where !ok: by cp.async, or by ld/st for 2-byte pieces
+/// (odd K). The lane alone reads the piece back (enterStep), so program
+/// order orders the ld/st; reuse of the slot is the same lane's too.
+void MmaMain::copyX(Value dst, Value xOff, Value ok) {
   if (!p.syncCopy) {
     kb.copyAsync(dst, kb.globalPtr(l.arg("x"), xOff), p.unit,
                  kb.select(ok, kb.i32(p.unit), kb.i32(0)));
@@ -306,6 +307,17 @@ Value MmaMain::xSlot(Value base, int64_t u, int64_t c) {
                              kb.mul(lane, kb.idx(p.unit / 4))));
 }
 
+/// The shared address of xSlot's piece. 2-byte pieces (odd K) are not
+/// float slots: their byte offset within the stage is (piece * 32 + lane)
+/// * 2 (a float index would give every lane the same slot).
+Value MmaMain::xSlotPtr(Value base, int64_t u, int64_t c) {
+  if (p.unit >= 4)
+    return kb.sharedPtr(ring, xSlot(base, u, c));
+  return kb.bytePtr(kb.sharedPtr(ring, base),
+                    kb.add(kb.idx((u * p.copies + c) * 32 * p.unit),
+                           kb.mul(lane, kb.idx(p.unit))));
+}
+
 /// i32 byte count of a 16-byte piece of a [.., 4k floats] buffer that
 /// starts at float `src` of `end` floats: 16, the rest, or 0.
 Value MmaMain::pieceBytes(Value src, Value end) {
@@ -328,7 +340,7 @@ void MmaMain::issuePartialStep(Value step) {
     for (int64_t c = 0; c < p.copies; ++c) {
       Value xOff = kb.add(off, kb.idx(c * unit / p.actBytes));
       if (masked())
-        copyX(xSlot(base, u, c), xOff,
+        copyX(xSlotPtr(base, u, c), xOff,
               kb.andi(kb.lt(tok, M), colsIn(c * unit / p.actBytes)));
       else
         kb.copyAsync(kb.sharedPtr(ring, xSlot(base, u, c)),
@@ -370,7 +382,7 @@ void MmaMain::issueFullStep(Value step) {
     for (int64_t c = 0; c < p.copies; ++c) {
       Value xOff = kb.add(off, kb.idx(u * K + c * unit / p.actBytes));
       if (masked())
-        copyX(xSlot(base, u, c), xOff, colsIn(c * unit / p.actBytes));
+        copyX(xSlotPtr(base, u, c), xOff, colsIn(c * unit / p.actBytes));
       else
         kb.copyAsync(kb.sharedPtr(ring, xSlot(base, u, c)),
                      kb.globalPtr(l.arg("x"), xOff), unit, xBytes);
@@ -524,12 +536,12 @@ void MmaMain::enterStep(StepValues &s) {
     s.tok[u] = kb.add(s.m0, kb.add(kb.mul(t, kb.idx(2)), kb.idx(u)));
     s.tokOk[u] = kb.lt(s.tok[u], M);
     for (int64_t c = 0; c < p.copies; ++c) {
-      Value at = p.staged ? kb.add(s.base, kb.div(kb.add(kb.idx(u * rowBytes + c * p.unit),
+      Value src = p.staged ? kb.sharedPtr(ring, kb.add(s.base, kb.div(kb.add(kb.idx(u * rowBytes + c * p.unit),
                                                          kb.add(kb.mul(t, kb.idx(2 * rowBytes)),
                                                                 kb.mul(laneColInBlock, kb.idx(actBytes)))),
-                                                  kb.idx(4)))
-                          : xSlot(s.base, u, c);
-      Value raw = LLVM::LoadOp::create(kb.b, kb.loc, actVec, kb.sharedPtr(ring, at), p.unit);
+                                                  kb.idx(4))))
+                           : xSlotPtr(s.base, u, c);
+      Value raw = LLVM::LoadOp::create(kb.b, kb.loc, actVec, src, p.unit);
       Value v = kb.toF32(raw);
       for (int64_t i = 0; i < p.unit / actBytes; ++i)
         s.xa[u].push_back(kb.extract(v, i));
