@@ -88,6 +88,7 @@ private:
   void issueFullStep(Value step);
   void issueStep(Value step);
   void issueBlockStep(Value i, Value st);
+  Value rowShift(Value row);
   Value ghAt(Value ghBase, Value tokLocal, int64_t rs, Value i);
   void enterStep(StepValues &s);
   void loadAcc(StepValues &s);
@@ -428,12 +429,28 @@ void MmaMain::issueBlockStep(Value i, Value st) {
   });
   Value ghBytes = kb.mul(rows, kb.idx(N * 4));
   Value bar = bulk->full(st);
-  kb.mbarrierArriveExpectTx(bar, kb.indexToI32(kb.add(kb.mul(xRowBytes, kb.idx(8)), ghBytes)));
+  // Rows 8-byte aligned (xAlign 8): each row's copy starts at the 16-byte
+  // boundary below it and ends at the one above (the 16-byte granules that
+  // hold its bytes), rowShift bytes ahead of the row in its slot.
+  auto rowOf = [&](int64_t r) { return kb.min(kb.add(m0, kb.idx(r)), lastRow); };
+  auto copyBytes = [&](Value row) {
+    if (p.xAlign == 16)
+      return xRowBytes;
+    Value end = kb.add(kb.add(xRowBytes, rowShift(row)), kb.idx(15));
+    return kb.mul(kb.div(end, kb.idx(16)), kb.idx(16));
+  };
+  Value xBytes = kb.mul(xRowBytes, kb.idx(8));
+  if (p.xAlign < 16)
+    for (int64_t r = 0; r < 8; ++r)
+      xBytes = r == 0 ? copyBytes(rowOf(r)) : kb.add(xBytes, copyBytes(rowOf(r)));
+  kb.mbarrierArriveExpectTx(bar, kb.indexToI32(kb.add(xBytes, ghBytes)));
   for (int64_t r = 0; r < 8; ++r) {
-    Value row = kb.min(kb.add(m0, kb.idx(r)), lastRow);
+    Value row = rowOf(r);
+    Value start = kb.add(kb.mul(row, kb.idx(K)), sliceCol);
+    if (p.xAlign < 16)
+      start = kb.sub(start, kb.div(rowShift(row), kb.idx(p.actBytes)));
     kb.bulkCopy(kb.sharedPtr(ring, kb.add(base, kb.idx(r * p.rowBytes / 4))),
-                kb.globalPtr(l.arg("x"), kb.add(kb.mul(row, kb.idx(K)), sliceCol)),
-                kb.indexToI32(xRowBytes), bar);
+                kb.globalPtr(l.arg("x"), start), kb.indexToI32(copyBytes(row)), bar);
   }
   if (ghStride == N)
     kb.bulkCopy(kb.sharedPtr(ring, ghBase),
@@ -445,6 +462,14 @@ void MmaMain::issueBlockStep(Value i, Value st) {
                     kb.globalPtr(l.arg("gh"), kb.mul(kb.add(m0, kb.idx(r)), kb.idx(N))),
                     kb.i32(N * 4), bar);
       });
+}
+
+/// Bytes from the 16-byte boundary at or below x's row `row` (its block's
+/// slice) to the row's start: 0, or 8 at xAlign 8 (block ring).
+Value MmaMain::rowShift(Value row) {
+  Value start = kb.add(kb.mul(row, kb.idx(p.K)), sliceCol);
+  return kb.mul(arith::AndIOp::create(kb.b, kb.loc, start, kb.idx(16 / p.actBytes - 1)),
+                kb.idx(p.actBytes));
 }
 
 /// gh[m0 + tokLocal][8rs + i] in the stage; rows past N are zero. (Row
@@ -536,10 +561,12 @@ void MmaMain::enterStep(StepValues &s) {
     s.tok[u] = kb.add(s.m0, kb.add(kb.mul(t, kb.idx(2)), kb.idx(u)));
     s.tokOk[u] = kb.lt(s.tok[u], M);
     for (int64_t c = 0; c < p.copies; ++c) {
+      Value inRow = kb.add(kb.mul(t, kb.idx(2 * rowBytes)), kb.mul(laneColInBlock, kb.idx(actBytes)));
+      if (p.staged && p.xAlign < 16)
+        inRow = kb.add(inRow, rowShift(kb.min(s.tok[u], lastRow)));
       Value src = p.staged ? kb.sharedPtr(ring, kb.add(s.base, kb.div(kb.add(kb.idx(u * rowBytes + c * p.unit),
-                                                         kb.add(kb.mul(t, kb.idx(2 * rowBytes)),
-                                                                kb.mul(laneColInBlock, kb.idx(actBytes)))),
-                                                  kb.idx(4))))
+                                                                             inRow),
+                                                                      kb.idx(4))))
                            : xSlotPtr(s.base, u, c);
       Value raw = LLVM::LoadOp::create(kb.b, kb.loc, actVec, src, p.unit);
       Value v = kb.toF32(raw);
