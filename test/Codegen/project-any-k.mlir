@@ -4,12 +4,15 @@
 // ones run with accesses as wide as the rows' alignment allows and a tail
 // masked at K. Forward: the tf32 variant (no pack launch), x read in 8-byte
 // pieces at K % 8 == 4 and element by element at odd K. Backward: the
-// per-warp cp.async ring (no bulk copies) in pieces of the rows' alignment,
-// 2-byte x pieces (odd K) by ld/st; gx stored as wide as the rows allow.
+// block ring at K % 8 == 4 on sm_90 (bulk copies from the 16-byte boundary
+// below each row), else the per-warp cp.async ring in pieces of the rows'
+// alignment, 2-byte x pieces (odd K) by ld/st, each lane its own slots;
+// gx stored as wide as the rows allow.
 // RUN: rm -rf %t.f4 && mhc-compile --spec 'project.fwd;n=4;act=bf16;param=f32;layout=cn;C=5129;tf32=1;weight=0;arch=sm_90a' -o %t.f4 && cat %t.f4/*.json | FileCheck %s --check-prefix=FWD4JSON
 // RUN: cat %t.f4/*.ptx | FileCheck %s --check-prefix=FWD4PTX
 // RUN: rm -rf %t.f3 && mhc-compile --spec 'project.fwd;n=3;act=bf16;param=f32;layout=cn;C=5127;tf32=1;weight=1;arch=sm_90a' -o %t.f3 && cat %t.f3/*.ptx | FileCheck %s --check-prefix=FWDODD
 // RUN: rm -rf %t.b4 && mhc-compile --spec 'project.bwd;n=4;act=bf16;param=f32;layout=cn;C=5129;tf32=1;weight=0;arch=sm_90a' -o %t.b4 && cat %t.b4/*.ptx | FileCheck %s --check-prefix=BWD4
+// RUN: rm -rf %t.b80 && mhc-compile --spec 'project.bwd;n=4;act=bf16;param=f32;layout=cn;C=5129;tf32=1;weight=0;arch=sm_80' -o %t.b80 && cat %t.b80/*.ptx | FileCheck %s --check-prefix=BWD80
 // RUN: rm -rf %t.b3 && mhc-compile --spec 'project.bwd;n=3;act=bf16;param=f32;layout=cn;C=5127;tf32=0;weight=1;arch=sm_90a' -o %t.b3 && cat %t.b3/*.ptx | FileCheck %s --check-prefix=BWDODD
 // RUN: rm -rf %t.bf && mhc-compile --spec 'project.bwd;n=3;act=f32;param=f32;layout=cn;C=5127;tf32=1;weight=0;arch=sm_90a' -o %t.bf && cat %t.bf/*.ptx | FileCheck %s --check-prefix=BWDF32
 // RUN: rm -rf %t.s && mhc-compile --spec 'post_pre.fwd;n=4;act=bf16;param=f32;layout=cn;C=5129;tf32=1;weight=0;norm_eps=9.99999997e-07;pre_eps=9.99999997e-07;post_mult=2;mode=log;iters=20;bias=1;arch=sm_90a' -o %t.s && cat %t.s/*.json | FileCheck %s --check-prefix=SEAM
@@ -31,13 +34,20 @@
 // FWDODD: ld.global.nc.b16
 // FWDODD-NOT: ld.global.nc.v{{[248]}}.b16
 
-// K % 8 == 4: x by 8-byte cp.async pieces, gx by 8-byte stores, no bulk
-// copies.
-// BWD4-NOT: cp.async.bulk
-// BWD4: cp.async.ca.shared.global [%rd{{[0-9]+}}{{(\+[0-9]+)?}}], [%rd{{[0-9]+}}{{(\+[0-9]+)?}}], 8, %r{{[0-9]+}};
-// BWD4-NOT: cp.async.bulk
+// K % 8 == 4 on sm_90a: the block ring, each row bulk-copied from the
+// 16-byte boundary below it (no cp.async pieces) and read back in 8-byte
+// pieces; gx by 8-byte stores. On sm_80: the per-warp ring's 8-byte
+// cp.async pieces, no bulk copies.
+// BWD4-NOT: cp.async.ca
+// BWD4: cp.async.bulk.shared::cluster.global
+// BWD4: ld.shared.v4.b16
 // BWD4: st.global.v2.b32
-// BWD4-NOT: cp.async.bulk
+// BWD4-NOT: cp.async.ca
+// BWD80-NOT: cp.async.bulk
+// BWD80: cp.async.ca.shared.global [%rd{{[0-9]+}}{{(\+[0-9]+)?}}], [%rd{{[0-9]+}}{{(\+[0-9]+)?}}], 8, %r{{[0-9]+}};
+// BWD80-NOT: cp.async.bulk
+// BWD80: st.global.v2.b32
+// BWD80-NOT: cp.async.bulk
 
 // Odd K with 2-byte x: x element by element through registers (cp.async
 // has no 2-byte copy), gx stored element by element.

@@ -77,16 +77,18 @@ private:
   Value aFragment(int64_t kt, int64_t rs, int64_t part);
   Value stageBase(Value step);
   Value xSlot(Value base, int64_t u, int64_t c);
+  Value xSlotPtr(Value base, int64_t u, int64_t c);
   Value pieceBytes(Value src, Value end);
   bool masked() const { return p.colPiece < p.laneCols; }
   Value colsIn(int64_t offset);
-  void copyX(Value slotIdx, Value xOff, Value ok);
+  void copyX(Value dst, Value xOff, Value ok);
   SmallVector<Value> loadLaneCols(Value mem, function_ref<Value(Value)> at);
   void storeLaneCols(ArrayRef<Value> vals, Value mem, function_ref<Value(Value)> at);
   void issuePartialStep(Value step);
   void issueFullStep(Value step);
   void issueStep(Value step);
   void issueBlockStep(Value i, Value st);
+  Value rowShift(Value row);
   Value ghAt(Value ghBase, Value tokLocal, int64_t rs, Value i);
   void enterStep(StepValues &s);
   void loadAcc(StepValues &s);
@@ -211,11 +213,11 @@ Value MmaMain::colsIn(int64_t offset) {
   return kb.andi(active, kb.lt(kb.add(colBase, kb.idx(offset)), kb.idx(p.K)));
 }
 
-/// One x piece of `unit` bytes (x element xOff) into ring float slotIdx,
-/// zeros where !ok: by cp.async, or by ld/st for 2-byte pieces (odd K),
-/// which the warp sync before the stage is read orders as well.
-void MmaMain::copyX(Value slotIdx, Value xOff, Value ok) {
-  Value dst = kb.sharedPtr(ring, slotIdx);
+/// One x piece of `unit` bytes (x element xOff) to the ring's `dst`
+/// (xSlotPtr), zeros where !ok: by cp.async, or by ld/st for 2-byte pieces
+/// (odd K). The lane alone reads the piece back (enterStep), so program
+/// order orders the ld/st; reuse of the slot is the same lane's too.
+void MmaMain::copyX(Value dst, Value xOff, Value ok) {
   if (!p.syncCopy) {
     kb.copyAsync(dst, kb.globalPtr(l.arg("x"), xOff), p.unit,
                  kb.select(ok, kb.i32(p.unit), kb.i32(0)));
@@ -308,6 +310,17 @@ Value MmaMain::xSlot(Value base, int64_t u, int64_t c) {
                              kb.mul(lane, kb.idx(p.unit / 4))));
 }
 
+/// The shared address of xSlot's piece. 2-byte pieces (odd K) are not
+/// float slots: their byte offset within the stage is (piece * 32 + lane)
+/// * 2 (a float index would give every lane the same slot).
+Value MmaMain::xSlotPtr(Value base, int64_t u, int64_t c) {
+  if (p.unit >= 4)
+    return kb.sharedPtr(ring, xSlot(base, u, c));
+  return kb.bytePtr(kb.sharedPtr(ring, base),
+                    kb.add(kb.idx((u * p.copies + c) * 32 * p.unit),
+                           kb.mul(lane, kb.idx(p.unit))));
+}
+
 /// i32 byte count of a 16-byte piece of a [.., 4k floats] buffer that
 /// starts at float `src` of `end` floats: 16, the rest, or 0.
 Value MmaMain::pieceBytes(Value src, Value end) {
@@ -330,7 +343,7 @@ void MmaMain::issuePartialStep(Value step) {
     for (int64_t c = 0; c < p.copies; ++c) {
       Value xOff = kb.add(off, kb.idx(c * unit / p.actBytes));
       if (masked())
-        copyX(xSlot(base, u, c), xOff,
+        copyX(xSlotPtr(base, u, c), xOff,
               kb.andi(kb.lt(tok, M), colsIn(c * unit / p.actBytes)));
       else
         kb.copyAsync(kb.sharedPtr(ring, xSlot(base, u, c)),
@@ -372,7 +385,7 @@ void MmaMain::issueFullStep(Value step) {
     for (int64_t c = 0; c < p.copies; ++c) {
       Value xOff = kb.add(off, kb.idx(u * K + c * unit / p.actBytes));
       if (masked())
-        copyX(xSlot(base, u, c), xOff, colsIn(c * unit / p.actBytes));
+        copyX(xSlotPtr(base, u, c), xOff, colsIn(c * unit / p.actBytes));
       else
         kb.copyAsync(kb.sharedPtr(ring, xSlot(base, u, c)),
                      kb.globalPtr(l.arg("x"), xOff), unit, xBytes);
@@ -418,12 +431,28 @@ void MmaMain::issueBlockStep(Value i, Value st) {
   });
   Value ghBytes = kb.mul(rows, kb.idx(N * 4));
   Value bar = bulk->full(st);
-  kb.mbarrierArriveExpectTx(bar, kb.indexToI32(kb.add(kb.mul(xRowBytes, kb.idx(8)), ghBytes)));
+  // Rows 8-byte aligned (xAlign 8): each row's copy starts at the 16-byte
+  // boundary below it and ends at the one above (the 16-byte granules that
+  // hold its bytes), rowShift bytes ahead of the row in its slot.
+  auto rowOf = [&](int64_t r) { return kb.min(kb.add(m0, kb.idx(r)), lastRow); };
+  auto copyBytes = [&](Value row) {
+    if (p.xAlign == 16)
+      return xRowBytes;
+    Value end = kb.add(kb.add(xRowBytes, rowShift(row)), kb.idx(15));
+    return kb.mul(kb.div(end, kb.idx(16)), kb.idx(16));
+  };
+  Value xBytes = kb.mul(xRowBytes, kb.idx(8));
+  if (p.xAlign < 16)
+    for (int64_t r = 0; r < 8; ++r)
+      xBytes = r == 0 ? copyBytes(rowOf(r)) : kb.add(xBytes, copyBytes(rowOf(r)));
+  kb.mbarrierArriveExpectTx(bar, kb.indexToI32(kb.add(xBytes, ghBytes)));
   for (int64_t r = 0; r < 8; ++r) {
-    Value row = kb.min(kb.add(m0, kb.idx(r)), lastRow);
+    Value row = rowOf(r);
+    Value start = kb.add(kb.mul(row, kb.idx(K)), sliceCol);
+    if (p.xAlign < 16)
+      start = kb.sub(start, kb.div(rowShift(row), kb.idx(p.actBytes)));
     kb.bulkCopy(kb.sharedPtr(ring, kb.add(base, kb.idx(r * p.rowBytes / 4))),
-                kb.globalPtr(l.arg("x"), kb.add(kb.mul(row, kb.idx(K)), sliceCol)),
-                kb.indexToI32(xRowBytes), bar);
+                kb.globalPtr(l.arg("x"), start), kb.indexToI32(copyBytes(row)), bar);
   }
   if (ghStride == N)
     kb.bulkCopy(kb.sharedPtr(ring, ghBase),
@@ -435,6 +464,14 @@ void MmaMain::issueBlockStep(Value i, Value st) {
                     kb.globalPtr(l.arg("gh"), kb.mul(kb.add(m0, kb.idx(r)), kb.idx(N))),
                     kb.i32(N * 4), bar);
       });
+}
+
+/// Bytes from the 16-byte boundary at or below x's row `row` (its block's
+/// slice) to the row's start: 0, or 8 at xAlign 8 (block ring).
+Value MmaMain::rowShift(Value row) {
+  Value start = kb.add(kb.mul(row, kb.idx(p.K)), sliceCol);
+  return kb.mul(arith::AndIOp::create(kb.b, kb.loc, start, kb.idx(16 / p.actBytes - 1)),
+                kb.idx(p.actBytes));
 }
 
 /// gh[m0 + tokLocal][8rs + i] in the stage; rows past N are zero. (Row
@@ -526,12 +563,14 @@ void MmaMain::enterStep(StepValues &s) {
     s.tok[u] = kb.add(s.m0, kb.add(kb.mul(t, kb.idx(2)), kb.idx(u)));
     s.tokOk[u] = kb.lt(s.tok[u], M);
     for (int64_t c = 0; c < p.copies; ++c) {
-      Value at = p.staged ? kb.add(s.base, kb.div(kb.add(kb.idx(u * rowBytes + c * p.unit),
-                                                         kb.add(kb.mul(t, kb.idx(2 * rowBytes)),
-                                                                kb.mul(laneColInBlock, kb.idx(actBytes)))),
-                                                  kb.idx(4)))
-                          : xSlot(s.base, u, c);
-      Value raw = LLVM::LoadOp::create(kb.b, kb.loc, actVec, kb.sharedPtr(ring, at), p.unit);
+      Value inRow = kb.add(kb.mul(t, kb.idx(2 * rowBytes)), kb.mul(laneColInBlock, kb.idx(actBytes)));
+      if (p.staged && p.xAlign < 16)
+        inRow = kb.add(inRow, rowShift(kb.min(s.tok[u], lastRow)));
+      Value src = p.staged ? kb.sharedPtr(ring, kb.add(s.base, kb.div(kb.add(kb.idx(u * rowBytes + c * p.unit),
+                                                                             inRow),
+                                                                      kb.idx(4))))
+                           : xSlotPtr(s.base, u, c);
+      Value raw = LLVM::LoadOp::create(kb.b, kb.loc, actVec, src, p.unit);
       Value v = kb.toF32(raw);
       for (int64_t i = 0; i < p.unit / actBytes; ++i)
         s.xa[u].push_back(kb.extract(v, i));

@@ -30,7 +30,8 @@ struct MmaPlan {
   bool staged, paced; // block ring by bulk copies; with a producer warp
   int64_t laneCols, blockCols, slices, width, shares;
   // Any K (issue 35): x's rows aligned to xAlign bytes (16 where K % 8 ==
-  // 0); a lane's columns are loaded and stored in pieces of colPiece
+  // 0; at 8 the block ring copies each row from the 16-byte boundary below
+  // it, MmaMain::issueBlockStep); a lane's columns are loaded and stored in pieces of colPiece
   // elements, each masked at K where colPiece < laneCols (K % laneCols !=
   // 0); x pieces under 4 bytes (odd K, 2-byte x) are copied by ld/st, not
   // cp.async.
