@@ -182,18 +182,7 @@ def eager_us(chain, args, device):
 
 def graph_us(chain, args):
     """Per-seam microseconds of replaying one CUDA graph of the chain (warmed up on a side stream)."""
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        for _ in range(3):
-            chain(*args)
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        chain(*args)
-    ms = bench.timeit(graph.replay, [()], reps=50, warmup=5)
-    del graph
-    return ms * 1e3 / SEAMS
+    return bench.graph_time(chain, args, reps=50, warmup=5) * 1e3 / SEAMS
 
 
 def agreement(outs, ref):
