@@ -33,7 +33,6 @@ table last; `bench/report.py merge-serve` puts it into docs/perf/results.json.
 import argparse
 import concurrent.futures
 import gc
-import json
 import os
 import statistics
 import subprocess
@@ -323,18 +322,8 @@ def main(argv=None):
     start = time.perf_counter()
     if cuda and any(c.startswith("mhc") for c in columns):
         compile_up_front(configs, device)
-    for M, C in configs:
-        if a.budget_s and time.perf_counter() - start > a.budget_s:
-            result["skipped"].append(dict(M=M, C=C))
-            print(f"skipped M={M} C={C}: past the {a.budget_s:.0f} s budget", flush=True)
-            continue
-        print(f"config M={M} C={C} at {time.perf_counter() - start:.0f} s", flush=True)
-        result["rows"] += run_config(M, C, ctx)
-        with open(os.path.join(a.out, "serve.json"), "w") as f:  # after every configuration
-            json.dump(result, f, indent=1)
-    with open(os.path.join(a.out, "serve.json"), "w") as f:
-        json.dump(result, f, indent=1)
-    print(f"done at {time.perf_counter() - start:.0f} s")
+    stack.run_configs(configs, ("M", "C"), lambda M, C: run_config(M, C, ctx), a, result, start,
+                      os.path.join(a.out, "serve.json"))
     print("\n== table\n" + table(result["rows"], columns), flush=True)
     return result
 

@@ -444,6 +444,25 @@ def parse_args(argv):
     return ap.parse_args(argv)
 
 
+def run_configs(configs, keys, run, a, result, start, json_path):
+    """Adds run(*config)'s rows to result["rows"] for each configuration (a tuple named by `keys`) in order,
+    writing result to json_path after each and at the end; past a.budget_s seconds from `start` (when set),
+    records the rest in result["skipped"] instead. (bench/serve.py uses it too.)"""
+    for config in configs:
+        label = " ".join(v if isinstance(v, str) else f"{k}={v}" for k, v in zip(keys, config))
+        if a.budget_s and time.perf_counter() - start > a.budget_s:
+            result["skipped"].append(dict(zip(keys, config)))
+            print(f"skipped {label}: past the {a.budget_s:.0f} s budget", flush=True)
+            continue
+        print(f"config {label} at {time.perf_counter() - start:.0f} s", flush=True)
+        result["rows"] += run(*config)
+        with open(json_path, "w") as f:  # after every configuration
+            json.dump(result, f, indent=1)
+    with open(json_path, "w") as f:
+        json.dump(result, f, indent=1)
+    print(f"done at {time.perf_counter() - start:.0f} s")
+
+
 def main(argv=None):
     a = parse_args(argv)
     bench.TIMING = a.timing
@@ -471,18 +490,8 @@ def main(argv=None):
                compiled=not a.no_compile)
     os.makedirs(a.out, exist_ok=True)
     start = time.perf_counter()
-    for kind, M, C in configs:
-        if a.budget_s and time.perf_counter() - start > a.budget_s:
-            result["skipped"].append(dict(block=kind, M=M, C=C))
-            print(f"skipped {kind} M={M} C={C}: past the {a.budget_s:.0f} s budget", flush=True)
-            continue
-        print(f"config {kind} M={M} C={C} at {time.perf_counter() - start:.0f} s", flush=True)
-        result["rows"] += run_config(kind, M, C, ctx)
-        with open(os.path.join(a.out, "stack.json"), "w") as f:  # after every configuration
-            json.dump(result, f, indent=1)
-    with open(os.path.join(a.out, "stack.json"), "w") as f:
-        json.dump(result, f, indent=1)
-    print(f"done at {time.perf_counter() - start:.0f} s")
+    run_configs(configs, ("block", "M", "C"), lambda kind, M, C: run_config(kind, M, C, ctx), a, result, start,
+                os.path.join(a.out, "stack.json"))
     print("\n== table" + table(result["rows"], bandwidth), flush=True)
     return result
 
