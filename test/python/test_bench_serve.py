@@ -15,15 +15,12 @@ import report  # noqa: E402
 import serve  # noqa: E402
 
 sys.path.insert(0, str(ROOT / "test" / "python"))
-from test_bench_stack import merged_results, report_without, run_on_one_thread  # noqa: E402  (not its tests)
+from test_bench_stack import cpu_run_of, merged_results, report_without  # noqa: E402  (not its tests)
 
 
 @pytest.fixture(scope="module")
 def cpu_run(tmp_path_factory):
-    out = tmp_path_factory.mktemp("serve")
-    result = run_on_one_thread(serve.main, ["--device", "cpu", "--no-compile", "--out", str(out),
-                                            "--config", "1,16", "--config", "5,24"])
-    return result, out
+    return cpu_run_of(serve.main, "serve", ("1,16", "5,24"), tmp_path_factory)
 
 
 def test_cpu_run_rows(cpu_run):

@@ -81,13 +81,16 @@ def test_left_alive_counts_what_a_column_keeps(monkeypatch, tmp_path):
     assert "LEFT ALIVE" in stack.line(by["mhc unfused"]) and "LEFT ALIVE" not in stack.line(by["mhc fused"])
 
 
-def run_on_one_thread(main, argv):
-    """main(argv) with torch on one thread: for tiny matrices one thread is quicker than waiting on busy
-    cores. (test_bench_serve.py uses it too.)"""
+def cpu_run_of(main, name, configs, tmp_path_factory):
+    """(result, output folder) of main's CPU smoke run of configs (no torch.compile) into a fresh folder,
+    with torch on one thread: for tiny matrices one thread is quicker than waiting on busy cores.
+    (test_bench_serve.py uses it too.)"""
+    out = tmp_path_factory.mktemp(name)
+    argv = ["--device", "cpu", "--no-compile", "--out", str(out)] + [v for c in configs for v in ("--config", c)]
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        return main(argv)
+        return main(argv), out
     finally:
         torch.set_num_threads(threads)
 
@@ -112,10 +115,7 @@ def report_without(d, key):
 
 @pytest.fixture(scope="module")
 def cpu_run(tmp_path_factory):
-    out = tmp_path_factory.mktemp("stack")
-    result = run_on_one_thread(stack.main, ["--device", "cpu", "--no-compile", "--out", str(out),
-                                            "--config", "identity,8,16", "--config", "linear,8,16"])
-    return result, out
+    return cpu_run_of(stack.main, "stack", ("identity,8,16", "linear,8,16"), tmp_path_factory)
 
 
 def test_cpu_run_rows(cpu_run):
