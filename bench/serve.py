@@ -38,7 +38,6 @@ import statistics
 import subprocess
 import sys
 import time
-import traceback
 
 import torch
 
@@ -63,8 +62,7 @@ AGREE = 0.05
 TARGETS = dict(graph_small_m_us=8.0, graph_m128_c7168_us=12.0, eager_us=20.0)
 
 
-class Absent(Exception):
-    """A column that cannot run here; its row says why."""
+Absent = stack.Absent  # a column that cannot run here (stack.column_row writes its row)
 
 
 # --- the columns: chain(f, post, x, P, seams) -> the last seam's (x_next, y, post_next, P_next) -----------
@@ -230,8 +228,8 @@ def run_config(M, C, ctx):
     args = seam_inputs(M, C, device, seed=1)
     rows, ref, ref_name = [], None, None
     for name in ctx["columns"]:
-        start = time.perf_counter()
-        try:
+        def measure():  # its chain goes on return
+            nonlocal ref, ref_name
             with torch.no_grad():
                 chain = column(name, p, args[2], ctx["te"])
                 first = [t.clone() for t in chain(*args, seams=1)]  # also the first call: JIT, compiling
@@ -240,15 +238,11 @@ def run_config(M, C, ctx):
                 row = dict(key, column=name, status="ok", max_rel_diff=agreement(first, ref), diff_vs=ref_name)
                 row["eager_us"] = eager_us(chain, args, device)
                 row["graph_us"] = graph_us(chain, args) if device.type == "cuda" else None
-        except Absent as e:
-            row = dict(key, column=name, status=f"absent: {e}")
-        except Exception as e:  # a failing column is reported (its traceback in the log), the others still run
-            traceback.print_exc(file=sys.stdout)
-            row = dict(key, column=name, status=f"failed: {e!r}"[:400])
-        row["wall_s"] = round(time.perf_counter() - start, 1)
+            return row
+
+        row = stack.column_row(key, name, measure)
         rows.append(row)
         print(line(row), flush=True)
-        chain = None
         if device.type == "cuda":
             gc.collect()
             torch.cuda.empty_cache()
