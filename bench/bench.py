@@ -284,8 +284,9 @@ def measure(impl, op, M, n, C, bw, sets_fwd):
 _GRADS = {}
 
 
-def graph_time(fn, args):
-    """Median milliseconds of replaying a CUDA graph of fn(*args) (forward)."""
+def graph_time(fn, args, **timeit_options):
+    """Median milliseconds of replaying a CUDA graph of fn(*args) (forward; warmed up on a side
+    stream); timeit_options go to timeit (reps, warmup)."""
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):
@@ -295,7 +296,7 @@ def graph_time(fn, args):
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
         fn(*args)
-    return timeit(graph.replay, [()])
+    return timeit(graph.replay, [()], **timeit_options)
 
 
 def grads_like(outs):

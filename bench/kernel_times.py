@@ -19,6 +19,23 @@ from torch.profiler import ProfilerActivity, profile
 import bench
 
 
+def device_times(fn, calls):
+    """Microseconds of each CUDA kernel launch of `calls` calls of fn() (after 3 warm-up calls) under the
+    torch profiler, as {kernel name: [us of each launch]}. (bench/probes/seam_bwd_kernels.py uses it too.)"""
+    for _ in range(3):
+        fn()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(calls):
+            fn()
+        torch.cuda.synchronize()
+    times = collections.defaultdict(list)
+    for e in prof.events():
+        if e.device_type == torch.autograd.DeviceType.CUDA:
+            times[e.name].append(e.device_time_total if hasattr(e, "device_time_total") else e.cuda_time_total)
+    return times
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--shape", default="4,32768,7168", metavar="n,M,C")
@@ -45,17 +62,7 @@ def main():
             if not a.te:
                 torch.autograd.grad(outs, leaves, bench.grads_like(outs))
 
-        for _ in range(3):
-            step()
-        torch.cuda.synchronize()
-        with profile(activities=[ProfilerActivity.CUDA]) as prof:
-            for _ in range(a.calls):
-                step()
-            torch.cuda.synchronize()
-        times = collections.defaultdict(list)
-        for e in prof.events():
-            if e.device_type == torch.autograd.DeviceType.CUDA:
-                times[e.name].append(e.device_time_total if hasattr(e, "device_time_total") else e.cuda_time_total)
+        times = device_times(step, a.calls)
         for name, ts in sorted(times.items(), key=lambda kv: -statistics.median(kv[1])):
             short = name if len(name) < 70 else name[:67] + "..."
             print(f"  {op:15s} {short:70s} {statistics.median(ts):9.1f} us  x{len(ts) // a.calls}")

@@ -11,18 +11,5 @@
 # and prints the table last. Then, on the development machine:
 #   python3 bench/report.py merge-serve docs/perf/results.json serve.json --setup mhc=... te=...
 #   python3 bench/report.py > docs/PERFORMANCE.md
-set -u
-root="$(cd "$(dirname "$0")/.." && pwd)"
-te=${1:-}; shift $(( $# > 0 ? 1 : 0 ))
-out=${OUT:-/tmp/mhc-out}; mkdir -p "$out"
-start=$(date +%s)
-source "$root/test/gpu/setup-gpu.sh" > "$out/serve.log" 2>&1 || { tail -20 "$out/serve.log"; exit 1; }
-rm -f "$out/pip.log"  # the device tool brings back few files: the log and the JSON are the two
-left=$(( ${SERVE_BUDGET_S:-200} - ($(date +%s) - start) )); (( left < 1 )) && left=1  # the first still runs
-echo "setup took $(( $(date +%s) - start )) s; configurations start until ${left} s from now" | tee -a "$out/serve.log"
-teopt=(); [ -n "$te" ] && teopt=(--te "$(cd "$te" && pwd)")  # absolute: serve.py runs in /tmp
-(cd /tmp && python3 "$root/bench/serve.py" --out "$out" --budget-s "$left" "${teopt[@]}" "$@") >> "$out/serve.log" 2>&1
-rc=$?
-grep -E "^(device|config|skipped|done)|failed|Traceback|Error|DIFFERS" "$out/serve.log" | cut -c1-200 | tail -20
-sed -n '/^== table/,$p' "$out/serve.log"
-exit $rc
+name=serve budget=${SERVE_BUDGET_S:-200} report_re="" report_lines=20
+source "$(dirname "$0")/run-on-gpu.sh"

@@ -13,18 +13,5 @@
 # LEFT ALIVE (a column's tensors still alive: a leak). Then, on the development machine:
 #   python3 bench/report.py merge-stack docs/perf/results.json stack.json --setup mhc=... te=...
 #   python3 bench/report.py > docs/PERFORMANCE.md
-set -u
-root="$(cd "$(dirname "$0")/.." && pwd)"
-te=${1:-}; shift $(( $# > 0 ? 1 : 0 ))
-out=${OUT:-/tmp/mhc-out}; mkdir -p "$out"
-start=$(date +%s)
-source "$root/test/gpu/setup-gpu.sh" > "$out/stack.log" 2>&1 || { tail -20 "$out/stack.log"; exit 1; }
-rm -f "$out/pip.log"  # the device tool brings back few files: the log and the JSON are the two
-left=$(( ${STACK_BUDGET_S:-200} - ($(date +%s) - start) )); (( left < 1 )) && left=1  # the first still runs
-echo "setup took $(( $(date +%s) - start )) s; configurations start until ${left} s from now" | tee -a "$out/stack.log"
-teopt=(); [ -n "$te" ] && teopt=(--te "$(cd "$te" && pwd)")  # absolute: stack.py runs in /tmp
-(cd /tmp && python3 "$root/bench/stack.py" --out "$out" --budget-s "$left" "${teopt[@]}" "$@") >> "$out/stack.log" 2>&1
-rc=$?
-grep -E "^(device|config|skipped|done)|failed|Traceback|Error|DIFFERS|LEFT ALIVE|allocated after" "$out/stack.log" | cut -c1-200 | tail -50
-sed -n '/^== table/,$p' "$out/stack.log"
-exit $rc
+name=stack budget=${STACK_BUDGET_S:-200} report_re="|LEFT ALIVE|allocated after" report_lines=50
+source "$(dirname "$0")/run-on-gpu.sh"

@@ -33,13 +33,11 @@ table last; `bench/report.py merge-serve` puts it into docs/perf/results.json.
 import argparse
 import concurrent.futures
 import gc
-import json
 import os
 import statistics
 import subprocess
 import sys
 import time
-import traceback
 
 import torch
 
@@ -64,8 +62,7 @@ AGREE = 0.05
 TARGETS = dict(graph_small_m_us=8.0, graph_m128_c7168_us=12.0, eager_us=20.0)
 
 
-class Absent(Exception):
-    """A column that cannot run here; its row says why."""
+Absent = stack.Absent  # a column that cannot run here (stack.column_row writes its row)
 
 
 # --- the columns: chain(f, post, x, P, seams) -> the last seam's (x_next, y, post_next, P_next) -----------
@@ -182,18 +179,7 @@ def eager_us(chain, args, device):
 
 def graph_us(chain, args):
     """Per-seam microseconds of replaying one CUDA graph of the chain (warmed up on a side stream)."""
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        for _ in range(3):
-            chain(*args)
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        chain(*args)
-    ms = bench.timeit(graph.replay, [()], reps=50, warmup=5)
-    del graph
-    return ms * 1e3 / SEAMS
+    return bench.graph_time(chain, args, reps=50, warmup=5) * 1e3 / SEAMS
 
 
 def agreement(outs, ref):
@@ -242,8 +228,8 @@ def run_config(M, C, ctx):
     args = seam_inputs(M, C, device, seed=1)
     rows, ref, ref_name = [], None, None
     for name in ctx["columns"]:
-        start = time.perf_counter()
-        try:
+        def measure():  # its chain goes on return
+            nonlocal ref, ref_name
             with torch.no_grad():
                 chain = column(name, p, args[2], ctx["te"])
                 first = [t.clone() for t in chain(*args, seams=1)]  # also the first call: JIT, compiling
@@ -252,15 +238,11 @@ def run_config(M, C, ctx):
                 row = dict(key, column=name, status="ok", max_rel_diff=agreement(first, ref), diff_vs=ref_name)
                 row["eager_us"] = eager_us(chain, args, device)
                 row["graph_us"] = graph_us(chain, args) if device.type == "cuda" else None
-        except Absent as e:
-            row = dict(key, column=name, status=f"absent: {e}")
-        except Exception as e:  # a failing column is reported (its traceback in the log), the others still run
-            traceback.print_exc(file=sys.stdout)
-            row = dict(key, column=name, status=f"failed: {e!r}"[:400])
-        row["wall_s"] = round(time.perf_counter() - start, 1)
+            return row
+
+        row = stack.column_row(key, name, measure)
         rows.append(row)
         print(line(row), flush=True)
-        chain = None
         if device.type == "cuda":
             gc.collect()
             torch.cuda.empty_cache()
@@ -334,18 +316,8 @@ def main(argv=None):
     start = time.perf_counter()
     if cuda and any(c.startswith("mhc") for c in columns):
         compile_up_front(configs, device)
-    for M, C in configs:
-        if a.budget_s and time.perf_counter() - start > a.budget_s:
-            result["skipped"].append(dict(M=M, C=C))
-            print(f"skipped M={M} C={C}: past the {a.budget_s:.0f} s budget", flush=True)
-            continue
-        print(f"config M={M} C={C} at {time.perf_counter() - start:.0f} s", flush=True)
-        result["rows"] += run_config(M, C, ctx)
-        with open(os.path.join(a.out, "serve.json"), "w") as f:  # after every configuration
-            json.dump(result, f, indent=1)
-    with open(os.path.join(a.out, "serve.json"), "w") as f:
-        json.dump(result, f, indent=1)
-    print(f"done at {time.perf_counter() - start:.0f} s")
+    stack.run_configs(configs, ("M", "C"), lambda M, C: run_config(M, C, ctx), a, result, start,
+                      os.path.join(a.out, "serve.json"))
     print("\n== table\n" + table(result["rows"], columns), flush=True)
     return result
 

@@ -73,6 +73,22 @@ class Absent(Exception):
     """A column that cannot run here; its row says why."""
 
 
+def column_row(key, name, measure):
+    """measure()'s row of the column `name`, or, when it raises, the column's absent or failed row (a failing
+    column's traceback goes to the log; the other columns still run); with the wall seconds it took.
+    (bench/serve.py uses it too.)"""
+    start = time.perf_counter()
+    try:
+        row = measure()
+    except Absent as e:
+        row = dict(key, column=name, status=f"absent: {e}")
+    except Exception as e:
+        traceback.print_exc(file=sys.stdout)
+        row = dict(key, column=name, status=f"failed: {e!r}"[:400])
+    row["wall_s"] = round(time.perf_counter() - start, 1)
+    return row
+
+
 # --- the floor and memory accounting ----------------------------------------------
 
 def floor_bytes(n, M, C, act_bytes=2):
@@ -315,9 +331,11 @@ def run_config(kind, M, C, ctx):
     xs = inputs(M, C, device, seed=1)
     rows, ref, ref_name = [], None, None
     for name in ctx["columns"]:
-        start = time.perf_counter()
         before = set(live_tensors())
-        try:
+
+        def measure():
+            nonlocal ref, ref_name
+            # run and leaves (the column's layers: TE's acc buffers, compiled graphs) go on return
             run, leaves = column(name, params, blocks, C, device, ctx["te"], ctx["compiled"])
             out = run(xs[0])  # also the first call: JIT, autotuning, compiling
             if ref is None:
@@ -326,13 +344,9 @@ def run_config(kind, M, C, ctx):
             del out
             row = measure_column(name, run, leaves, xs, cfg)
             row.update(max_rel_diff=diff, diff_vs=ref_name)
-        except Absent as e:
-            row = dict(key, column=name, status=f"absent: {e}")
-        except Exception as e:  # a failing column is reported (its traceback in the log), the others still run
-            traceback.print_exc(file=sys.stdout)
-            row = dict(key, column=name, status=f"failed: {e!r}"[:400])
-        row["wall_s"] = round(time.perf_counter() - start, 1)
-        run = leaves = None  # the column's layers (TE's acc buffers, compiled graphs) go before the next
+            return row
+
+        row = column_row(key, name, measure)
         row["left_tensors"], row["left_bytes"] = left_alive(before, keep=[ref] + cached_grads())
         if device.type == "cuda":
             torch.cuda.empty_cache()
@@ -444,6 +458,25 @@ def parse_args(argv):
     return ap.parse_args(argv)
 
 
+def run_configs(configs, keys, run, a, result, start, json_path):
+    """Adds run(*config)'s rows to result["rows"] for each configuration (a tuple named by `keys`) in order,
+    writing result to json_path after each and at the end; past a.budget_s seconds from `start` (when set),
+    records the rest in result["skipped"] instead. (bench/serve.py uses it too.)"""
+    for config in configs:
+        label = " ".join(v if isinstance(v, str) else f"{k}={v}" for k, v in zip(keys, config))
+        if a.budget_s and time.perf_counter() - start > a.budget_s:
+            result["skipped"].append(dict(zip(keys, config)))
+            print(f"skipped {label}: past the {a.budget_s:.0f} s budget", flush=True)
+            continue
+        print(f"config {label} at {time.perf_counter() - start:.0f} s", flush=True)
+        result["rows"] += run(*config)
+        with open(json_path, "w") as f:  # after every configuration
+            json.dump(result, f, indent=1)
+    with open(json_path, "w") as f:
+        json.dump(result, f, indent=1)
+    print(f"done at {time.perf_counter() - start:.0f} s")
+
+
 def main(argv=None):
     a = parse_args(argv)
     bench.TIMING = a.timing
@@ -471,18 +504,8 @@ def main(argv=None):
                compiled=not a.no_compile)
     os.makedirs(a.out, exist_ok=True)
     start = time.perf_counter()
-    for kind, M, C in configs:
-        if a.budget_s and time.perf_counter() - start > a.budget_s:
-            result["skipped"].append(dict(block=kind, M=M, C=C))
-            print(f"skipped {kind} M={M} C={C}: past the {a.budget_s:.0f} s budget", flush=True)
-            continue
-        print(f"config {kind} M={M} C={C} at {time.perf_counter() - start:.0f} s", flush=True)
-        result["rows"] += run_config(kind, M, C, ctx)
-        with open(os.path.join(a.out, "stack.json"), "w") as f:  # after every configuration
-            json.dump(result, f, indent=1)
-    with open(os.path.join(a.out, "stack.json"), "w") as f:
-        json.dump(result, f, indent=1)
-    print(f"done at {time.perf_counter() - start:.0f} s")
+    run_configs(configs, ("block", "M", "C"), lambda kind, M, C: run_config(kind, M, C, ctx), a, result, start,
+                os.path.join(a.out, "stack.json"))
     print("\n== table" + table(result["rows"], bandwidth), flush=True)
     return result
 

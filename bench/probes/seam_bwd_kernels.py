@@ -7,13 +7,16 @@ bias), median over calls, and the sum against the backward's traffic floor
     python3 bench/probes/seam_bwd_kernels.py [--shape 32768,7168] [--calls 10] [--tbs 3.0]
 """
 import argparse
-import collections
+import os
 import statistics
+import sys
 
 import torch
-from torch.profiler import ProfilerActivity, profile
 
 import mhc  # noqa: F401  (registers torch.ops.mhc)
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from kernel_times import device_times  # noqa: E402
 
 ATTRS = (4, "cn", True, 1.1920929e-07, 0.0, 2.0, "log", 20, 0.0)  # n, layout, tf32, eps.., mode, iters, eps
 
@@ -28,17 +31,8 @@ def seam_inputs(M, C, n=4):
 
 
 def kernel_times(fn, calls):
-    for _ in range(3):
-        fn()
-    torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        for _ in range(calls):
-            fn()
-        torch.cuda.synchronize()
-    times = collections.defaultdict(list)
-    for e in prof.events():
-        if e.device_type == torch.autograd.DeviceType.CUDA:
-            times[e.name].append(e.device_time_total if hasattr(e, "device_time_total") else e.cuda_time_total)
+    """{kernel name: its device microseconds per call of fn()}, median over the calls."""
+    times = device_times(fn, calls)
     return {k: statistics.median(v) * len(v) / calls for k, v in times.items()}
 
 

@@ -24,14 +24,14 @@ import torch
 import mhc
 import mhc.inference as mi
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+# The conventions and argument orders of the CPU suite (its tests are not collected here).
+from test_inference import DEEPSEEK, TE, post_args, pre_args, seam_args  # noqa: E402
+
 assert torch.cuda.is_available(), "the GPU suite needs a GPU"
 SEED = int(os.environ.get("MHC_SEED") or int.from_bytes(os.urandom(4), "little"))
 DEV = "cuda"
 
-TE = dict(layout="cn", tf32=True, norm_eps=torch.finfo(torch.float32).eps, pre_eps=0.0, post_mult=2.0, mode="log",
-          iters=20, eps=1e-6)
-DEEPSEEK = dict(layout="nc", tf32=False, norm_eps=1e-6, pre_eps=1e-6, post_mult=2.0, mode="softmax_eps", iters=20,
-                eps=1e-6)
 C = 512
 # (n, conventions, bias, weight); M below. TE's conventions come with layout cn, DeepSeek's with nc, and each
 # n runs both.
@@ -58,18 +58,6 @@ def inputs(n, M, layout, bias, weight, seed):
                 P=torch.softmax(r(M, n, n), -2), bias=0.5 * r(C) if bias else None,
                 phi=r(N, K) / math.sqrt(K), alpha=torch.rand(3, generator=g, device=DEV) + 0.5, beta=0.5 * r(N),
                 weight=1 + 0.1 * r(K) if weight else None)
-
-
-def seam_args(t):
-    return t["f"], t["post"], t["x"], t["P"], t["phi"], t["alpha"], t["beta"], t["weight"], t["bias"]
-
-
-def pre_args(t):
-    return t["x"], t["phi"], t["alpha"], t["beta"], t["weight"]
-
-
-def post_args(t):
-    return t["f"], t["post"], t["x"], t["P"], t["bias"]
 
 
 def arch():

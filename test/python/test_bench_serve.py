@@ -2,7 +2,6 @@
 so that the GPU benchmark's code paths cannot rot between runs: the columns' chains, a whole run (rows,
 JSON, the printed table) and report.py's serve section."""
 
-import copy
 import json
 import pathlib
 import sys
@@ -15,18 +14,13 @@ sys.path.insert(0, str(ROOT / "bench"))
 import report  # noqa: E402
 import serve  # noqa: E402
 
+sys.path.insert(0, str(ROOT / "test" / "python"))
+from test_bench_stack import cpu_run_of, merged_results, report_without  # noqa: E402  (not its tests)
+
 
 @pytest.fixture(scope="module")
 def cpu_run(tmp_path_factory):
-    out = tmp_path_factory.mktemp("serve")
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # tiny matrices: one thread is quicker than waiting on busy cores
-    try:
-        result = serve.main(["--device", "cpu", "--no-compile", "--out", str(out), "--config", "1,16",
-                             "--config", "5,24"])
-    finally:
-        torch.set_num_threads(threads)
-    return result, out
+    return cpu_run_of(serve.main, "serve", ("1,16", "5,24"), tmp_path_factory)
 
 
 def test_cpu_run_rows(cpu_run):
@@ -70,17 +64,11 @@ def test_cpu_run_json_and_table(cpu_run):
 
 def test_report_renders_the_serve_section(cpu_run, tmp_path):
     result, out = cpu_run
-    results = tmp_path / "results.json"
-    results.write_text((ROOT / "docs" / "perf" / "results.json").read_text())
-    report.main(["merge-serve", str(results), str(out / "serve.json"), "--setup", "mhc=abc1234"])
-    d = json.loads(results.read_text())
-    assert d["serve"]["setup"] == {"mhc": "abc1234"}
+    d = merged_results(tmp_path, lambda argv: report.main(["merge-serve"] + argv), out / "serve.json", "serve")
     page = "\n".join(report.report(d))
     assert "## The layer seam at decode batch sizes (inference)" in page and "mhc abc1234" in page
     assert "| M | C | mhc fused | mhc post_pre | mhc unfused | TE | torch eager |" in page
     assert "| 1 | 16 | - / " in page and "| absent | " in page
     # The targets need the GPU rows this run lacks: each says so rather than failing.
     assert "| seam in a CUDA graph <= 12 us at M = 128, C = 7168 | - | - |" in page
-    without = copy.deepcopy(d)
-    del without["serve"]
-    assert "decode batch sizes" not in "\n".join(report.report(without))
+    assert "decode batch sizes" not in report_without(d, "serve")

@@ -81,17 +81,41 @@ def test_left_alive_counts_what_a_column_keeps(monkeypatch, tmp_path):
     assert "LEFT ALIVE" in stack.line(by["mhc unfused"]) and "LEFT ALIVE" not in stack.line(by["mhc fused"])
 
 
-@pytest.fixture(scope="module")
-def cpu_run(tmp_path_factory):
-    out = tmp_path_factory.mktemp("stack")
+def cpu_run_of(main, name, configs, tmp_path_factory):
+    """(result, output folder) of main's CPU smoke run of configs (no torch.compile) into a fresh folder,
+    with torch on one thread: for tiny matrices one thread is quicker than waiting on busy cores.
+    (test_bench_serve.py uses it too.)"""
+    out = tmp_path_factory.mktemp(name)
+    argv = ["--device", "cpu", "--no-compile", "--out", str(out)] + [v for c in configs for v in ("--config", c)]
     threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # tiny matrices: one thread is quicker than waiting on busy cores
+    torch.set_num_threads(1)
     try:
-        result = stack.main(["--device", "cpu", "--no-compile", "--out", str(out),
-                             "--config", "identity,8,16", "--config", "linear,8,16"])
+        return main(argv), out
     finally:
         torch.set_num_threads(threads)
-    return result, out
+
+
+def merged_results(tmp_path, merge, run_json, section):
+    """docs/perf/results.json copied to tmp_path with run_json merged in by `merge` (report.py's merge
+    arguments; setup mhc=abc1234), as a dict whose `section` carries that setup."""
+    results = tmp_path / "results.json"
+    results.write_text((ROOT / "docs" / "perf" / "results.json").read_text())
+    merge([str(results), str(run_json), "--setup", "mhc=abc1234"])
+    d = json.loads(results.read_text())
+    assert d[section]["setup"] == {"mhc": "abc1234"}
+    return d
+
+
+def report_without(d, key):
+    """The report's page of d with d[key] dropped."""
+    without = copy.deepcopy(d)
+    del without[key]
+    return "\n".join(report.report(without))
+
+
+@pytest.fixture(scope="module")
+def cpu_run(tmp_path_factory):
+    return cpu_run_of(stack.main, "stack", ("identity,8,16", "linear,8,16"), tmp_path_factory)
 
 
 def test_cpu_run_rows(cpu_run):
@@ -134,17 +158,11 @@ def test_cpu_run_json_and_table(cpu_run, capsys):
 
 def test_report_renders_the_stack_section(cpu_run, tmp_path):
     result, out = cpu_run
-    results = tmp_path / "results.json"
-    results.write_text((ROOT / "docs" / "perf" / "results.json").read_text())
-    report.merge_stack([str(results), str(out / "stack.json"), "--setup", "mhc=abc1234"])
-    d = json.loads(results.read_text())
-    assert d["stack"]["setup"] == {"mhc": "abc1234"}
+    d = merged_results(tmp_path, report.merge_stack, out / "stack.json", "stack")
     page = "\n".join(report.report(d))
     assert "## A 4-layer stack" in page and "mhc abc1234" in page
     assert "### identity block, M = 8, C = 16" in page and "### linear block" in page
     assert "| TE | absent |" in page
     # The targets need the M = 32768 rows this run lacks: each says so rather than failing.
     assert "| forward per layer <= 1.1x the seam floor | -; - | - |" in page
-    without = copy.deepcopy(d)
-    del without["stack"]
-    assert "A 4-layer stack" not in "\n".join(report.report(without))
+    assert "A 4-layer stack" not in report_without(d, "stack")
