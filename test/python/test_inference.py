@@ -162,13 +162,13 @@ def test_torch_compile_fullgraph(conv):
     layout = opts["layout"]
     t = seam_inputs(3, 4, 8, layout)
 
-    def layers(t, outs):
+    def layers(t, outs):  # the block between seams is y / 2: exact, so Inductor's bits are eager's
         y, post, P = mi.pre(*pre_args(t), out=outs[0], **opts)
         x = t["x"]
         for out in outs[1:3]:
-            x, y, post, P = mi.post_pre(torch.tanh(y), post, x, P, t["phi"], t["alpha"], t["beta"], t["weight"],
+            x, y, post, P = mi.post_pre(0.5 * y, post, x, P, t["phi"], t["alpha"], t["beta"], t["weight"],
                                         t["bias"], out=out, **opts)
-        return mi.post(torch.tanh(y), post, x, P, t["bias"], out=outs[3], layout=layout)
+        return mi.post(0.5 * y, post, x, P, t["bias"], out=outs[3], layout=layout)
 
     def fresh():
         return [mi.empty_pre(t["x"], layout=layout), mi.empty_post_pre(t["x"], layout=layout),
