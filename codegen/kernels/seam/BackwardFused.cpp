@@ -6,9 +6,8 @@
 // backward's main launch forms aggregate's gx (gx_next + pre (x) gy) in
 // the registers where it adds its acc, so g1 is neither written nor read
 // back; every result is bitwise the composition's. Sinkhorn's, scale's
-// and expand_combine's gradients stay their own kernels. (Step 2, which
-// also folded expand_combine's gradient into that launch, measured 3.2x
-// slower than step 1's main launch and is not selected: seam.md.)
+// and expand_combine's gradients stay their own kernels (folding the
+// latter in too measured slower: seam.md, "step 2").
 //
 //===----------------------------------------------------------------------===//
 
