@@ -5,11 +5,9 @@ PTX of the part's own launch <part>_<launch> (the part's spec compiled on its
 own), with only the entry's name changed: the composed seam then computes the
 unfused ops' bits. The fused forward's pack and tail are the pre step's; its
 partial launch (expand + partials) is its own. The fused backward's
-sinkhorn and scale stages, the projection's zero and column-sum launches and
-gbias' column sum (expand_combine's, in the project stage) are the parts';
-its token pass (aggregate without gx), the projection's main launch
-(aggregate's and expand_combine's gradients folded in) and the sum of its
-gpost / gP partials are its own.
+sinkhorn, scale and expand_combine stages and the projection's zero and
+column-sum launches are the parts'; its token pass (aggregate without gx)
+and the projection's main launch (aggregate's gx folded in) are its own.
 
   python3 seam_parts.py --compiler build/bin/mhc-compile --out DIR
 """
@@ -29,24 +27,18 @@ from specs import spec  # noqa: E402
 
 # (stage, the part's op, the part's launches it runs; None: all), per
 # variant (docs/design/seam.md). The fused forward's partial launch computes
-# x_next itself: only its pack and the tail are the pre step's. The fused
-# backward's project stage also runs expand_combine's gbias column sum.
+# x_next itself: only its pack and the tail are the pre step's.
 STAGES = {
     "fwd": [("post", "expand_combine", None), ("pre", "pre", None)],
     "fused": [("expand", "pre", {"pack"}), ("pre", "pre", {"tail"})],
     "bwd": [("aggregate", "aggregate", None), ("sinkhorn", "sinkhorn", None), ("scale", "scale", None),
             ("project", "project", None), ("post", "expand_combine", None)],
     "fused_bwd": [("sinkhorn", "sinkhorn", None), ("scale", "scale", None),
-                  ("project", "project", {"partials_final"}),
-                  ("project", "expand_combine", {"gf32_colsum", "gf32_partials_final"})],
+                  ("project", "project", {"zero", "partials_final"}), ("post", "expand_combine", None)],
 }
 # Launches of a variant that no part has.
 OWN = {"fwd": set(), "fused": {"expand_partial"}, "bwd": set(),
-       "fused_bwd": {"aggregate_main", "project_main", "project_expand_sums"}}
-# Own launches a variant has for some specs: the fused backward's main pass
-# runs two blocks per SM, so the paced kernel's counters (launch "zero")
-# count other waves.
-OWN_IF_PRESENT = {"fused_bwd": {"project_zero"}}
+       "fused_bwd": {"aggregate_main", "project_main"}}
 # The spec fields each part takes from the seam's (specs.spec prints them);
 # the backward's aggregate and project take acc.
 FIELDS = {"expand_combine": ("act", "param", "layout", "C", "bias"),
@@ -104,7 +96,6 @@ def check(compiler, out, d, n, arch, variant=None, **kw):
                 errors.append(f"{seam}: {mine} differs from {entry}")
             compared += 1
     own = {f"{kernel}_{o}" for o in OWN[variant]}
-    own |= {f"{kernel}_{o}" for o in OWN_IF_PRESENT.get(variant, ())} & set(seam_entries)
     if compared + len(own) != len(seam_entries) or not own <= set(seam_entries):
         errors.append(f"{seam}: launches {sorted(seam_entries)}, {compared} matched to parts")
     return errors, compared

@@ -53,9 +53,7 @@ for n, C in ((8, 256), (8, 2192)):
     o.project_backward(*args, torch.randn_like(x))
     direct += 2
 # The layer seam's backward, n = 4, bf16, (C, n) (on sm_90a the fused one:
-# the token pass, then aggregate's and expand_combine's gradients in the
-# projection backward, whose second pass per step hands g and the per-token
-# sums between warps through shared memory behind a named barrier), at the
+# the token pass and aggregate's gx in the projection backward), at the
 # benchmark's conventions (tf32, no weight) and precise with a weight and
 # bias; a partial last token block, C off the kernels' column blocks.
 for tf32, weight, bias, C, M in ((True, False, False, 1000, 300), (False, True, True, 1002, 7)):

@@ -22,14 +22,12 @@
 // 64 tokens. Per-share partials [shares, N*K + K] are summed in order by a
 // second launch: deterministic, no atomics.
 //
-// The layer seam's main pass (MmaFold: docs/design/seam.md, "The
+// The layer seam's main pass (foldAggregate: docs/design/seam.md, "The
 // fused backward") also folds aggregate's gradient into acc: before it
 // stores gx the lane loads gy at its channels and pre at its tokens and
 // forms aggregate's gx, acc + pre (x) gy rounded as aggregate.bwd stores
 // it, which the unfused chain reads back as acc; (C, n) layout with whole
-// channels per lane. With AggregateExpand it then hands its gx (x_next's
-// whole gradient g) through shared memory to a second pass per step that
-// computes expand_combine's gradient (expandGrad) instead of storing g.
+// channels per lane.
 //
 //===----------------------------------------------------------------------===//
 
@@ -68,7 +66,7 @@ struct StepValues {
 class MmaMain {
 public:
   MmaMain(KernelContext &ctx, const MmaPlan &p, LaunchBuilder &l,
-          MmaFold fold);
+          bool foldAggregate);
   void emit();
 
 private:
@@ -93,12 +91,6 @@ private:
   void enterStep(StepValues &s);
   void loadAcc(StepValues &s);
   void foldAggregateInto(StepValues &s);
-  Value gSlot(Value warpId, Value tokLocal, Value colInWarp);
-  void stashG(const StepValues &s, ArrayRef<SmallVector<Value>> gx);
-  void expandGrad(const StepValues &s);
-  SmallVector<Value> reloadF32(Value mem, Value offset, int64_t count);
-  void expandChannel(Value m0, Value h, Value c, MutableArrayRef<Value> sums);
-  void storeExpandSums(const StepValues &s, ArrayRef<Value> sums);
   SmallVector<Value> stepProducts(Value ghBase, ArrayRef<SmallVector<Value>> xa,
                                   SmallVector<Value> &acc);
   void storeGx(StepValues &s, ArrayRef<Value> d, SmallVector<Value> &sums);
@@ -116,20 +108,9 @@ private:
   ::mhc::DType act;
   const ::mhc::KernelSpec &spec;
   bool hasAcc; // gx = acc + the kernel's own gx (spec.readsAcc())
-  // acc += pre (x) gy before gx is formed (the seam's main pass); and
-  // expand_combine's gradient of the result instead of its store; the n;
-  // with a bias (foldExp).
-  bool foldAgg, foldExp;
+  // acc += pre (x) gy before gx is formed (the seam's main pass); the n.
+  bool foldAgg;
   int64_t n;
-  bool hasBias;
-  // foldExp: a token's row of the warp's g in `scratch` (floats), then the
-  // per-token sums gpost, gP (n + n^2) of two steps' buffers.
-  int64_t gStride = 0, sumsWidth = 0;
-  Value scratch;
-  // The lane and warp in the second pass, through movs LLVM cannot see
-  // through: addresses derived from them are recomputed per step instead
-  // of being hoisted into registers live across the loop.
-  Value passLane, passWarp;
   Value M, tid, bid, lane, warp, g, t, slice, share;
   Value colBase, active, col0, zero, smem, ring;
   SmallVector<Value> w; // the consumers' weights of this lane's columns
@@ -146,11 +127,9 @@ private:
 };
 
 MmaMain::MmaMain(KernelContext &ctx, const MmaPlan &p, LaunchBuilder &l,
-                 MmaFold fold)
+                 bool foldAggregate)
     : p(p), l(l), kb(ctx.begin(l)), act(ctx.spec.act), spec(ctx.spec),
-      hasAcc(ctx.spec.readsAcc()), foldAgg(fold != MmaFold::None),
-      foldExp(fold == MmaFold::AggregateExpand), n(ctx.n()),
-      hasBias(ctx.spec.hasBias) {
+      hasAcc(ctx.spec.readsAcc()), foldAgg(foldAggregate), n(ctx.n()) {
   const int64_t N = p.N, K = p.K;
   M = l.tokens();
   tid = kb.threadId(), bid = kb.blockId();
@@ -198,11 +177,6 @@ MmaMain::MmaMain(KernelContext &ctx, const MmaPlan &p, LaunchBuilder &l,
   // This lane's x columns within the block's slice.
   laneColInBlock = kb.sub(colBase, sliceCol);
   limitRowAccesses(ctx, kb, l, {"x", "phi", "weight", "acc", "gx", "partials"});
-  if (foldExp) {
-    gStride = 16 * p.T + 4;
-    sumsWidth = n + n * n;
-    scratch = l.shared(p.staged ? 3 : 2);
-  }
 }
 
 /// Whether the lane's column colBase + offset is < K (false where the lane
@@ -633,11 +607,6 @@ void MmaMain::storeGx(StepValues &s, ArrayRef<Value> d, SmallVector<Value> &sums
       gx[u].push_back(hasAcc ? plusAcc(kb, spec, own, s.acc[u][j]) : own);
       sums[nAcc + j] = kb.fma(s.xa[u][j], dv, sums[nAcc + j]);
     }
-  if (foldExp) {
-    stashG(s, gx);
-    expandGrad(s);
-    return;
-  }
   for (int u = 0; u < 2; ++u)
     kb.when(kb.andi(active, s.tokOk[u]), [&] {
       storeLaneCols(gx[u], l.arg("gx"), [&](Value c) {
@@ -645,167 +614,6 @@ void MmaMain::storeGx(StepValues &s, ArrayRef<Value> d, SmallVector<Value> &sums
       });
     });
 }
-
-/// Warp warpId's g of token m0 + tokLocal at column colInWarp of its 16T.
-Value MmaMain::gSlot(Value warpId, Value tokLocal, Value colInWarp) {
-  return kb.add(kb.mul(kb.add(kb.mul(warpId, kb.idx(8)), tokLocal), kb.idx(gStride)),
-                colInWarp);
-}
-
-/// g into the warp's rows, rounded to the activation dtype as the unfused
-/// project's store rounds it (expand_combine.bwd reads those bits), zero at
-/// inactive lanes' columns.
-void MmaMain::stashG(const StepValues &s, ArrayRef<SmallVector<Value>> gx) {
-  Type elem = elementType(kb.b.getContext(), act);
-  for (int u = 0; u < 2; ++u) {
-    Value at = gSlot(warp, kb.add(kb.mul(t, kb.idx(2)), kb.idx(u)),
-                     kb.mul(g, kb.idx(p.laneCols)));
-    for (int64_t j0 = 0; j0 < p.laneCols; j0 += 4) {
-      SmallVector<Value> four;
-      for (int64_t j = j0; j < j0 + 4; ++j)
-        four.push_back(kb.select(active, kb.toF32(kb.toType(gx[u][j], elem)), zero));
-      kb.vstore(kb.vector(four), scratch, kb.add(at, kb.idx(j0)));
-    }
-  }
-  kb.syncWarp();
-}
-
-/// The second pass over the step's g: lane (r, q) = (lane / 4, lane % 4)
-/// takes token m0 + r and the warp's column groups q and q + 4 (a group is
-/// the laneCols columns, whole channels, of the first pass's lane g = q +
-/// 4h), so a token's sums live in four lanes. Reads x_l, f (and bias)
-/// there, writes gx_l, gf (and gf32); storeExpandSums takes the token's
-/// gpost / gP sums.
-void MmaMain::expandGrad(const StepValues &s) {
-  passLane = kb.opaque(lane);
-  passWarp = kb.opaque(warp);
-  // The lane's 2 laneCols / n channels as a loop LLVM cannot unroll (an
-  // opaque bound): unrolled, ptxas hoists the next channel's loads beside
-  // the sums and gphi's accumulators (docs/design/seam.md, step 2).
-  int64_t chans = p.laneCols / n;
-  SmallVector<Value> init(sumsWidth, zero);
-  SmallVector<Value> sums =
-      kb.loop(kb.idx(0), kb.opaque(kb.idx(2 * chans)), kb.idx(1), init,
-              [&](Value k, ValueRange it) {
-                SmallVector<Value> next(it.begin(), it.end());
-                expandChannel(s.m0, kb.div(k, kb.idx(chans)),
-                              kb.rem(k, kb.idx(chans)), next);
-                return next;
-              });
-  storeExpandSums(s, sums);
-}
-
-/// `count` f32 values at `mem`[offset..] by volatile 16-byte loads: the
-/// token's post and P, reloaded (from the L1) per channel, so that LLVM
-/// neither hoists them nor keeps them live beside the sums and gphi's
-/// accumulators.
-SmallVector<Value> MmaMain::reloadF32(Value mem, Value offset, int64_t count) {
-  Type f32x4 = VectorType::get({4}, kb.b.getF32Type());
-  SmallVector<Value> out;
-  for (int64_t k = 0; k < count; k += 4) {
-    Value v = LLVM::LoadOp::create(kb.b, kb.loc, f32x4,
-                                   kb.globalPtr(mem, kb.add(offset, kb.idx(k))), 16,
-                                   /*volatile=*/true);
-    for (int64_t e = 0; e < 4; ++e)
-      out.push_back(kb.extract(v, e));
-  }
-  return out;
-}
-
-/// Channel c of column group q + 4h of token m0 + r: expand_combine.bwd's
-/// element math, in its order (expandCombineGradElement), so gx_l and gf
-/// are its bits; an inactive group (past K) adds zeros and stores nothing.
-void MmaMain::expandChannel(Value m0, Value h, Value c,
-                            MutableArrayRef<Value> sums) {
-  Value tok = kb.add(m0, kb.div(passLane, kb.idx(4)));
-  Value row = kb.min(tok, kb.sub(M, kb.idx(1)));
-  Value tokOk = kb.lt(tok, M);
-  Value group = kb.add(kb.rem(passLane, kb.idx(4)), kb.mul(h, kb.idx(4)));
-  Value colInWarp = kb.add(kb.mul(group, kb.idx(p.laneCols)), kb.mul(c, kb.idx(n)));
-  Value colG = kb.add(kb.add(kb.mul(kb.rem(bid, kb.idx(p.slices)), kb.idx(p.blockCols)),
-                            kb.mul(passWarp, kb.idx(16 * p.T))),
-                     colInWarp);
-  Value on = kb.lt(colG, kb.idx(p.K));
-  Value col = kb.select(on, colG, kb.idx(0));
-  Value at = kb.add(kb.mul(row, kb.idx(p.K)), col);
-  SmallVector<Value> gv;
-  for (int64_t j0 = 0; j0 < n; j0 += 4) {
-    Value four = kb.vload(scratch, kb.add(gSlot(passWarp, kb.div(passLane, kb.idx(4)), colInWarp),
-                                          kb.idx(j0)), 4);
-    for (int64_t j = 0; j < 4; ++j)
-      gv.push_back(kb.extract(four, j));
-  }
-  SmallVector<Value> xs = loadRun(kb, l.arg("xl"), at, n);
-  Value chanAt = kb.div(at, kb.idx(n)); // row C + col / n: col % n == 0
-  Value fb = kb.loadF32(l.arg("f"), chanAt, 1)[0];
-  if (hasBias)
-    fb = kb.add(fb, kb.loadF32(l.arg("bias"), kb.div(col, kb.idx(n)), 1)[0]);
-  for (Value &v : xs)
-    v = kb.select(on, v, zero);
-  fb = kb.select(on, fb, zero);
-  // post, then P a row at a time, loaded where the math first asks.
-  SmallVector<Value> post, P(n * n);
-  auto postAt = [&](int64_t j) {
-    if (post.empty())
-      post = reloadF32(l.arg("post"), kb.mul(row, kb.idx(n)), n);
-    return post[j];
-  };
-  auto PAt = [&](int64_t k) {
-    if (!P[k]) {
-      int64_t r0 = k / n * n;
-      SmallVector<Value> part = reloadF32(
-          l.arg("P"), kb.add(kb.mul(row, kb.idx(n * n)), kb.idx(r0)), n);
-      std::copy(part.begin(), part.end(), P.begin() + r0);
-    }
-    return P[k];
-  };
-  SmallVector<Value> gf;
-  SmallVector<SmallVector<Value>> gxl(n);
-  expandCombineGradElement(
-      kb, n, postAt, PAt, [&](int64_t j) { return gv[j]; },
-      [&](int64_t i) { return xs[i]; }, fb, gf, gxl, sums);
-  SmallVector<Value> out; // (C, n): the channel's n streams
-  for (int64_t i = 0; i < n; ++i)
-    out.push_back(gxl[i][0]);
-  kb.when(kb.andi(on, tokOk), [&] {
-    kb.storeFrom(out, l.arg("gx"), at);
-    kb.storeFrom(gf, l.arg("gf"), chanAt);
-    if (hasBias)
-      kb.storeFrom(gf, l.arg("gf32"), chanAt);
-  });
-}
-
-/// The token's sums over its four lanes (xor 2, 1), then over the block's
-/// warps in warp order through shared memory (one of two buffers by the
-/// step's parity, behind a barrier of the consumer warps), stored as the
-/// slice's partials esums[slice][token][n + n^2]: every order fixed.
-void MmaMain::storeExpandSums(const StepValues &s, ArrayRef<Value> sums) {
-  const int64_t W = sumsWidth, warps = p.warps;
-  SmallVector<Value> v(sums.begin(), sums.end());
-  kb.laneGroupSum(v, 4);
-  Value parity = arith::AndIOp::create(kb.b, kb.loc, s.step, kb.idx(1));
-  Value buf = kb.add(kb.idx(warps * 8 * gStride), kb.mul(parity, kb.idx(warps * 8 * W)));
-  kb.when(kb.eq(kb.rem(passLane, kb.idx(4)), kb.idx(0)), [&] {
-    Value at = kb.add(buf, kb.mul(kb.add(kb.mul(passWarp, kb.idx(8)), kb.div(passLane, kb.idx(4))),
-                                  kb.idx(W)));
-    for (int64_t k = 0; k < W; k += 4)
-      kb.vstore(kb.vector({v[k], v[k + 1], v[k + 2], v[k + 3]}), scratch,
-                kb.add(at, kb.idx(k)));
-  });
-  kb.namedBarrier(kb.i32(1), 32 * warps);
-  for (int64_t k = 0; k * 32 * warps < 8 * W; ++k) {
-    Value e = kb.add(kb.add(kb.mul(passWarp, kb.idx(32)), passLane), kb.idx(k * 32 * warps));
-    Value tok = kb.add(s.m0, kb.div(e, kb.idx(W)));
-    kb.when(kb.andi(kb.lt(e, kb.idx(8 * W)), kb.lt(tok, M)), [&] {
-      Value total = kb.load(scratch, kb.add(buf, e));
-      for (int64_t w2 = 1; w2 < warps; ++w2)
-        total = kb.add(total, kb.load(scratch, kb.add(buf, kb.add(e, kb.idx(w2 * 8 * W)))));
-      Value at = kb.add(kb.mul(kb.add(kb.mul(kb.rem(bid, kb.idx(p.slices)), M), tok), kb.idx(W)), kb.rem(e, kb.idx(W)));
-      kb.store(total, l.arg("esums"), at);
-    });
-  }
-}
-
 
 /// One step of 8 tokens: its stage, the products, the stage released, gx.
 void MmaMain::stepBody(Value step, SmallVector<Value> &sums) {
@@ -969,36 +777,16 @@ void buildZeroLaunch(KernelContext &ctx, const MmaPlan &p) {
   WavePacer::clear(kb, l.arg("progress"), p.waves, 32);
 }
 
-/// foldExp's shared floats: the warps' g rows, then two buffers of the
-/// block's per-token sums.
-int64_t expandScratchFloats(const KernelContext &ctx, const MmaPlan &p) {
-  int64_t n = ctx.n();
-  return p.warps * 8 * (16 * p.T + 4) + 2 * p.warps * 8 * (n + n * n);
-}
-
-void buildMainLaunch(KernelContext &ctx, const MmaPlan &p, MmaFold fold) {
-  const bool foldExp = fold == MmaFold::AggregateExpand;
+void buildMainLaunch(KernelContext &ctx, const MmaPlan &p, bool foldAggregate) {
   LaunchBuilder &l = ctx.launch("main");
   l.param("gh").param("gms").param("x").param("phi");
   if (p.hasW)
     l.param("weight");
   if (ctx.spec.readsAcc())
     l.param("acc");
-  if (fold != MmaFold::None)
+  if (foldAggregate)
     l.param("gy").param("pre");
-  if (foldExp) {
-    l.param("f").param("post").param("xl").param("P");
-    if (ctx.spec.hasBias)
-      l.param("bias");
-  }
-  l.param("gx");
-  if (foldExp) {
-    l.param("gf");
-    if (ctx.spec.hasBias)
-      l.param("gf32");
-    l.param("esums");
-  }
-  l.param("partials");
+  l.param("gx").param("partials");
   if (p.paced)
     l.param("progress");
   l.param("M").block(p.threads)
@@ -1008,60 +796,7 @@ void buildMainLaunch(KernelContext &ctx, const MmaPlan &p, MmaFold fold) {
       .minBlocksPerSM(p.blocksPerSM);
   if (p.staged) // the mbarriers (and the paced producer's flag)
     l.sharedI64(2 * p.depth + (p.paced ? 1 : 0));
-  if (foldExp)
-    l.sharedF32(expandScratchFloats(ctx, p), /*align=*/16);
-  MmaMain(ctx, p, l, fold).emit();
-}
-
-/// Launch "expand_sums" (foldExp): gpost and gP, each token's n + n^2
-/// sums over the slices' partials in slice order; a thread per value.
-void buildExpandSumsLaunch(KernelContext &ctx, const MmaPlan &p) {
-  const int64_t n = ctx.n(), W = n + n * n, threads = 256;
-  LaunchBuilder &l = ctx.launch("expand_sums");
-  ::mhc::GridRule grid;
-  grid.itemsPerToken = W;
-  grid.itemsPerBlock = threads;
-  l.param("esums").param("gpost").param("gP").param("M").block(threads).grid(grid);
-  KernelBuilder kb = ctx.begin(l);
-  Value M = l.tokens();
-  Value e = kb.add(kb.mul(kb.blockId(), kb.idx(threads)), kb.threadId());
-  Value values = kb.mul(M, kb.idx(W));
-  kb.when(kb.lt(e, values), [&] {
-    Value total = kb.loop(kb.idx(0), kb.idx(p.slices), kb.idx(1), {kb.f32(0.0)},
-                          [&](Value s, ValueRange it) -> SmallVector<Value> {
-                            Value v = kb.load(l.arg("esums"), kb.add(kb.mul(s, values), e));
-                            return {kb.add(it[0], v)};
-                          })[0];
-    Value m = kb.div(e, kb.idx(W)), k = kb.rem(e, kb.idx(W));
-    Value isPost = kb.lt(k, kb.idx(n));
-    kb.when(isPost, [&] { kb.store(total, l.arg("gpost"), kb.add(kb.mul(m, kb.idx(n)), k)); });
-    kb.when(arith::XOrIOp::create(kb.b, kb.loc, isPost, kb.boolean(true)), [&] {
-      kb.store(total, l.arg("gP"), kb.add(kb.mul(m, kb.idx(n * n)), kb.sub(k, kb.idx(n))));
-    });
-  });
-}
-
-/// foldExp's buffers past step 1's gy and pre: expand_combine.bwd's inputs
-/// (x_l as "xl": "x" is the projection's x_next) and outputs, gf in f32
-/// for gbias, and the slices' per-token partials.
-void declareExpandBuffers(KernelContext &ctx, const MmaPlan &p) {
-  const int64_t n = ctx.n(), C = ctx.C();
-  const DType act = ctx.spec.act;
-  const bool hasBias = ctx.spec.hasBias;
-  ctx.buffer("f", act, BufferRole::Input, {C, 0});
-  ctx.buffer("post", DType::F32, BufferRole::Input, {n, 0});
-  ctx.buffer("xl", act, BufferRole::Input, {n * C, 0});
-  ctx.buffer("P", DType::F32, BufferRole::Input, {n * n, 0});
-  if (hasBias)
-    ctx.buffer("bias", ctx.spec.param, BufferRole::Input, {0, C});
-  ctx.buffer("gf", act, BufferRole::Output, {C, 0});
-  ctx.buffer("gpost", DType::F32, BufferRole::Output, {n, 0});
-  ctx.buffer("gP", DType::F32, BufferRole::Output, {n * n, 0});
-  if (hasBias) {
-    ctx.buffer("gbias", ctx.spec.param, BufferRole::Output, {0, C});
-    ctx.buffer("gf32", DType::F32, BufferRole::Workspace, {C, 0});
-  }
-  ctx.buffer("esums", DType::F32, BufferRole::Workspace, {p.slices * (n + n * n), 0});
+  MmaMain(ctx, p, l, foldAggregate).emit();
 }
 
 } // namespace
@@ -1079,58 +814,24 @@ bool mlir::mhc::projectBackwardFoldsAggregate(const KernelContext &ctx) {
 
 LogicalResult mlir::mhc::buildProjectBackwardFoldAggregate(KernelContext &ctx) {
   assert(ctx.spec.acc && projectBackwardFoldsAggregate(ctx));
-  return buildProjectBackwardMma(ctx, MmaFold::Aggregate);
-}
-
-bool mlir::mhc::projectBackwardFoldsExpand(const KernelContext &ctx) {
-  // 16-byte shared accesses of g (laneCols, a channel's n) and of the sums
-  // (n + n^2).
-  int64_t n = ctx.n();
-  return projectBackwardFoldsAggregate(ctx) && planMma(ctx).laneCols % 4 == 0 &&
-         n % 4 == 0 && (n + n * n) % 4 == 0;
-}
-
-LogicalResult mlir::mhc::buildProjectBackwardFoldSeam(KernelContext &ctx) {
-  assert(ctx.spec.acc && projectBackwardFoldsExpand(ctx));
-  return buildProjectBackwardMma(ctx, MmaFold::AggregateExpand);
-}
-
-/// The seam's main pass with expand_combine's gradient (foldExp): its
-/// second pass holds the token's n + n^2 sums beside gphi's accumulators,
-/// which do not fit three blocks' registers without spilling (ptxas: 12 to
-/// 240 bytes of the flagship's variants), so two blocks per SM. The token
-/// shares stay the plan's, so gphi's order and bits do too.
-static MmaPlan planSeamMain(const KernelContext &ctx) {
-  MmaPlan p = planMma(ctx);
-  p.blocksPerSM = std::min(p.blocksPerSM, 2);
-  p.waveBlocks = ctx.smCount() * p.blocksPerSM;
-  p.waves = (p.slices * p.shares + p.waveBlocks - 1) / p.waveBlocks;
-  return p;
+  return buildProjectBackwardMma(ctx, /*foldAggregate=*/true);
 }
 
 LogicalResult mlir::mhc::buildProjectBackwardMma(KernelContext &ctx,
-                                                 MmaFold fold) {
-  const bool foldExp = fold == MmaFold::AggregateExpand;
-  const MmaPlan p = foldExp ? planSeamMain(ctx) : planMma(ctx);
+                                                 bool foldAggregate) {
+  const MmaPlan p = planMma(ctx);
   declareProjectBackwardIO(ctx);
-  if (fold != MmaFold::None) {
+  if (foldAggregate) {
     ctx.buffer("gy", ctx.spec.act, BufferRole::Input, {ctx.C(), 0});
     ctx.buffer("pre", DType::F32, BufferRole::Input, {ctx.n(), 0});
   }
-  if (foldExp)
-    declareExpandBuffers(ctx, p);
   ctx.buffer("partials", DType::F32, BufferRole::Workspace, {0, p.shares * p.width});
   if (p.paced)
     buildZeroLaunch(ctx, p);
-  buildMainLaunch(ctx, p, fold);
+  buildMainLaunch(ctx, p, foldAggregate);
   SmallVector<std::pair<std::string, int64_t>> dsts = {{"gphi", p.N * p.K}};
   if (p.hasW)
     dsts.push_back({"gweight", p.K});
   emitColumnSumFinal(ctx, "partials", p.width, dsts, p.shares);
-  if (foldExp) {
-    buildExpandSumsLaunch(ctx, p);
-    if (ctx.spec.hasBias)
-      emitColumnSum(ctx, "gf32", ctx.C(), {{"gbias", ctx.C()}});
-  }
   return success();
 }

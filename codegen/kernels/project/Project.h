@@ -67,14 +67,10 @@ LogicalResult buildProjectBackward(KernelContext &ctx);
 /// The backward's inputs and outputs: gh, gms, x, phi[, weight][, acc],
 /// gx, gphi[, gweight] (in order).
 void declareProjectBackwardIO(KernelContext &ctx);
-/// What the mma.sync backward folds in for the layer seam's main pass
-/// (docs/design/seam.md, "The fused backward"): nothing; aggregate's
-/// gradient (buildProjectBackwardFoldAggregate); or that and
-/// expand_combine's gradient (buildProjectBackwardFoldSeam).
-enum class MmaFold { None, Aggregate, AggregateExpand };
-/// The mma.sync backward for every n (BackwardMma.cpp).
+/// The mma.sync backward for every n (BackwardMma.cpp); `foldAggregate`:
+/// see buildProjectBackwardFoldAggregate.
 LogicalResult buildProjectBackwardMma(KernelContext &ctx,
-                                      MmaFold fold = MmaFold::None);
+                                      bool foldAggregate = false);
 /// The layer seam's main pass so far (docs/design/seam.md, "The fused
 /// backward"): the mma.sync backward with acc (x_next's gradient from its
 /// other users) plus aggregate's gradient pre (x) gy, formed before gx is
@@ -83,17 +79,6 @@ LogicalResult buildProjectBackwardMma(KernelContext &ctx,
 /// hold whole channels (n | 2T columns).
 bool projectBackwardFoldsAggregate(const KernelContext &ctx);
 LogicalResult buildProjectBackwardFoldAggregate(KernelContext &ctx);
-/// The seam's main pass, step 2: as above, and expand_combine's gradient of
-/// g = gx (rounded as its store did) instead of storing g: gx_l = P g and
-/// gf = sum_j post_j g_j per channel (expandCombineGradElement), the
-/// per-token gpost / gP sums over the lanes, the block's warps (shared
-/// memory), then per-slice partials [slices, M, n + n^2] that a launch
-/// "expand_sums" adds in slice order; gbias the column sum of gf in f32, as
-/// expand_combine.bwd's. Extra buffers f, post, xl (layer l's x), P[, bias];
-/// gx is layer l's, plus gf, gpost, gP[, gbias]. Serves the specs above
-/// whose lanes hold 4k columns.
-bool projectBackwardFoldsExpand(const KernelContext &ctx);
-LogicalResult buildProjectBackwardFoldSeam(KernelContext &ctx);
 /// The n = 6 and 8 projection backward on wgmma (BackwardWgmma.cpp):
 /// whether it serves the spec, and its buffers and launches.
 bool projectBackwardIsWgmma(const KernelContext &ctx);

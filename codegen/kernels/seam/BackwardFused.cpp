@@ -5,11 +5,9 @@
 // aggregate.bwd without gx (gy, x_next -> gpre), and the projection
 // backward's main launch forms aggregate's gx (gx_next + pre (x) gy) in
 // the registers where it adds its acc, so g1 is neither written nor read
-// back; every result is bitwise the composition's. Step 2 (where the main
-// pass serves it): that launch also computes expand_combine's gradient of
-// g instead of storing g; gx, gf and gbias stay the composition's bits,
-// gpost and gP sum over C in another order (bounded, not bitwise).
-// Sinkhorn's and scale's gradients stay their own kernels.
+// back; every result is bitwise the composition's. Sinkhorn's, scale's
+// and expand_combine's gradients stay their own kernels (folding the
+// latter in too measured slower: seam.md, "step 2").
 //
 //===----------------------------------------------------------------------===//
 
@@ -46,15 +44,6 @@ LogicalResult seam::buildBackwardFused(KernelContext &ctx) {
       failed(c.stage(parts[1], {"sinkhorn", {{"gP", "gP_next"}}}, buildSinkhorn)) ||
       failed(c.stage(parts[2], {"scale", {{"gpost", "gpost_next"}}}, buildScale)))
     return failure();
-  // Step 2: expand_combine's gradient in the main pass too (its x_l is
-  // "xl" there; gx, gf, gpost, gP, gbias are the contract's).
-  if (projectBackwardFoldsExpand(ctx)) {
-    if (failed(c.stage(parts[3],
-                       {"project", {{"x", "x_next"}, {"acc", "gx_next"}, {"xl", "x"}}},
-                       buildProjectBackwardFoldSeam)))
-      return failure();
-    return c.finish();
-  }
   if (failed(c.stage(parts[3],
                      {"project", {{"x", "x_next"}, {"acc", "gx_next"}, {"gx", "g"}}},
                      buildProjectBackwardFoldAggregate)) ||
