@@ -112,7 +112,7 @@ func.func @backward(%gh: tensor<?x8xf32>, %gms: tensor<?xf32>, %x: tensor<?x8x2x
 // CHECK-LABEL: func @unsupported
 // SM90: mhc.aggregate nc {{.*}} {mhc.fallback = "n = 9 is outside the specialised range 1..8", mhc.spec = #mhc.spec<"aggregate.fwd;n=9;act=f32;layout=nc;C=16;arch=sm_90a">, n = 9 : i64}
 // SM90: mhc.aggregate nc {{.*}} {mhc.fallback = "the channel count C is not static", mhc.spec = #mhc.spec<"aggregate.fwd;n=4;act=bf16;layout=nc;C=0;arch=sm_90a">, n = 4 : i64}
-// SM90: mhc.pre nc {{.*}} {mhc.spec = #mhc.spec<"pre.fwd;n=2;act=f32;param=f32;layout=nc;C=3;tf32=0;weight=0;norm_eps=9.99999997e-07;pre_eps=9.99999997e-07;post_mult=2;mode=log;iters=20;arch=sm_90a">, n = 2 : i64}
+// SM90: mhc.pre nc {{.*}} {mhc.spec = #mhc.spec<"pre.fwd;n=2;act=f32;param=f32;layout=nc;C=3;tf32=0;weight=0;norm_eps=9.99999997e-07;pre_eps=9.99999997e-07;post_mult=2;mode=log;iters=20;arch=sm_90a">, mhc.spec_one_launch = #mhc.spec<"pre.fwd;n=2;act=f32;param=f32;layout=nc;C=3;tf32=0;weight=0;norm_eps=9.99999997e-07;pre_eps=9.99999997e-07;post_mult=2;mode=log;iters=20;coop=1;arch=sm_90a">, n = 2 : i64}
 // The same ops on small shapes are fine; sinkhorn does not depend on C.
 // SM90: mhc.sinkhorn log {{.*}} {mhc.spec = #mhc.spec<"sinkhorn.fwd;n=1;mode=log;iters=20;arch=sm_90a">, n = 1 : i64}
 func.func @unsupported(%x9: tensor<?x9x16xf32>, %pre9: tensor<?x9xf32>, %xd: tensor<?x4x?xbf16>, %pre: tensor<?x4xf32>, %l1: tensor<?x1x1xf32>,
