@@ -72,14 +72,16 @@ def main():
     results = {}
     for name, limit in PATHS.items():
         env = dict(os.environ, MHC_ONE_LAUNCH_MAX_TOKENS=limit)
-        run = subprocess.run([sys.executable, __file__, "--child", "--ms", a.ms, "--cs", a.cs], env=env,
-                             capture_output=True, text=True)
-        if run.returncode:
-            print(f"{name}: exit {run.returncode}\n{run.stdout[-2000:]}\n{run.stderr[-3000:]}")
-        for ln in run.stdout.splitlines():
+        # Rows are echoed as they come (a run cut short still leaves them in the log).
+        run = subprocess.Popen([sys.executable, __file__, "--child", "--ms", a.ms, "--cs", a.cs], env=env,
+                               stdout=subprocess.PIPE, text=True)
+        for ln in run.stdout:
+            print(f"{name} {ln}", end="", flush=True)
             if ln.startswith("ROW "):
                 r = json.loads(ln[4:])
                 results[(name, r["C"], r["M"])] = r
+        if run.wait():
+            print(f"{name}: exit {run.returncode}")
     print("us per seam (graph, eager) and per layer (training stack forward); multi = MHC_ONE_LAUNCH_MAX_TOKENS=0,"
           " one = 256")
     print(f"{'C':>5} {'M':>4} | {'graph multi':>11} {'graph one':>9} | {'eager multi':>11} {'eager one':>9} |"
