@@ -36,6 +36,9 @@ constexpr int64_t kTileTokens = 16;
 /// Tokens one pass of the partials' FMA loop serves (one 16-byte load of
 /// xs per column): a tile of M < kTileTokens tokens costs ceil(M / 4) passes.
 constexpr int64_t kPassTokens = 4;
+/// Items (token, channel) whose loads a thread of phase 1's stage issues
+/// before computing any.
+constexpr int64_t kStageItems = 4;
 /// The most thread rows that share a column in phase 3, and the blocks'
 /// partials each of its threads loads at once (issued before their adds).
 constexpr int64_t kFinishRows = 16;
@@ -74,7 +77,7 @@ Plan planOneLaunch(const KernelContext &ctx) {
   auto bytes = [&](int64_t tile, bool stage) {
     int64_t phi = stage ? N * p.Ls + (ctx.spec.hasWeight ? p.Lp : 0) : 0;
     return 4 * (tile * p.Lp + phi + p.groups * tile * p.width +
-                p.finishRows * p.width + p.width + N);
+                p.finishRows * p.width + p.width + N + tile * (n + n * n));
   };
   for (bool stage : {true, false})
     for (int64_t tile = kTileTokens; tile >= (stage ? kPassTokens : 1); tile /= 2)
@@ -96,7 +99,7 @@ struct Phase1 {
   bool expand;
   Names names;
   const Plan &p;
-  Value c0, cnt, xs, phiS, wS, red;
+  Value c0, cnt, xs, phiS, wS, red, mixS;
 
   /// Global index of x's element (token m, stream i, channel c).
   Value xIndex(Value m, int64_t i, Value c) {
@@ -133,7 +136,7 @@ struct Phase1 {
 
   /// Once per launch: xs zeroed (the padding columns stay zero), then the
   /// block's phi slice (and weight) into shared memory, coalesced, each
-  /// thread's loads issued before its stores.
+  /// thread's loads (24 at a time) issued before its stores.
   void prepare() {
     Value tid = kb.threadId();
     kb.loop(tid, kb.idx(p.tile * p.Lp), kb.idx(kThreads),
@@ -141,7 +144,7 @@ struct Phase1 {
     kb.barrier();
     if (!p.stagePhi)
       return;
-    constexpr int64_t kBatch = 16;
+    constexpr int64_t kBatch = 24;
     int64_t elems = ctx.N() * p.Lp, chunk = kBatch * kThreads;
     kb.loop(kb.idx(0), kb.idx(elems), kb.idx(chunk), [&](Value e0) {
       SmallVector<Value> v, at;
@@ -169,39 +172,80 @@ struct Phase1 {
   /// The tile's live tokens (m0 .. m0 + live) on the block's channels into
   /// xs, token-fastest (conflict-free stores); xs rows past `live` keep
   /// older finite values, which only the discarded sums of those tokens read.
+  /// Each thread loads x (and f) of up to kStageItems items and its share of
+  /// the tokens' post and P (into mixS) before computing any: one round trip
+  /// per kStageItems * kThreads items.
   void stage(Value m0, Value live) {
     int64_t n = ctx.n();
-    Value items = kb.mul(live, cnt);
-    kb.loop(kb.threadId(), items, kb.idx(kThreads), [&](Value item) {
-      Value tm = kb.rem(item, live), cl = kb.div(item, live);
-      Value m = kb.add(m0, tm), c = kb.add(c0, cl);
-      SmallVector<Value> xn = values(m, c);
-      for (int64_t i = 0; i < n; ++i)
-        kb.store(xn[i], xs, kb.add(kb.mul(localCol(i, cl), kb.idx(p.tile)), tm));
-      if (expand)
+    Value tid = kb.threadId(), items = kb.mul(live, cnt);
+    if (expand)
+      stageMix(m0, live);
+    int64_t perThread = (p.tile * p.cntMax + kThreads - 1) / kThreads;
+    int64_t U = std::min<int64_t>(perThread, kStageItems);
+    kb.loop(kb.idx(0), items, kb.idx(U * kThreads), [&](Value i0) {
+      struct Item { Value ok, tm, cl, m, c, fb; SmallVector<Value> x; };
+      SmallVector<Item> its(U);
+      for (int64_t u = 0; u < U; ++u) {
+        Item &it = its[u];
+        Value item = kb.add(i0, kb.add(tid, kb.idx(u * kThreads)));
+        it.ok = kb.lt(item, items);
+        Value ic = kb.min(item, kb.sub(items, kb.idx(1)));
+        it.tm = kb.rem(ic, live), it.cl = kb.div(ic, live);
+        it.m = kb.add(m0, it.tm), it.c = kb.add(c0, it.cl);
         for (int64_t i = 0; i < n; ++i)
-          kb.storeFrom({xn[i]}, l.arg("x_next"), xIndex(m, i, c));
+          it.x.push_back(kb.toF32(kb.load(l.arg(names.x), xIndex(it.m, i, it.c))));
+        if (expand) {
+          it.fb = kb.toF32(kb.load(l.arg("f"), kb.add(kb.mul(it.m, kb.idx(ctx.C())), it.c)));
+          if (ctx.spec.hasBias)
+            it.fb = kb.add(it.fb, kb.toF32(kb.load(l.arg("bias"), it.c)));
+        }
+      }
+      if (expand)
+        kb.barrier(); // mixS
+      for (Item &it : its)
+        kb.when(it.ok, [&] {
+          SmallVector<Value> xn = expand ? combined(it.tm, it.x, it.fb) : it.x;
+          for (int64_t i = 0; i < n; ++i)
+            kb.store(xn[i], xs, kb.add(kb.mul(localCol(i, it.cl), kb.idx(p.tile)), it.tm));
+          if (expand)
+            for (int64_t i = 0; i < n; ++i)
+              kb.storeFrom({xn[i]}, l.arg("x_next"), xIndex(it.m, i, it.c));
+        });
     });
     kb.barrier();
   }
 
-  /// x_next's n values at (token m, channel c), as f32 after the rounding
-  /// to the activation type that storing them does.
-  SmallVector<Value> values(Value m, Value c) {
-    int64_t n = ctx.n();
-    SmallVector<Value> xl;
-    for (int64_t i = 0; i < n; ++i)
-      xl.push_back(kb.toF32(kb.load(l.arg(names.x), xIndex(m, i, c))));
-    if (!expand)
-      return xl;
+  /// The seam: post and P of the tile's live tokens into mixS ([tile][n +
+  /// n * n]), loaded before any thread's x (no barrier here: stage's).
+  void stageMix(Value m0, Value live) {
+    int64_t n = ctx.n(), per = n + n * n;
+    Value tid = kb.threadId(), count = kb.mul(live, kb.idx(per));
+    for (int64_t v = 0; v * kThreads < p.tile * per; ++v) {
+      Value e = kb.add(tid, kb.idx(v * kThreads));
+      Value ec = kb.min(e, kb.sub(count, kb.idx(1)));
+      Value tm = kb.div(ec, kb.idx(per)), r = kb.rem(ec, kb.idx(per));
+      Value m = kb.add(m0, tm);
+      Value isPost = kb.lt(r, kb.idx(n));
+      Value rp = kb.min(r, kb.idx(n - 1));
+      Value rP = kb.sub(kb.max(r, kb.idx(n)), kb.idx(n));
+      Value post = kb.load(l.arg("post"), kb.add(kb.mul(m, kb.idx(n)), rp));
+      Value P = kb.load(l.arg("P"), kb.add(kb.mul(m, kb.idx(n * n)), rP));
+      Value val = kb.select(isPost, post, P);
+      kb.when(kb.lt(e, count), [&] { kb.store(val, mixS, e); });
+    }
+  }
+
+  /// x_next's n values of the tile's token tm from layer l's x (f32) and
+  /// f (+ bias), post and P from mixS, as f32 after the rounding to the
+  /// activation type that storing them does.
+  SmallVector<Value> combined(Value tm, ArrayRef<Value> xl, Value fb) {
+    int64_t n = ctx.n(), per = n + n * n;
+    Value base = kb.mul(tm, kb.idx(per));
     SmallVector<Value> post, P;
     for (int64_t j = 0; j < n; ++j)
-      post.push_back(kb.load(l.arg("post"), kb.add(kb.mul(m, kb.idx(n)), kb.idx(j))));
+      post.push_back(kb.load(mixS, kb.add(base, kb.idx(j))));
     for (int64_t k = 0; k < n * n; ++k)
-      P.push_back(kb.load(l.arg("P"), kb.add(kb.mul(m, kb.idx(n * n)), kb.idx(k))));
-    Value fb = kb.toF32(kb.load(l.arg("f"), kb.add(kb.mul(m, kb.idx(ctx.C())), c)));
-    if (ctx.spec.hasBias)
-      fb = kb.add(fb, kb.toF32(kb.load(l.arg("bias"), c)));
+      P.push_back(kb.load(mixS, kb.add(base, kb.idx(n + k))));
     Type act = elementType(kb.b.getContext(), ctx.spec.act);
     SmallVector<Value> out;
     for (int64_t j = 0; j < n; ++j) {
@@ -328,20 +372,19 @@ void sumPartials(KernelContext &ctx, LaunchBuilder &l, KernelBuilder &kb,
   kb.barrier();
 }
 
-/// Phase 3 for token m: the partials summed (sumPartials), then scale and
-/// Sinkhorn with the pre tail's helpers.
+/// Phase 3 for token m: the partials summed (sumPartials), then scale (with
+/// the thread's alpha and beta, `ab`) and Sinkhorn with the pre tail's
+/// helpers.
 void finishToken(KernelContext &ctx, LaunchBuilder &l, KernelBuilder &kb,
                  const Names &names, const Plan &p, Value m, Value fin, Value row,
-                 Value mix) {
+                 Value mix, std::pair<Value, Value> ab) {
   const ::mhc::KernelSpec &spec = ctx.spec;
   int64_t n = ctx.n(), N = ctx.N();
   Value tid = kb.threadId();
   sumPartials(ctx, l, kb, p, m, fin, row);
   kb.when(kb.lt(tid, kb.idx(N)), [&] {
     Value r = scaleRsqrt(kb, spec, kb.load(row, kb.idx(N)));
-    Value a = kb.toF32(kb.load(l.arg("alpha"), scaleSegment(kb, n, tid)));
-    Value beta = kb.toF32(kb.load(l.arg("beta"), tid));
-    Value z = scaleLogit(kb, a, kb.load(row, tid), r, beta);
+    Value z = scaleLogit(kb, ab.first, kb.load(row, tid), r, ab.second);
     Value mn = kb.mul(m, kb.idx(n));
     kb.when(kb.lt(tid, kb.idx(n)), [&] {
       kb.store(scaleSquash(kb, spec, z, /*pre=*/true), l.arg("pre"), kb.add(mn, tid));
@@ -397,14 +440,15 @@ LogicalResult buildOneLaunch(KernelContext &ctx, bool expand, const Names &names
       .sharedF32(p.groups * p.tile * width, 16)      // 3: red
       .sharedF32(p.finishRows * width, 16)           // 4: fin
       .sharedF32(width, 16)                          // 5: row
-      .sharedF32(N, 16);                             // 6: mix
+      .sharedF32(N, 16)                              // 6: mix
+      .sharedF32(expand ? p.tile * (n + n * n) : 1, 16); // 7: mixS
   KernelBuilder kb = ctx.begin(l);
   Value M = l.tokens(), bid = kb.blockId();
   Value c0 = kb.div(kb.mul(bid, kb.idx(C)), kb.idx(G));
   Value c1 = kb.div(kb.mul(kb.add(bid, kb.idx(1)), kb.idx(C)), kb.idx(G));
   Value cnt = kb.sub(c1, c0);
   Phase1 p1{ctx, l, kb, expand, names, p, c0, cnt,
-            l.shared(0), l.shared(1), l.shared(2), l.shared(3)};
+            l.shared(0), l.shared(1), l.shared(2), l.shared(3), l.shared(7)};
   p1.prepare();
   Value tiles = kb.div(kb.add(M, kb.idx(p.tile - 1)), kb.idx(p.tile));
   kb.loop(kb.idx(0), tiles, kb.idx(1), [&](Value t) {
@@ -413,10 +457,14 @@ LogicalResult buildOneLaunch(KernelContext &ctx, bool expand, const Names &names
     p1.stage(m0, live);
     p1.partials(m0, live, bid);
   });
+  // Thread k's alpha and beta (k < N; clamped), loaded before the barrier.
+  Value kq = kb.min(kb.threadId(), kb.idx(N - 1));
+  std::pair<Value, Value> ab{kb.toF32(kb.load(l.arg("alpha"), scaleSegment(kb, n, kq))),
+                             kb.toF32(kb.load(l.arg("beta"), kq))};
   Value sync = l.arg(::mhc::kSyncParam);
   kb.gridBarrier(sync, G);
   kb.loop(bid, M, kb.idx(G), [&](Value m) {
-    finishToken(ctx, l, kb, names, p, m, l.shared(4), l.shared(5), l.shared(6));
+    finishToken(ctx, l, kb, names, p, m, l.shared(4), l.shared(5), l.shared(6), ab);
   });
   kb.gridBarrier(sync, G);
   // y on the block's slice, for every token, with the aggregate's fma chain.
