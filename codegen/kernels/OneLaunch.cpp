@@ -33,8 +33,8 @@ constexpr int kThreads = 256;
 /// Tokens whose x_next slices phase 1 keeps in shared memory at once (the
 /// most; fewer where shared memory is short).
 constexpr int64_t kTileTokens = 16;
-/// Tokens one pass of the partials' FMA loop serves (one 16-byte load of
-/// xs per column): a tile of M < kTileTokens tokens costs ceil(M / 4) passes.
+/// Tokens of the partials' short FMA pass (a tile with at most this many
+/// live tokens); fuller tiles take one pass over all their tokens.
 constexpr int64_t kPassTokens = 4;
 /// Items (token, channel) whose loads a thread of phase 1's stage issues
 /// before computing any.
@@ -177,20 +177,20 @@ struct Phase1 {
   /// per kStageItems * kThreads items.
   void stage(Value m0, Value live) {
     int64_t n = ctx.n();
-    Value tid = kb.threadId(), items = kb.mul(live, cnt);
+    Value tid = kb.threadId();
     if (expand)
       stageMix(m0, live);
-    int64_t perThread = (p.tile * p.cntMax + kThreads - 1) / kThreads;
-    int64_t U = std::min<int64_t>(perThread, kStageItems);
-    kb.loop(kb.idx(0), items, kb.idx(U * kThreads), [&](Value i0) {
+    int64_t items = p.tile * p.cntMax; // item = tm + tile * cl (constant divisors)
+    int64_t U = std::min<int64_t>((items + kThreads - 1) / kThreads, kStageItems);
+    kb.loop(kb.idx(0), kb.idx(items), kb.idx(U * kThreads), [&](Value i0) {
       struct Item { Value ok, tm, cl, m, c, fb; SmallVector<Value> x; };
       SmallVector<Item> its(U);
       for (int64_t u = 0; u < U; ++u) {
         Item &it = its[u];
         Value item = kb.add(i0, kb.add(tid, kb.idx(u * kThreads)));
-        it.ok = kb.lt(item, items);
-        Value ic = kb.min(item, kb.sub(items, kb.idx(1)));
-        it.tm = kb.rem(ic, live), it.cl = kb.div(ic, live);
+        Value tm = kb.rem(item, kb.idx(p.tile)), cl = kb.div(item, kb.idx(p.tile));
+        it.ok = kb.andi(kb.lt(tm, live), kb.lt(cl, cnt));
+        it.tm = kb.select(it.ok, tm, kb.idx(0)), it.cl = kb.select(it.ok, cl, kb.idx(0));
         it.m = kb.add(m0, it.tm), it.c = kb.add(c0, it.cl);
         for (int64_t i = 0; i < n; ++i)
           it.x.push_back(kb.toF32(kb.load(l.arg(names.x), xIndex(it.m, i, it.c))));
@@ -257,12 +257,12 @@ struct Phase1 {
   }
 
   /// One pass: thread (g, j) sums column j (N: the squares) of tokens
-  /// tm0 .. tm0 + pass over local columns g, g + groups, ... into red.
-  void pass(Value tm0, Value g, Value j) {
+  /// tm0 .. tm0 + tokens over local columns g, g + groups, ... into red.
+  void pass(Value tm0, Value g, Value j, int64_t tokens) {
     int64_t N = ctx.N();
     Value isSq = kb.eq(j, kb.idx(N)), jc = kb.min(j, kb.idx(N - 1));
     Value row = kb.mul(jc, kb.idx(p.Ls));
-    SmallVector<Value> init(p.pass, kb.f32(0.0));
+    SmallVector<Value> init(tokens, kb.f32(0.0));
     SmallVector<Value> acc = kb.loop(
         kb.idx(0), kb.idx(p.T), kb.idx(1), init,
         [&](Value t, ValueRange it) -> SmallVector<Value> {
@@ -273,23 +273,23 @@ struct Phase1 {
                                          : kb.toF32(kb.load(l.arg("weight"), globalCol(kl).first));
           Value at = kb.add(kb.mul(kl, kb.idx(p.tile)), tm0);
           SmallVector<Value> x;
-          if (p.pass == kPassTokens) {
-            Value vec = kb.vload(xs, at, p.pass);
-            for (int64_t u = 0; u < p.pass; ++u)
+          if (tokens % kPassTokens == 0) {
+            Value vec = kb.vload(xs, at, tokens);
+            for (int64_t u = 0; u < tokens; ++u)
               x.push_back(kb.extract(vec, u));
           } else {
-            for (int64_t u = 0; u < p.pass; ++u)
+            for (int64_t u = 0; u < tokens; ++u)
               x.push_back(kb.load(xs, kb.add(at, kb.idx(u))));
           }
           SmallVector<Value> next;
-          for (int64_t u = 0; u < p.pass; ++u) {
+          for (int64_t u = 0; u < tokens; ++u) {
             Value xw = wk ? kb.mul(x[u], wk) : x[u];
             Value a = kb.select(isSq, x[u], ph), c = kb.select(isSq, x[u], xw);
             next.push_back(kb.fma(a, c, it[u]));
           }
           return next;
         });
-    for (int64_t u = 0; u < p.pass; ++u) {
+    for (int64_t u = 0; u < tokens; ++u) {
       Value tm = kb.add(tm0, kb.idx(u));
       kb.store(acc[u], red,
                kb.add(kb.mul(kb.add(kb.mul(g, kb.idx(p.tile)), tm), kb.idx(p.width)), j));
@@ -302,10 +302,16 @@ struct Phase1 {
     int64_t width = p.width;
     Value tid = kb.threadId(), M = l.tokens();
     Value j = kb.rem(tid, kb.idx(width)), g = kb.div(tid, kb.idx(width));
-    Value passes = kb.div(kb.add(live, kb.idx(p.pass - 1)), kb.idx(p.pass));
+    // One pass over the columns: 4 tokens where the tile has <= 4 live
+    // (decode), else the whole tile (16 accumulators; its loads in flight).
     kb.when(kb.lt(g, kb.idx(p.groups)), [&] {
-      kb.loop(kb.idx(0), passes, kb.idx(1),
-              [&](Value q) { pass(kb.mul(q, kb.idx(p.pass)), g, j); });
+      Value first = kb.idx(0);
+      if (p.tile <= p.pass) {
+        pass(first, g, j, p.tile);
+        return;
+      }
+      kb.when(kb.lt(live, kb.idx(p.pass + 1)), [&] { pass(first, g, j, p.pass); });
+      kb.when(kb.lt(kb.idx(p.pass), live), [&] { pass(first, g, j, p.tile); });
     });
     kb.barrier();
     // Item (tm, j) adds the groups in order and stores the partial.
@@ -412,6 +418,38 @@ void finishToken(KernelContext &ctx, LaunchBuilder &l, KernelBuilder &kb,
   kb.barrier(); // row and mix are reused by the block's next token
 }
 
+/// Phase 5: y on the block's slice, for every token, with the aggregate's
+/// fma chain; item = m * cntMax + cl (constant divisors), each thread
+/// issuing the loads of kStageItems items (pre and x) before computing any.
+void writeY(KernelContext &ctx, LaunchBuilder &l, KernelBuilder &kb, Phase1 &p1,
+            const char *xn) {
+  int64_t n = ctx.n(), C = ctx.C(), cntMax = p1.p.cntMax, U = kStageItems;
+  Value M = l.tokens(), tid = kb.threadId();
+  Value items = kb.mul(M, kb.idx(cntMax));
+  kb.loop(kb.idx(0), items, kb.idx(U * kThreads), [&](Value i0) {
+    SmallVector<Value> ok, m, c;
+    SmallVector<SmallVector<Value>> pre(U), x(U);
+    for (int64_t u = 0; u < U; ++u) {
+      Value item = kb.add(i0, kb.add(tid, kb.idx(u * kThreads)));
+      Value mu = kb.div(item, kb.idx(cntMax)), cl = kb.rem(item, kb.idx(cntMax));
+      ok.push_back(kb.andi(kb.lt(mu, M), kb.lt(cl, p1.cnt)));
+      m.push_back(kb.select(ok[u], mu, kb.idx(0)));
+      c.push_back(kb.add(p1.c0, kb.select(ok[u], cl, kb.idx(0))));
+      for (int64_t i = 0; i < n; ++i) {
+        pre[u].push_back(kb.load(l.arg("pre"), kb.add(kb.mul(m[u], kb.idx(n)), kb.idx(i))));
+        x[u].push_back(kb.toF32(kb.load(l.arg(xn), p1.xIndex(m[u], i, c[u]))));
+      }
+    }
+    for (int64_t u = 0; u < U; ++u)
+      kb.when(ok[u], [&] {
+        Value acc;
+        for (int64_t i = 0; i < n; ++i)
+          acc = i == 0 ? kb.mul(pre[u][i], x[u][i]) : kb.fma(pre[u][i], x[u][i], acc);
+        kb.storeFrom({acc}, l.arg("y"), kb.add(kb.mul(m[u], kb.idx(C)), c[u]));
+      });
+  });
+}
+
 LogicalResult buildOneLaunch(KernelContext &ctx, bool expand, const Names &names) {
   int64_t n = ctx.n(), N = ctx.N(), C = ctx.C();
   Plan p = planOneLaunch(ctx);
@@ -467,19 +505,7 @@ LogicalResult buildOneLaunch(KernelContext &ctx, bool expand, const Names &names
     finishToken(ctx, l, kb, names, p, m, l.shared(4), l.shared(5), l.shared(6), ab);
   });
   kb.gridBarrier(sync, G);
-  // y on the block's slice, for every token, with the aggregate's fma chain.
-  const char *xn = expand ? "x_next" : "x";
-  Value items = kb.mul(M, cnt);
-  kb.loop(kb.threadId(), items, kb.idx(kThreads), [&](Value item) {
-    Value m = kb.div(item, cnt), c = kb.add(c0, kb.rem(item, cnt));
-    Value acc;
-    for (int64_t i = 0; i < n; ++i) {
-      Value pre = kb.load(l.arg("pre"), kb.add(kb.mul(m, kb.idx(n)), kb.idx(i)));
-      Value x = kb.toF32(kb.load(l.arg(xn), p1.xIndex(m, i, c)));
-      acc = i == 0 ? kb.mul(pre, x) : kb.fma(pre, x, acc);
-    }
-    kb.storeFrom({acc}, l.arg("y"), kb.add(kb.mul(m, kb.idx(C)), c));
-  });
+  writeY(ctx, l, kb, p1, expand ? "x_next" : "x");
   return success();
 }
 
