@@ -30,10 +30,19 @@ using ::mhc::DType;
 namespace {
 
 constexpr int kThreads = 256;
-/// Tokens whose x_next slices phase 1 keeps in shared memory at once: each
-/// phi value loaded serves this many tokens.
-constexpr int64_t kTileTokens = 8;
-
+/// Tokens whose x_next slices phase 1 keeps in shared memory at once (the
+/// most; fewer where shared memory is short).
+constexpr int64_t kTileTokens = 16;
+/// Tokens of the partials' short FMA pass (a tile with at most this many
+/// live tokens); fuller tiles take one pass over all their tokens.
+constexpr int64_t kPassTokens = 4;
+/// Items (token, channel) whose loads a thread of phase 1's stage issues
+/// before computing any.
+constexpr int64_t kStageItems = 4;
+/// The most thread rows that share a column in phase 3, and the blocks'
+/// partials each of its threads loads at once (issued before their adds).
+constexpr int64_t kFinishRows = 16;
+constexpr int64_t kFinishLoads = 16;
 
 /// Names of the buffers the kernel reads and writes (the seam's contract
 /// renames pre's post and P).
@@ -41,24 +50,56 @@ struct Names {
   const char *x, *post, *P;
 };
 
-/// Tokens per phase-1 tile: kTileTokens, fewer where their slices would
-/// pass the slice limit (a very wide C).
-int64_t tileTokens(const KernelContext &ctx) {
-  int64_t slice = ::mhc::oneLaunchSliceBytes(ctx.spec);
-  return std::clamp<int64_t>(::mhc::kOneLaunchMaxSliceBytes / slice, 1, kTileTokens);
+/// Phase 1's shapes. The block's local columns kl in [0, L = n * cntMax)
+/// (NC: i * cntMax + cl; CN: cl * n + i, contiguous in K) are padded to Lp,
+/// a multiple of the thread groups: group g sums kl = g, g + groups, ...
+/// in T steps. xs holds x_next as [Lp][tile] (token-minor, zeros past the
+/// slice), phiS the slice of phi as [N][Ls] (Ls = Lp rounded odd: rows in
+/// distinct banks) when it fits, else phi is read from global.
+struct Plan {
+  int64_t G, cntMax, L, width, groups, T, Lp, Ls, tile, pass, finishRows;
+  bool stagePhi;
+};
+
+Plan planOneLaunch(const KernelContext &ctx) {
+  Plan p;
+  int64_t n = ctx.n(), N = ctx.N();
+  p.G = ::mhc::oneLaunchBlocks(ctx.spec);
+  p.cntMax = (ctx.C() + p.G - 1) / p.G;
+  p.L = n * p.cntMax;
+  p.width = N + 1;
+  p.groups = kThreads / p.width;
+  p.T = (p.L + p.groups - 1) / p.groups;
+  p.Lp = p.T * p.groups;
+  p.Ls = p.Lp | 1;
+  p.finishRows = std::min<int64_t>(p.groups, kFinishRows);
+  int64_t limit = LaunchBuilder::sharedLimit(ctx.spec.arch) - 256; // alignment
+  auto bytes = [&](int64_t tile, bool stage) {
+    int64_t phi = stage ? N * p.Ls + (ctx.spec.hasWeight ? p.Lp : 0) : 0;
+    return 4 * (tile * p.Lp + phi + p.groups * tile * p.width +
+                p.finishRows * p.width + p.width + N + tile * (n + n * n));
+  };
+  for (bool stage : {true, false})
+    for (int64_t tile = kTileTokens; tile >= (stage ? kPassTokens : 1); tile /= 2)
+      if (bytes(tile, stage) <= limit) {
+        p.tile = tile, p.stagePhi = stage;
+        p.pass = std::min(tile, kPassTokens);
+        return p;
+      }
+  p.tile = 1, p.stagePhi = false, p.pass = 1; // (the slice rule keeps this in reach)
+  return p;
 }
 
 /// Phase 1 for one tile of tokens: x_next of the block's channels [c0, c0 +
-/// cnt) into shared `xs` ([kTileTokens][n * cntMax], stream-major, zeros
-/// past M), then the block's partials of those tokens.
+/// cnt) into shared `xs`, then the block's partials of those tokens.
 struct Phase1 {
   KernelContext &ctx;
   LaunchBuilder &l;
   KernelBuilder &kb;
   bool expand;
   Names names;
-  int64_t cntMax, tile;
-  Value c0, cnt, xs, red;
+  const Plan &p;
+  Value c0, cnt, xs, phiS, wS, red, mixS;
 
   /// Global index of x's element (token m, stream i, channel c).
   Value xIndex(Value m, int64_t i, Value c) {
@@ -68,56 +109,143 @@ struct Phase1 {
       return kb.add(base, kb.add(kb.idx(i * C), c));
     return kb.add(base, kb.add(kb.mul(c, kb.idx(n)), kb.idx(i)));
   }
-  /// The projection's column k of local index (stream i, local channel cl).
-  Value kIndex(Value i, Value cl) {
-    int64_t n = ctx.n(), C = ctx.C();
-    Value c = kb.add(c0, cl);
+  /// The local column of (stream i, local channel cl).
+  Value localCol(int64_t i, Value cl) {
     if (ctx.spec.layout == ::mhc::Layout::NC)
-      return kb.add(kb.mul(i, kb.idx(C)), c);
-    return kb.add(kb.mul(c, kb.idx(n)), i);
+      return kb.add(kb.idx(i * p.cntMax), cl);
+    return kb.add(kb.mul(cl, kb.idx(ctx.n())), kb.idx(i));
+  }
+  /// Local column kl's projection column k (clamped to 0 outside the
+  /// slice) and whether it is inside (kl < L, its channel < cnt).
+  std::pair<Value, Value> globalCol(Value kl) {
+    int64_t n = ctx.n(), C = ctx.C();
+    bool nc = ctx.spec.layout == ::mhc::Layout::NC;
+    Value i = nc ? kb.div(kl, kb.idx(p.cntMax)) : kb.rem(kl, kb.idx(n));
+    Value cl = nc ? kb.rem(kl, kb.idx(p.cntMax)) : kb.div(kl, kb.idx(n));
+    Value inside = kb.andi(kb.lt(kl, kb.idx(p.L)), kb.lt(cl, cnt));
+    Value k = nc ? kb.add(kb.mul(i, kb.idx(C)), kb.add(c0, cl))
+                 : kb.add(kb.mul(c0, kb.idx(n)), kl);
+    return {kb.select(inside, k, kb.idx(0)), inside};
+  }
+  /// phi's column j at local column kl (0 outside the slice), from global.
+  Value phiGlobal(Value j, Value kl) {
+    auto [k, inside] = globalCol(kl);
+    Value v = kb.toF32(kb.load(l.arg("phi"), kb.add(kb.mul(j, kb.idx(ctx.K())), k)));
+    return kb.select(inside, v, kb.f32(0.0));
   }
 
-  void stage(Value m0) {
+  /// Once per launch: xs zeroed (the padding columns stay zero), then the
+  /// block's phi slice (and weight) into shared memory, coalesced, each
+  /// thread's loads (24 at a time) issued before its stores.
+  void prepare() {
+    Value tid = kb.threadId();
+    kb.loop(tid, kb.idx(p.tile * p.Lp), kb.idx(kThreads),
+            [&](Value e) { kb.store(kb.f32(0.0), xs, e); });
+    kb.barrier();
+    if (!p.stagePhi)
+      return;
+    constexpr int64_t kBatch = 24;
+    int64_t elems = ctx.N() * p.Lp, chunk = kBatch * kThreads;
+    kb.loop(kb.idx(0), kb.idx(elems), kb.idx(chunk), [&](Value e0) {
+      SmallVector<Value> v, at;
+      for (int64_t u = 0; u < kBatch; ++u) {
+        Value e = kb.add(e0, kb.add(tid, kb.idx(u * kThreads)));
+        Value ec = kb.min(e, kb.idx(elems - 1));
+        Value j = kb.div(ec, kb.idx(p.Lp)), kl = kb.rem(ec, kb.idx(p.Lp));
+        v.push_back(phiGlobal(j, kl));
+        at.push_back(kb.add(kb.mul(j, kb.idx(p.Ls)), kl));
+      }
+      for (int64_t u = 0; u < kBatch; ++u) {
+        Value e = kb.add(e0, kb.add(tid, kb.idx(u * kThreads)));
+        kb.when(kb.lt(e, kb.idx(elems)), [&] { kb.store(v[u], phiS, at[u]); });
+      }
+    });
+    if (ctx.spec.hasWeight)
+      kb.loop(tid, kb.idx(p.Lp), kb.idx(kThreads), [&](Value kl) {
+        auto [k, inside] = globalCol(kl);
+        Value w = kb.toF32(kb.load(l.arg("weight"), k));
+        kb.store(kb.select(inside, w, kb.f32(0.0)), wS, kl);
+      });
+    // (the first tile's stage ends with a barrier)
+  }
+
+  /// The tile's live tokens (m0 .. m0 + live) on the block's channels into
+  /// xs, token-fastest (conflict-free stores); xs rows past `live` keep
+  /// older finite values, which only the discarded sums of those tokens read.
+  /// Each thread loads x (and f) of up to kStageItems items and its share of
+  /// the tokens' post and P (into mixS) before computing any: one round trip
+  /// per kStageItems * kThreads items.
+  void stage(Value m0, Value live) {
     int64_t n = ctx.n();
-    Value M = l.tokens();
-    Value items = kb.mul(kb.idx(tile), cnt);
-    kb.loop(kb.threadId(), items, kb.idx(kThreads), [&](Value item) {
-      Value tm = kb.div(item, cnt), cl = kb.rem(item, cnt);
-      Value m = kb.add(m0, tm), c = kb.add(c0, cl);
-      Value inside = kb.lt(m, M);
-      Value mc = kb.min(m, kb.sub(M, kb.idx(1))); // clamped: loads stay in M
-      SmallVector<Value> xn = values(mc, c);
-      Value row = kb.mul(tm, kb.idx(n * cntMax));
-      for (int64_t i = 0; i < n; ++i) {
-        Value v = kb.select(inside, xn[i], kb.f32(0.0));
-        kb.store(v, xs, kb.add(row, kb.add(kb.idx(i * cntMax), cl)));
+    Value tid = kb.threadId();
+    if (expand)
+      stageMix(m0, live);
+    int64_t items = p.tile * p.cntMax; // item = tm + tile * cl (constant divisors)
+    int64_t U = std::min<int64_t>((items + kThreads - 1) / kThreads, kStageItems);
+    kb.loop(kb.idx(0), kb.idx(items), kb.idx(U * kThreads), [&](Value i0) {
+      struct Item { Value ok, tm, cl, m, c, fb; SmallVector<Value> x; };
+      SmallVector<Item> its(U);
+      for (int64_t u = 0; u < U; ++u) {
+        Item &it = its[u];
+        Value item = kb.add(i0, kb.add(tid, kb.idx(u * kThreads)));
+        Value tm = kb.rem(item, kb.idx(p.tile)), cl = kb.div(item, kb.idx(p.tile));
+        it.ok = kb.andi(kb.lt(tm, live), kb.lt(cl, cnt));
+        it.tm = kb.select(it.ok, tm, kb.idx(0)), it.cl = kb.select(it.ok, cl, kb.idx(0));
+        it.m = kb.add(m0, it.tm), it.c = kb.add(c0, it.cl);
+        for (int64_t i = 0; i < n; ++i)
+          it.x.push_back(kb.toF32(kb.load(l.arg(names.x), xIndex(it.m, i, it.c))));
+        if (expand) {
+          it.fb = kb.toF32(kb.load(l.arg("f"), kb.add(kb.mul(it.m, kb.idx(ctx.C())), it.c)));
+          if (ctx.spec.hasBias)
+            it.fb = kb.add(it.fb, kb.toF32(kb.load(l.arg("bias"), it.c)));
+        }
       }
       if (expand)
-        kb.when(inside, [&] {
+        kb.barrier(); // mixS
+      for (Item &it : its)
+        kb.when(it.ok, [&] {
+          SmallVector<Value> xn = expand ? combined(it.tm, it.x, it.fb) : it.x;
           for (int64_t i = 0; i < n; ++i)
-            kb.storeFrom({xn[i]}, l.arg("x_next"), xIndex(m, i, c));
+            kb.store(xn[i], xs, kb.add(kb.mul(localCol(i, it.cl), kb.idx(p.tile)), it.tm));
+          if (expand)
+            for (int64_t i = 0; i < n; ++i)
+              kb.storeFrom({xn[i]}, l.arg("x_next"), xIndex(it.m, i, it.c));
         });
     });
     kb.barrier();
   }
 
-  /// x_next's n values at (token m, channel c), as f32 after the rounding
-  /// to the activation type that storing them does.
-  SmallVector<Value> values(Value m, Value c) {
-    int64_t n = ctx.n();
-    SmallVector<Value> xl;
-    for (int64_t i = 0; i < n; ++i)
-      xl.push_back(kb.toF32(kb.load(l.arg(names.x), xIndex(m, i, c))));
-    if (!expand)
-      return xl;
+  /// The seam: post and P of the tile's live tokens into mixS ([tile][n +
+  /// n * n]), loaded before any thread's x (no barrier here: stage's).
+  void stageMix(Value m0, Value live) {
+    int64_t n = ctx.n(), per = n + n * n;
+    Value tid = kb.threadId(), count = kb.mul(live, kb.idx(per));
+    for (int64_t v = 0; v * kThreads < p.tile * per; ++v) {
+      Value e = kb.add(tid, kb.idx(v * kThreads));
+      Value ec = kb.min(e, kb.sub(count, kb.idx(1)));
+      Value tm = kb.div(ec, kb.idx(per)), r = kb.rem(ec, kb.idx(per));
+      Value m = kb.add(m0, tm);
+      Value isPost = kb.lt(r, kb.idx(n));
+      Value rp = kb.min(r, kb.idx(n - 1));
+      Value rP = kb.sub(kb.max(r, kb.idx(n)), kb.idx(n));
+      Value post = kb.load(l.arg("post"), kb.add(kb.mul(m, kb.idx(n)), rp));
+      Value P = kb.load(l.arg("P"), kb.add(kb.mul(m, kb.idx(n * n)), rP));
+      Value val = kb.select(isPost, post, P);
+      kb.when(kb.lt(e, count), [&] { kb.store(val, mixS, e); });
+    }
+  }
+
+  /// x_next's n values of the tile's token tm from layer l's x (f32) and
+  /// f (+ bias), post and P from mixS, as f32 after the rounding to the
+  /// activation type that storing them does.
+  SmallVector<Value> combined(Value tm, ArrayRef<Value> xl, Value fb) {
+    int64_t n = ctx.n(), per = n + n * n;
+    Value base = kb.mul(tm, kb.idx(per));
     SmallVector<Value> post, P;
     for (int64_t j = 0; j < n; ++j)
-      post.push_back(kb.load(l.arg("post"), kb.add(kb.mul(m, kb.idx(n)), kb.idx(j))));
+      post.push_back(kb.load(mixS, kb.add(base, kb.idx(j))));
     for (int64_t k = 0; k < n * n; ++k)
-      P.push_back(kb.load(l.arg("P"), kb.add(kb.mul(m, kb.idx(n * n)), kb.idx(k))));
-    Value fb = kb.toF32(kb.load(l.arg("f"), kb.add(kb.mul(m, kb.idx(ctx.C())), c)));
-    if (ctx.spec.hasBias)
-      fb = kb.add(fb, kb.toF32(kb.load(l.arg("bias"), c)));
+      P.push_back(kb.load(mixS, kb.add(base, kb.idx(n + k))));
     Type act = elementType(kb.b.getContext(), ctx.spec.act);
     SmallVector<Value> out;
     for (int64_t j = 0; j < n; ++j) {
@@ -128,95 +256,141 @@ struct Phase1 {
     return out;
   }
 
-  /// The tile's partials: thread (g, j) sums column j (N: the squares) over
-  /// local columns g, g + groups, ... for every token of the tile; the
-  /// groups' sums are added in group order.
-  void partials(Value m0, Value bid) {
-    int64_t n = ctx.n(), N = ctx.N(), K = ctx.K(), width = N + 1;
-    int64_t groups = kThreads / width;
+  /// One pass: thread (g, j) sums column j (N: the squares) of tokens
+  /// tm0 .. tm0 + tokens over local columns g, g + groups, ... into red.
+  void pass(Value tm0, Value g, Value j, int64_t tokens) {
+    int64_t N = ctx.N();
+    Value isSq = kb.eq(j, kb.idx(N)), jc = kb.min(j, kb.idx(N - 1));
+    Value row = kb.mul(jc, kb.idx(p.Ls));
+    SmallVector<Value> init(tokens, kb.f32(0.0));
+    SmallVector<Value> acc = kb.loop(
+        kb.idx(0), kb.idx(p.T), kb.idx(1), init,
+        [&](Value t, ValueRange it) -> SmallVector<Value> {
+          Value kl = kb.add(g, kb.mul(t, kb.idx(p.groups)));
+          Value ph = p.stagePhi ? kb.load(phiS, kb.add(row, kl)) : phiGlobal(jc, kl);
+          Value wk = !ctx.spec.hasWeight ? Value()
+                     : p.stagePhi        ? kb.load(wS, kl)
+                                         : kb.toF32(kb.load(l.arg("weight"), globalCol(kl).first));
+          Value at = kb.add(kb.mul(kl, kb.idx(p.tile)), tm0);
+          SmallVector<Value> x;
+          if (tokens % kPassTokens == 0) {
+            Value vec = kb.vload(xs, at, tokens);
+            for (int64_t u = 0; u < tokens; ++u)
+              x.push_back(kb.extract(vec, u));
+          } else {
+            for (int64_t u = 0; u < tokens; ++u)
+              x.push_back(kb.load(xs, kb.add(at, kb.idx(u))));
+          }
+          SmallVector<Value> next;
+          for (int64_t u = 0; u < tokens; ++u) {
+            Value xw = wk ? kb.mul(x[u], wk) : x[u];
+            Value a = kb.select(isSq, x[u], ph), c = kb.select(isSq, x[u], xw);
+            next.push_back(kb.fma(a, c, it[u]));
+          }
+          return next;
+        });
+    for (int64_t u = 0; u < tokens; ++u) {
+      Value tm = kb.add(tm0, kb.idx(u));
+      kb.store(acc[u], red,
+               kb.add(kb.mul(kb.add(kb.mul(g, kb.idx(p.tile)), tm), kb.idx(p.width)), j));
+    }
+  }
+
+  /// The tile's partials: passes over the tile's live tokens, then the
+  /// groups' sums added in group order into partials [G, M, N + 1].
+  void partials(Value m0, Value live, Value bid) {
+    int64_t width = p.width;
     Value tid = kb.threadId(), M = l.tokens();
     Value j = kb.rem(tid, kb.idx(width)), g = kb.div(tid, kb.idx(width));
-    Value local = kb.mul(kb.idx(n), cnt);
-    kb.when(kb.lt(g, kb.idx(groups)), [&] {
-      SmallVector<Value> init(tile, kb.f32(0.0));
-      Value isSq = kb.eq(j, kb.idx(N));
-      Value jc = kb.min(j, kb.idx(N - 1));
-      SmallVector<Value> acc = kb.loop(
-          g, local, kb.idx(groups), init,
-          [&](Value kl, ValueRange it) -> SmallVector<Value> {
-            Value i = kb.div(kl, cnt), cl = kb.rem(kl, cnt);
-            Value k = kIndex(i, cl);
-            Value p = kb.toF32(kb.load(l.arg("phi"), kb.add(kb.mul(jc, kb.idx(K)), k)));
-            Value wk = ctx.spec.hasWeight ? kb.toF32(kb.load(l.arg("weight"), k))
-                                          : Value();
-            Value at = kb.add(kb.mul(i, kb.idx(cntMax)), cl);
-            SmallVector<Value> next;
-            for (int64_t tm = 0; tm < tile; ++tm) {
-              Value x = kb.load(xs, kb.add(kb.idx(tm * n * cntMax), at));
-              Value xw = wk ? kb.mul(x, wk) : x;
-              Value a = kb.select(isSq, x, p), c = kb.select(isSq, x, xw);
-              next.push_back(kb.fma(a, c, it[tm]));
-            }
-            return next;
-          });
-      for (int64_t tm = 0; tm < tile; ++tm)
-        kb.store(acc[tm], red,
-                 kb.add(kb.mul(kb.add(kb.mul(g, kb.idx(tile)), kb.idx(tm)),
-                               kb.idx(width)), j));
+    // One pass over the columns: 4 tokens where the tile has <= 4 live
+    // (decode), else the whole tile (16 accumulators; its loads in flight).
+    kb.when(kb.lt(g, kb.idx(p.groups)), [&] {
+      Value first = kb.idx(0);
+      if (p.tile <= p.pass) {
+        pass(first, g, j, p.tile);
+        return;
+      }
+      kb.when(kb.lt(live, kb.idx(p.pass + 1)), [&] { pass(first, g, j, p.pass); });
+      kb.when(kb.lt(kb.idx(p.pass), live), [&] { pass(first, g, j, p.tile); });
     });
     kb.barrier();
     // Item (tm, j) adds the groups in order and stores the partial.
-    kb.loop(tid, kb.idx(tile * width), kb.idx(kThreads), [&](Value item) {
+    kb.loop(tid, kb.mul(live, kb.idx(width)), kb.idx(kThreads), [&](Value item) {
       Value tm = kb.div(item, kb.idx(width)), col = kb.rem(item, kb.idx(width));
       Value m = kb.add(m0, tm);
-      kb.when(kb.lt(m, M), [&] {
-        auto at = [&](int64_t gg) {
-          return kb.add(kb.mul(kb.add(kb.idx(gg * tile), tm), kb.idx(width)), col);
-        };
-        Value sum = kb.load(red, at(0));
-        for (int64_t gg = 1; gg < groups; ++gg)
-          sum = kb.add(sum, kb.load(red, at(gg)));
-        Value to = kb.add(kb.mul(kb.add(kb.mul(bid, M), m), kb.idx(width)), col);
-        kb.store(sum, l.arg("partials"), to);
-      });
+      auto at = [&](int64_t gg) {
+        return kb.add(kb.mul(kb.add(kb.idx(gg * p.tile), tm), kb.idx(width)), col);
+      };
+      Value sum = kb.load(red, at(0));
+      for (int64_t gg = 1; gg < p.groups; ++gg)
+        sum = kb.add(sum, kb.load(red, at(gg)));
+      Value to = kb.add(kb.mul(kb.add(kb.mul(bid, M), m), kb.idx(width)), col);
+      kb.store(sum, l.arg("partials"), to);
     });
     kb.barrier();
   }
 };
 
-/// Phase 2 for token m: the partials summed over the G slices in order
-/// (thread per column, as the pre tail sums its splits), then scale and
-/// Sinkhorn with the pre tail's helpers.
-void finishToken(KernelContext &ctx, LaunchBuilder &l, KernelBuilder &kb,
-                 const Names &names, Value m, int64_t G, Value row, Value mix) {
-  const ::mhc::KernelSpec &spec = ctx.spec;
-  int64_t n = ctx.n(), N = ctx.N(), K = ctx.K(), width = N + 1;
+/// Phase 3's sum of token m's partials over the G slices: thread (r, col)
+/// sums blocks r * B .. r * B + B - 1 in order (kFinishLoads loads in
+/// flight), the rows' sums are then added in row order: h and ms into `row`.
+void sumPartials(KernelContext &ctx, LaunchBuilder &l, KernelBuilder &kb,
+                 const Plan &p, Value m, Value fin, Value row) {
+  int64_t N = ctx.N(), K = ctx.K(), width = p.width, R = p.finishRows;
+  int64_t B = (p.G + R - 1) / R;
   Value tid = kb.threadId(), M = l.tokens();
+  Value col = kb.rem(tid, kb.idx(width)), r = kb.div(tid, kb.idx(width));
+  kb.when(kb.lt(r, kb.idx(R)), [&] {
+    Value item = kb.add(kb.mul(m, kb.idx(width)), col);
+    // Opaque: the B addresses stay in the token loop's body (hoisted, they
+    // would be live across the Sinkhorn thread's n x n plan).
+    Value stride = kb.opaque(kb.mul(M, kb.idx(width)));
+    Value sum;
+    for (int64_t u0 = 0; u0 < B; u0 += kFinishLoads) {
+      SmallVector<Value> v;
+      for (int64_t u = u0; u < std::min(B, u0 + kFinishLoads); ++u) {
+        Value b = kb.add(kb.mul(r, kb.idx(B)), kb.idx(u));
+        Value inside = kb.lt(b, kb.idx(p.G));
+        Value bc = kb.min(b, kb.idx(p.G - 1));
+        Value x = kb.load(l.arg("partials"), kb.add(kb.mul(bc, stride), item));
+        v.push_back(kb.select(inside, x, kb.f32(0.0)));
+      }
+      for (Value x : v)
+        sum = sum ? kb.add(sum, x) : x;
+    }
+    kb.store(sum, fin, kb.add(kb.mul(r, kb.idx(width)), col));
+  });
+  kb.barrier();
   kb.when(kb.lt(tid, kb.idx(width)), [&] {
-    Value item = kb.add(kb.mul(m, kb.idx(width)), tid);
-    Value stride = kb.mul(M, kb.idx(width));
-    SmallVector<Value> sum = kb.loop(
-        kb.idx(0), kb.idx(G), kb.idx(1), ValueRange{kb.f32(0.0)},
-        [&](Value b, ValueRange it) -> SmallVector<Value> {
-          Value v = kb.load(l.arg("partials"), kb.add(kb.mul(b, stride), item));
-          return {kb.add(it[0], v)};
-        });
+    Value sum = kb.load(fin, tid);
+    for (int64_t rr = 1; rr < R; ++rr)
+      sum = kb.add(sum, kb.load(fin, kb.add(kb.idx(rr * width), tid)));
     kb.when(kb.eq(tid, kb.idx(N)), [&] {
-      Value ms = kb.div(sum[0], kb.f32(static_cast<double>(K)));
+      Value ms = kb.div(sum, kb.f32(static_cast<double>(K)));
       kb.store(ms, l.arg("ms"), m);
       kb.store(ms, row, tid);
     });
     kb.when(kb.lt(tid, kb.idx(N)), [&] {
-      kb.store(sum[0], l.arg("h"), kb.add(kb.mul(m, kb.idx(N)), tid));
-      kb.store(sum[0], row, tid);
+      kb.store(sum, l.arg("h"), kb.add(kb.mul(m, kb.idx(N)), tid));
+      kb.store(sum, row, tid);
     });
   });
   kb.barrier();
+}
+
+/// Phase 3 for token m: the partials summed (sumPartials), then scale (with
+/// the thread's alpha and beta, `ab`) and Sinkhorn with the pre tail's
+/// helpers.
+void finishToken(KernelContext &ctx, LaunchBuilder &l, KernelBuilder &kb,
+                 const Names &names, const Plan &p, Value m, Value fin, Value row,
+                 Value mix, std::pair<Value, Value> ab) {
+  const ::mhc::KernelSpec &spec = ctx.spec;
+  int64_t n = ctx.n(), N = ctx.N();
+  Value tid = kb.threadId();
+  sumPartials(ctx, l, kb, p, m, fin, row);
   kb.when(kb.lt(tid, kb.idx(N)), [&] {
     Value r = scaleRsqrt(kb, spec, kb.load(row, kb.idx(N)));
-    Value a = kb.toF32(kb.load(l.arg("alpha"), scaleSegment(kb, n, tid)));
-    Value beta = kb.toF32(kb.load(l.arg("beta"), tid));
-    Value z = scaleLogit(kb, a, kb.load(row, tid), r, beta);
+    Value z = scaleLogit(kb, ab.first, kb.load(row, tid), r, ab.second);
     Value mn = kb.mul(m, kb.idx(n));
     kb.when(kb.lt(tid, kb.idx(n)), [&] {
       kb.store(scaleSquash(kb, spec, z, /*pre=*/true), l.arg("pre"), kb.add(mn, tid));
@@ -244,10 +418,42 @@ void finishToken(KernelContext &ctx, LaunchBuilder &l, KernelBuilder &kb,
   kb.barrier(); // row and mix are reused by the block's next token
 }
 
+/// Phase 5: y on the block's slice, for every token, with the aggregate's
+/// fma chain; item = m * cntMax + cl (constant divisors), each thread
+/// issuing the loads of kStageItems items (pre and x) before computing any.
+void writeY(KernelContext &ctx, LaunchBuilder &l, KernelBuilder &kb, Phase1 &p1,
+            const char *xn) {
+  int64_t n = ctx.n(), C = ctx.C(), cntMax = p1.p.cntMax, U = kStageItems;
+  Value M = l.tokens(), tid = kb.threadId();
+  Value items = kb.mul(M, kb.idx(cntMax));
+  kb.loop(kb.idx(0), items, kb.idx(U * kThreads), [&](Value i0) {
+    SmallVector<Value> ok, m, c;
+    SmallVector<SmallVector<Value>> pre(U), x(U);
+    for (int64_t u = 0; u < U; ++u) {
+      Value item = kb.add(i0, kb.add(tid, kb.idx(u * kThreads)));
+      Value mu = kb.div(item, kb.idx(cntMax)), cl = kb.rem(item, kb.idx(cntMax));
+      ok.push_back(kb.andi(kb.lt(mu, M), kb.lt(cl, p1.cnt)));
+      m.push_back(kb.select(ok[u], mu, kb.idx(0)));
+      c.push_back(kb.add(p1.c0, kb.select(ok[u], cl, kb.idx(0))));
+      for (int64_t i = 0; i < n; ++i) {
+        pre[u].push_back(kb.load(l.arg("pre"), kb.add(kb.mul(m[u], kb.idx(n)), kb.idx(i))));
+        x[u].push_back(kb.toF32(kb.load(l.arg(xn), p1.xIndex(m[u], i, c[u]))));
+      }
+    }
+    for (int64_t u = 0; u < U; ++u)
+      kb.when(ok[u], [&] {
+        Value acc;
+        for (int64_t i = 0; i < n; ++i)
+          acc = i == 0 ? kb.mul(pre[u][i], x[u][i]) : kb.fma(pre[u][i], x[u][i], acc);
+        kb.storeFrom({acc}, l.arg("y"), kb.add(kb.mul(m[u], kb.idx(C)), c[u]));
+      });
+  });
+}
+
 LogicalResult buildOneLaunch(KernelContext &ctx, bool expand, const Names &names) {
-  int64_t n = ctx.n(), N = ctx.N(), C = ctx.C(), width = N + 1;
-  int64_t G = ::mhc::oneLaunchBlocks(ctx.spec), cntMax = (C + G - 1) / G;
-  int64_t tile = tileTokens(ctx);
+  int64_t n = ctx.n(), N = ctx.N(), C = ctx.C();
+  Plan p = planOneLaunch(ctx);
+  int64_t G = p.G, width = p.width;
   ctx.buffer("partials", DType::F32, BufferRole::Workspace, {G * width, 0});
   LaunchBuilder &l = ctx.launch("one");
   if (expand) {
@@ -261,45 +467,45 @@ LogicalResult buildOneLaunch(KernelContext &ctx, bool expand, const Names &names
   l.param("phi");
   if (ctx.spec.hasWeight)
     l.param("weight");
+  bool stageW = p.stagePhi && ctx.spec.hasWeight;
   l.param("alpha").param("beta").param("h").param("ms").param("pre")
       .param(names.post).param("logits").param(names.P).param("y")
       .param("partials").param("M").param(::mhc::kSyncParam)
       .block(kThreads).grid({0, G}).cooperative().minBlocksPerSM(1)
-      .sharedF32(tile * n * cntMax, 16)
-      .sharedF32((kThreads / width) * tile * width, 16)
-      .sharedF32(width, 16)
-      .sharedF32(N, 16);
+      .sharedF32(p.tile * p.Lp, 16)                 // 0: xs
+      .sharedF32(p.stagePhi ? N * p.Ls : 1, 16)      // 1: phiS
+      .sharedF32(stageW ? p.Lp : 1, 16)              // 2: wS
+      .sharedF32(p.groups * p.tile * width, 16)      // 3: red
+      .sharedF32(p.finishRows * width, 16)           // 4: fin
+      .sharedF32(width, 16)                          // 5: row
+      .sharedF32(N, 16)                              // 6: mix
+      .sharedF32(expand ? p.tile * (n + n * n) : 1, 16); // 7: mixS
   KernelBuilder kb = ctx.begin(l);
   Value M = l.tokens(), bid = kb.blockId();
   Value c0 = kb.div(kb.mul(bid, kb.idx(C)), kb.idx(G));
   Value c1 = kb.div(kb.mul(kb.add(bid, kb.idx(1)), kb.idx(C)), kb.idx(G));
   Value cnt = kb.sub(c1, c0);
-  Phase1 p1{ctx, l, kb, expand, names, cntMax, tile, c0, cnt, l.shared(0), l.shared(1)};
-  Value tiles = kb.div(kb.add(M, kb.idx(tile - 1)), kb.idx(tile));
+  Phase1 p1{ctx, l, kb, expand, names, p, c0, cnt,
+            l.shared(0), l.shared(1), l.shared(2), l.shared(3), l.shared(7)};
+  p1.prepare();
+  Value tiles = kb.div(kb.add(M, kb.idx(p.tile - 1)), kb.idx(p.tile));
   kb.loop(kb.idx(0), tiles, kb.idx(1), [&](Value t) {
-    Value m0 = kb.mul(t, kb.idx(tile));
-    p1.stage(m0);
-    p1.partials(m0, bid);
+    Value m0 = kb.mul(t, kb.idx(p.tile));
+    Value live = kb.min(kb.sub(M, m0), kb.idx(p.tile));
+    p1.stage(m0, live);
+    p1.partials(m0, live, bid);
   });
+  // Thread k's alpha and beta (k < N; clamped), loaded before the barrier.
+  Value kq = kb.min(kb.threadId(), kb.idx(N - 1));
+  std::pair<Value, Value> ab{kb.toF32(kb.load(l.arg("alpha"), scaleSegment(kb, n, kq))),
+                             kb.toF32(kb.load(l.arg("beta"), kq))};
   Value sync = l.arg(::mhc::kSyncParam);
   kb.gridBarrier(sync, G);
   kb.loop(bid, M, kb.idx(G), [&](Value m) {
-    finishToken(ctx, l, kb, names, m, G, l.shared(2), l.shared(3));
+    finishToken(ctx, l, kb, names, p, m, l.shared(4), l.shared(5), l.shared(6), ab);
   });
   kb.gridBarrier(sync, G);
-  // y on the block's slice, for every token, with the aggregate's fma chain.
-  const char *xn = expand ? "x_next" : "x";
-  Value items = kb.mul(M, cnt);
-  kb.loop(kb.threadId(), items, kb.idx(kThreads), [&](Value item) {
-    Value m = kb.div(item, cnt), c = kb.add(c0, kb.rem(item, cnt));
-    Value acc;
-    for (int64_t i = 0; i < n; ++i) {
-      Value pre = kb.load(l.arg("pre"), kb.add(kb.mul(m, kb.idx(n)), kb.idx(i)));
-      Value x = kb.toF32(kb.load(l.arg(xn), p1.xIndex(m, i, c)));
-      acc = i == 0 ? kb.mul(pre, x) : kb.fma(pre, x, acc);
-    }
-    kb.storeFrom({acc}, l.arg("y"), kb.add(kb.mul(m, kb.idx(C)), c));
-  });
+  writeY(ctx, l, kb, p1, expand ? "x_next" : "x");
   return success();
 }
 

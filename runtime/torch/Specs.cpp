@@ -2,6 +2,8 @@
 
 #include "Specs.h"
 
+#include <cstdlib>
+
 namespace mhc::ops {
 
 std::optional<mhc::DType> dtypeOf(const Tensor &t) {
@@ -114,8 +116,21 @@ mhc::KernelSpec preSpec(int64_t n, const Tensor &x, Str layout, int64_t C,
   return spec;
 }
 
+namespace {
+/// The one-launch threshold, or MHC_ONE_LAUNCH_MAX_TOKENS where set: a
+/// benchmark knob (bench/serve.py measures both paths at every M with it;
+/// docs/design/serve.md), read once per process. mhc-specialize ignores it.
+int64_t oneLaunchMaxTokens() {
+  static const int64_t limit = [] {
+    const char *v = std::getenv("MHC_ONE_LAUNCH_MAX_TOKENS");
+    return v && *v ? std::atoll(v) : mhc::kOneLaunchMaxTokens;
+  }();
+  return limit;
+}
+} // namespace
+
 mhc::KernelSpec forTokens(mhc::KernelSpec spec, int64_t M) {
-  spec.cooperative = spec.acceptsCooperative() && mhc::forwardRunsInOneLaunch(M);
+  spec.cooperative = spec.acceptsCooperative() && M >= 1 && M <= oneLaunchMaxTokens();
   if (spec.cooperative && mhc::oneLaunchSliceBytes(spec) > mhc::kOneLaunchMaxSliceBytes)
     spec.cooperative = false; // (C past ~100K channels: the multi-launch path)
   return spec;

@@ -46,7 +46,8 @@ mhc::KernelSpec preSpec(int64_t n, const Tensor &x, Str layout, int64_t C,
 
 /// A pre.fwd or post_pre.fwd spec for M tokens: the one-launch kernel
 /// (`cooperative`) where mhc::forwardRunsInOneLaunch(M) says so, the rule
-/// mhc-specialize follows too. Other specs are returned as they are.
+/// mhc-specialize follows too (MHC_ONE_LAUNCH_MAX_TOKENS, a benchmark knob,
+/// moves the runtime's threshold). Other specs are returned as they are.
 mhc::KernelSpec forTokens(mhc::KernelSpec spec, int64_t M);
 
 /// The pre step's attributes, as pre and post_pre take them (views of the

@@ -40,7 +40,7 @@ func.func @seam(%f: !f, %post: !v, %x: !x, %P: !m, %phi: tensor<24x32xf32>, %a: 
 // CHECK-NEXT: mhc.post_pre cn %arg0, %arg1, %arg2, %arg3 bias %arg4 next %arg5, %arg6, %arg7 weight %arg8 sinkhorn log {n = 4 : i64, pre_eps = 0.000000e+00 : f32} : (tensor<16x8xf16>, tensor<16x4xf32>, tensor<16x8x4xf16>, tensor<16x4x4xf32>, tensor<8xbf16>, tensor<24x32xbf16>, tensor<3xbf16>, tensor<24xbf16>, tensor<32xbf16>) -> (tensor<16x8x4xf16>, tensor<16x24xf32>, tensor<16xf32>, tensor<16x4xf32>, tensor<16x4xf32>, tensor<16x4x4xf32>, tensor<16x4x4xf32>, tensor<16x8xf16>)
 // CHECK-NEXT: return
 // SPEC-LABEL: func @seam_bias_weight
-// SPEC: mhc.spec = #mhc.spec<"post_pre.fwd;n=4;act=f16;param=bf16;layout=cn;C=8;tf32=0;weight=1;norm_eps=9.99999997e-07;pre_eps=0;post_mult=2;mode=log;iters=20;bias=1;coop=1;arch=sm_90a">
+// SPEC: mhc.spec = #mhc.spec<"post_pre.fwd;n=4;act=f16;param=bf16;layout=cn;C=8;tf32=0;weight=1;norm_eps=9.99999997e-07;pre_eps=0;post_mult=2;mode=log;iters=20;bias=1;arch=sm_90a">
 func.func @seam_bias_weight(%f: tensor<16x8xf16>, %post: tensor<16x4xf32>, %x: tensor<16x8x4xf16>, %P: tensor<16x4x4xf32>,
                             %bias: tensor<8xbf16>, %phi: tensor<24x32xbf16>, %a: tensor<3xbf16>, %b: tensor<24xbf16>, %w: tensor<32xbf16>)
     -> tensor<16x8xf16> {

@@ -54,7 +54,7 @@ func.func @pre(%x: tensor<?x4x64xbf16>, %phi: tensor<24x256xbf16>, %a: tensor<3x
 
 // The forward of pre and post_pre picks its kernel by the token count
 // (mhc::forwardRunsInOneLaunch, as the torch ops do at run time): a static
-// M <= 256 the one-launch kernel (coop=1), M = 257 the multi-launch one,
+// M <= 4 (kOneLaunchMaxTokens) the one-launch kernel (coop=1), M = 5 the multi-launch one,
 // which a dynamic M keeps in mhc.spec with the one-launch spec beside it.
 // CHECK-LABEL: func @one_launch
 // SM90: mhc.pre nc {{.*}} {mhc.spec = #mhc.spec<"pre.fwd;n=4;act=bf16;param=f32;layout=nc;C=64;tf32=0;weight=0;norm_eps=9.99999997e-07;pre_eps=9.99999997e-07;post_mult=2;mode=log;iters=20;coop=1;arch=sm_90a">, n = 4 : i64}
@@ -67,17 +67,17 @@ func.func @pre(%x: tensor<?x4x64xbf16>, %phi: tensor<24x256xbf16>, %a: tensor<3x
 // SM90: mhc.post_pre_grad {{.*}}mhc.spec = #mhc.spec<"post_pre.bwd;{{[^"]*}};bias=0;arch=sm_90a">
 // SM90-NOT: mhc.spec_one_launch
 // CHECK-NOT: mhc.fallback
-func.func @one_launch(%x1: tensor<1x4x64xbf16>, %x256: tensor<256x4x64xbf16>, %x257: tensor<257x4x64xbf16>,
+func.func @one_launch(%x1: tensor<1x4x64xbf16>, %x4: tensor<4x4x64xbf16>, %x5: tensor<5x4x64xbf16>,
                       %phi: tensor<24x256xf32>, %a: tensor<3xf32>, %b: tensor<24xf32>,
-                      %f: tensor<256x64xbf16>, %post: tensor<256x4xf32>, %p: tensor<256x4x4xf32>,
-                      %f7: tensor<257x64xbf16>, %post7: tensor<257x4xf32>, %p7: tensor<257x4x4xf32>,
+                      %f: tensor<4x64xbf16>, %post: tensor<4x4xf32>, %p: tensor<4x4x4xf32>,
+                      %f7: tensor<5x64xbf16>, %post7: tensor<5x4xf32>, %p7: tensor<5x4x4xf32>,
                       %fd: tensor<?x64xbf16>, %postd: tensor<?x4xf32>, %xd: tensor<?x4x64xbf16>, %pd: tensor<?x4x4xf32>,
                       %gd: tensor<?x24xf32>, %msd: tensor<?xf32>, %yd: tensor<?x64xbf16>) {
   %0:7 = mhc.pre nc %x1, %phi, %a, %b sinkhorn log {n = 4 : i64} : (tensor<1x4x64xbf16>, tensor<24x256xf32>, tensor<3xf32>, tensor<24xf32>) -> (tensor<1x24xf32>, tensor<1xf32>, tensor<1x4xf32>, tensor<1x4xf32>, tensor<1x4x4xf32>, tensor<1x4x4xf32>, tensor<1x64xbf16>)
-  %1:7 = mhc.pre nc %x256, %phi, %a, %b sinkhorn log {n = 4 : i64} : (tensor<256x4x64xbf16>, tensor<24x256xf32>, tensor<3xf32>, tensor<24xf32>) -> (tensor<256x24xf32>, tensor<256xf32>, tensor<256x4xf32>, tensor<256x4xf32>, tensor<256x4x4xf32>, tensor<256x4x4xf32>, tensor<256x64xbf16>)
-  %2:7 = mhc.pre nc %x257, %phi, %a, %b sinkhorn log {n = 4 : i64} : (tensor<257x4x64xbf16>, tensor<24x256xf32>, tensor<3xf32>, tensor<24xf32>) -> (tensor<257x24xf32>, tensor<257xf32>, tensor<257x4xf32>, tensor<257x4xf32>, tensor<257x4x4xf32>, tensor<257x4x4xf32>, tensor<257x64xbf16>)
-  %3:8 = mhc.post_pre nc %f, %post, %x256, %p next %phi, %a, %b sinkhorn log {n = 4 : i64} : (tensor<256x64xbf16>, tensor<256x4xf32>, tensor<256x4x64xbf16>, tensor<256x4x4xf32>, tensor<24x256xf32>, tensor<3xf32>, tensor<24xf32>) -> (tensor<256x4x64xbf16>, tensor<256x24xf32>, tensor<256xf32>, tensor<256x4xf32>, tensor<256x4xf32>, tensor<256x4x4xf32>, tensor<256x4x4xf32>, tensor<256x64xbf16>)
-  %4:8 = mhc.post_pre nc %f7, %post7, %x257, %p7 next %phi, %a, %b sinkhorn log {n = 4 : i64} : (tensor<257x64xbf16>, tensor<257x4xf32>, tensor<257x4x64xbf16>, tensor<257x4x4xf32>, tensor<24x256xf32>, tensor<3xf32>, tensor<24xf32>) -> (tensor<257x4x64xbf16>, tensor<257x24xf32>, tensor<257xf32>, tensor<257x4xf32>, tensor<257x4xf32>, tensor<257x4x4xf32>, tensor<257x4x4xf32>, tensor<257x64xbf16>)
+  %1:7 = mhc.pre nc %x4, %phi, %a, %b sinkhorn log {n = 4 : i64} : (tensor<4x4x64xbf16>, tensor<24x256xf32>, tensor<3xf32>, tensor<24xf32>) -> (tensor<4x24xf32>, tensor<4xf32>, tensor<4x4xf32>, tensor<4x4xf32>, tensor<4x4x4xf32>, tensor<4x4x4xf32>, tensor<4x64xbf16>)
+  %2:7 = mhc.pre nc %x5, %phi, %a, %b sinkhorn log {n = 4 : i64} : (tensor<5x4x64xbf16>, tensor<24x256xf32>, tensor<3xf32>, tensor<24xf32>) -> (tensor<5x24xf32>, tensor<5xf32>, tensor<5x4xf32>, tensor<5x4xf32>, tensor<5x4x4xf32>, tensor<5x4x4xf32>, tensor<5x64xbf16>)
+  %3:8 = mhc.post_pre nc %f, %post, %x4, %p next %phi, %a, %b sinkhorn log {n = 4 : i64} : (tensor<4x64xbf16>, tensor<4x4xf32>, tensor<4x4x64xbf16>, tensor<4x4x4xf32>, tensor<24x256xf32>, tensor<3xf32>, tensor<24xf32>) -> (tensor<4x4x64xbf16>, tensor<4x24xf32>, tensor<4xf32>, tensor<4x4xf32>, tensor<4x4xf32>, tensor<4x4x4xf32>, tensor<4x4x4xf32>, tensor<4x64xbf16>)
+  %4:8 = mhc.post_pre nc %f7, %post7, %x5, %p7 next %phi, %a, %b sinkhorn log {n = 4 : i64} : (tensor<5x64xbf16>, tensor<5x4xf32>, tensor<5x4x64xbf16>, tensor<5x4x4xf32>, tensor<24x256xf32>, tensor<3xf32>, tensor<24xf32>) -> (tensor<5x4x64xbf16>, tensor<5x24xf32>, tensor<5xf32>, tensor<5x4xf32>, tensor<5x4xf32>, tensor<5x4x4xf32>, tensor<5x4x4xf32>, tensor<5x64xbf16>)
   %5:8 = mhc.post_pre nc %fd, %postd, %xd, %pd next %phi, %a, %b sinkhorn log {n = 4 : i64} : (tensor<?x64xbf16>, tensor<?x4xf32>, tensor<?x4x64xbf16>, tensor<?x4x4xf32>, tensor<24x256xf32>, tensor<3xf32>, tensor<24xf32>) -> (tensor<?x4x64xbf16>, tensor<?x24xf32>, tensor<?xf32>, tensor<?x4xf32>, tensor<?x4xf32>, tensor<?x4x4xf32>, tensor<?x4x4xf32>, tensor<?x64xbf16>)
   %6:7 = mhc.post_pre_grad nc %xd, %yd, %postd, %pd, %fd, %postd, %xd, %pd next %xd, %gd, %msd, %postd, %pd, %phi, %a, %b sinkhorn log {n = 4 : i64} : (tensor<?x4x64xbf16>, tensor<?x64xbf16>, tensor<?x4xf32>, tensor<?x4x4xf32>, tensor<?x64xbf16>, tensor<?x4xf32>, tensor<?x4x64xbf16>, tensor<?x4x4xf32>, tensor<?x4x64xbf16>, tensor<?x24xf32>, tensor<?xf32>, tensor<?x4xf32>, tensor<?x4x4xf32>, tensor<24x256xf32>, tensor<3xf32>, tensor<24xf32>) -> (tensor<?x4x64xbf16>, tensor<?x64xbf16>, tensor<?x4xf32>, tensor<?x4x4xf32>, tensor<24x256xf32>, tensor<3xf32>, tensor<24xf32>)
   return
@@ -112,7 +112,7 @@ func.func @backward(%gh: tensor<?x8xf32>, %gms: tensor<?xf32>, %x: tensor<?x8x2x
 // CHECK-LABEL: func @unsupported
 // SM90: mhc.aggregate nc {{.*}} {mhc.fallback = "n = 9 is outside the specialised range 1..8", mhc.spec = #mhc.spec<"aggregate.fwd;n=9;act=f32;layout=nc;C=16;arch=sm_90a">, n = 9 : i64}
 // SM90: mhc.aggregate nc {{.*}} {mhc.fallback = "the channel count C is not static", mhc.spec = #mhc.spec<"aggregate.fwd;n=4;act=bf16;layout=nc;C=0;arch=sm_90a">, n = 4 : i64}
-// SM90: mhc.pre nc {{.*}} {mhc.spec = #mhc.spec<"pre.fwd;n=2;act=f32;param=f32;layout=nc;C=3;tf32=0;weight=0;norm_eps=9.99999997e-07;pre_eps=9.99999997e-07;post_mult=2;mode=log;iters=20;arch=sm_90a">, mhc.spec_one_launch = #mhc.spec<"{{.*}};coop=1;arch=sm_90a">, n = 2 : i64}
+// SM90: mhc.pre nc {{.*}} {mhc.spec = #mhc.spec<"pre.fwd;n=2;act=f32;param=f32;layout=nc;C=3;tf32=0;weight=0;norm_eps=9.99999997e-07;pre_eps=9.99999997e-07;post_mult=2;mode=log;iters=20;arch=sm_90a">, mhc.spec_one_launch = #mhc.spec<"pre.fwd;n=2;act=f32;param=f32;layout=nc;C=3;tf32=0;weight=0;norm_eps=9.99999997e-07;pre_eps=9.99999997e-07;post_mult=2;mode=log;iters=20;coop=1;arch=sm_90a">, n = 2 : i64}
 // The same ops on small shapes are fine; sinkhorn does not depend on C.
 // SM90: mhc.sinkhorn log {{.*}} {mhc.spec = #mhc.spec<"sinkhorn.fwd;n=1;mode=log;iters=20;arch=sm_90a">, n = 1 : i64}
 func.func @unsupported(%x9: tensor<?x9x16xf32>, %pre9: tensor<?x9xf32>, %xd: tensor<?x4x?xbf16>, %pre: tensor<?x4xf32>, %l1: tensor<?x1x1xf32>,

@@ -199,11 +199,11 @@ def same_kernels(report, requested):
 
 
 def requested_at_any_m(model, S=5):
-    """The specs `model` requests at S x 3 tokens and at one token count past
-    the one-launch threshold: the graph's M is `?`, and the runtime picks the
-    pre step's and the seams' forward by M (docs/design/serve.md), so the
-    kernels mhc-opt builds for it cover both."""
-    small = mhc.export.record_specs(model, tokens(S=S, B=3), arch="sm_90a")
+    """The specs `model` requests at min(S, threshold) tokens and at one token
+    count past the one-launch threshold: the graph's M is `?`, and the runtime
+    picks the pre step's and the seams' forward by M (docs/design/serve.md),
+    so the kernels mhc-opt builds for it cover both."""
+    small = mhc.export.record_specs(model, tokens(S=min(S, _C.ONE_LAUNCH_MAX_TOKENS), B=1), arch="sm_90a")
     large = mhc.export.record_specs(model, tokens(S=_C.ONE_LAUNCH_MAX_TOKENS + 1, B=1), arch="sm_90a")
     assert all((";coop=1;" in s) == s.startswith(("pre.fwd", "post_pre.fwd")) for s in small)
     assert not any(";coop=1;" in s for s in large)

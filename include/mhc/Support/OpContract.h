@@ -43,8 +43,11 @@ constexpr bool preStepFuses(int64_t n, int64_t M) {
 /// `coop`, docs/design/serve.md): at decode sizes launches and the
 /// projection's cross-SM reduction dominate, and one launch with grid
 /// barriers removes both; above it the multi-launch path is faster.
-/// Provisional (256): the H100 measurement of issue 36 fixes it.
-inline constexpr int64_t kOneLaunchMaxTokens = 256;
+/// 4: on the H100 (bench/probes/one_launch_probe.py, n = 4, bf16, TE
+/// conventions) one launch beats the multi-launch path in a CUDA graph and
+/// eager at C = 4096 and 7168 for M = 1 and 4 and loses at M = 16 in a graph
+/// (C = 4096: 16.2 vs 12.9 us; C = 7168: 20.7 vs 18.4; docs/design/serve.md).
+inline constexpr int64_t kOneLaunchMaxTokens = 4;
 
 /// Whether the pre step's or the seam's forward runs in one launch at M
 /// tokens (M < 0: not known). Unknown M takes the multi-launch path, which
