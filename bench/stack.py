@@ -297,9 +297,22 @@ def measure_column(name, run, leaves, xs, ctx):
 
 
 def live_tensors():
-    """The tensors Python holds now, after a full collection (ids -> tensor)."""
+    """The tensors with memory that Python holds now, after a full collection (ids -> tensor):
+    not torch.compile's fake or functional tensors (its caches keep some; they hold no memory
+    and their storages have no address)."""
     gc.collect()
-    return {id(o): o for o in gc.get_objects() if issubclass(type(o), torch.Tensor)}
+    return {id(o): o for o in gc.get_objects() if issubclass(type(o), torch.Tensor) and has_memory(o)}
+
+
+def has_memory(t):
+    """Whether t's storage is real memory (fake, functional and meta tensors' have no address)."""
+    if isinstance(t, torch._subclasses.FakeTensor) or t.device.type == "meta":
+        return False
+    try:
+        t.untyped_storage().data_ptr()
+    except RuntimeError:
+        return False
+    return True
 
 
 def left_alive(before_ids, keep=()):
