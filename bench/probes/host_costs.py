@@ -9,7 +9,7 @@ costs out (by CPU time, then by GPU time). Prints tables; writes nothing.
 
 Host time = perf_counter around `calls` back-to-back calls with no synchronisation (few enough
 that CUDA's launch queue never fills, so the GPU's time does not count), divided by `calls`.
-Under torch.profiler, each thread's first CUDA call in a session pays a CUPTI activity-buffer
+Under torch.profiler, each thread's first CUDA call pays a CUPTI activity-buffer
 request (~3 ms on the H100 machine): with a plain `profile()` over a few steps it lands in the
 first op of the forward (mhc::pre_saved) and in the first op the autograd engine's device
 thread runs (the last layer's mhc::expand_combine_backward), which then look ~600 us per call

@@ -22,12 +22,7 @@ using namespace mlir;
 using namespace mlir::mhc;
 
 LogicalResult seam::buildBackwardComposed(KernelContext &ctx) {
-  std::vector<::mhc::KernelSpec> parts = ::mhc::postPreParts(ctx.spec);
-  assert(parts.size() == 5 && parts[0].op == ::mhc::OpKind::Aggregate &&
-         parts[1].op == ::mhc::OpKind::Sinkhorn &&
-         parts[2].op == ::mhc::OpKind::Scale &&
-         parts[3].op == ::mhc::OpKind::Project &&
-         parts[4].op == ::mhc::OpKind::ExpandCombine);
+  std::vector<::mhc::KernelSpec> parts = seam::backwardParts(ctx);
   Composition c(ctx);
   declareBackwardContract(c, ctx);
   // The `acc` renames fail the composition if a part's kernel does not take

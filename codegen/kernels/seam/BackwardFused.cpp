@@ -29,12 +29,7 @@ bool seam::backwardFuses(const KernelContext &ctx) {
 }
 
 LogicalResult seam::buildBackwardFused(KernelContext &ctx) {
-  std::vector<::mhc::KernelSpec> parts = ::mhc::postPreParts(ctx.spec);
-  assert(parts.size() == 5 && parts[0].op == ::mhc::OpKind::Aggregate &&
-         parts[1].op == ::mhc::OpKind::Sinkhorn &&
-         parts[2].op == ::mhc::OpKind::Scale &&
-         parts[3].op == ::mhc::OpKind::Project &&
-         parts[4].op == ::mhc::OpKind::ExpandCombine);
+  std::vector<::mhc::KernelSpec> parts = seam::backwardParts(ctx);
   Composition c(ctx);
   declareBackwardContract(c, ctx);
   // gpre is a workspace (aggregate writes it, scale reads it); the

@@ -85,3 +85,13 @@ void seam::declareBackwardContract(Composition &c, const KernelContext &ctx) {
     out.param("gbias", ctx.C());
   declarePreParams(out, "g");
 }
+
+std::vector<::mhc::KernelSpec> seam::backwardParts(const KernelContext &ctx) {
+  std::vector<::mhc::KernelSpec> parts = ::mhc::postPreParts(ctx.spec);
+  assert(parts.size() == 5 && parts[0].op == ::mhc::OpKind::Aggregate &&
+         parts[1].op == ::mhc::OpKind::Sinkhorn &&
+         parts[2].op == ::mhc::OpKind::Scale &&
+         parts[3].op == ::mhc::OpKind::Project &&
+         parts[4].op == ::mhc::OpKind::ExpandCombine);
+  return parts;
+}

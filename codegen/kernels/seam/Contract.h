@@ -20,6 +20,9 @@ void declareForwardContract(Composition &c, const KernelContext &ctx);
 /// x_next, h, ms, pre, logits, phi, alpha, beta, weight?; then gx, gf,
 /// gpost, gP, gbias?, gphi, galpha, gbeta, gweight?.
 void declareBackwardContract(Composition &c, const KernelContext &ctx);
+/// post_pre.bwd's parts in stage order: aggregate, sinkhorn, scale,
+/// project, expand_combine (::mhc::postPreParts, checked).
+std::vector<::mhc::KernelSpec> backwardParts(const KernelContext &ctx);
 
 /// The seam's two composed launch sequences (ForwardComposed.cpp,
 /// BackwardComposed.cpp): each part's own kernels, in order.
