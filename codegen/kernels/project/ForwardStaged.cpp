@@ -122,11 +122,17 @@ SmallVector<SmallVector<Value>> pieceParts(KernelBuilder &kb,
   Value col = kb.add(kb.add(kb.mul(c, kb.idx(sp.chunk())), kb.mul(j, kb.idx(32))),
                      kb.mul(kb.rem(lane, kb.idx(4)), kb.idx(8)));
   Value valid = kb.lt(row, kb.idx(N));
-  Value off = kb.add(kb.mul(kb.min(row, kb.idx(N - 1)), kb.idx(K)), col);
-  SmallVector<Value> v = kb.loadF32(phi, off, 8);
-  SmallVector<Value> w;
-  if (sp.hasWeight)
-    w = kb.loadF32(weight, col, 8);
+  SmallVector<Value> v, w;
+  if (sp.anyK()) {
+    v = loadStagedParams(kb, sp, phi, kb.mul(kb.min(row, kb.idx(N - 1)), kb.idx(K)), col, 8);
+    if (sp.hasWeight)
+      w = loadStagedParams(kb, sp, weight, kb.idx(0), col, 8);
+  } else {
+    Value off = kb.add(kb.mul(kb.min(row, kb.idx(N - 1)), kb.idx(K)), col);
+    v = kb.loadF32(phi, off, 8);
+    if (sp.hasWeight)
+      w = kb.loadF32(weight, col, 8);
+  }
   SmallVector<SmallVector<Value>> parts(P);
   for (int64_t e = 0; e < 8; ++e) {
     SmallVector<Value> pe = bf16Parts(kb, v[e], sp.hasWeight ? w[e] : Value(), valid, P);
@@ -146,16 +152,22 @@ void emitWgmmaPack(KernelContext &ctx, const StagedPlan &sp) {
   int64_t N = sp.N, K = sp.K, NT = sp.nTiles, P = sp.parts, CH = sp.chunk();
   int64_t pairs = sp.pairs(), chunkBytes = sp.chunkBytes();
   int64_t rowsPad = NT * 8;
-  packLaunch(ctx, sp, (K / 32) * rowsPad, [&](LaunchBuilder &l, KernelBuilder &kb, Value i) {
+  packLaunch(ctx, sp, (sp.paddedK() / 32) * rowsPad, [&](LaunchBuilder &l, KernelBuilder &kb, Value i) {
     Value row = kb.rem(i, kb.idx(rowsPad)), q = kb.div(i, kb.idx(rowsPad));
     Value j = kb.rem(q, kb.idx(pairs)), c = kb.div(q, kb.idx(pairs));
     Value col = kb.add(kb.mul(c, kb.idx(CH)), kb.mul(j, kb.idx(32)));
     Value valid = kb.lt(row, kb.idx(N));
-    SmallVector<Value> v =
-        kb.loadF32(l.arg("phi"), kb.add(kb.mul(kb.min(row, kb.idx(N - 1)), kb.idx(K)), col), 32);
-    SmallVector<Value> w;
-    if (sp.hasWeight)
-      w = kb.loadF32(l.arg("weight"), col, 32);
+    Value phiRow = kb.mul(kb.min(row, kb.idx(N - 1)), kb.idx(K));
+    SmallVector<Value> v, w;
+    if (sp.anyK()) {
+      v = loadStagedParams(kb, sp, l.arg("phi"), phiRow, col, 32);
+      if (sp.hasWeight)
+        w = loadStagedParams(kb, sp, l.arg("weight"), kb.idx(0), col, 32);
+    } else {
+      v = kb.loadF32(l.arg("phi"), kb.add(phiRow, col), 32);
+      if (sp.hasWeight)
+        w = kb.loadF32(l.arg("weight"), col, 32);
+    }
     // parts[p][e]: part p of physical column e of the 32.
     SmallVector<SmallVector<Value>> parts(P);
     for (int64_t e = 0; e < 32; ++e) {
@@ -183,8 +195,8 @@ void emitWgmmaPack(KernelContext &ctx, const StagedPlan &sp) {
 /// The pack launch for the mma.sync layout: one thread per 16-byte piece of
 /// the packed parts.
 void emitMmaSyncPack(KernelContext &ctx, const StagedPlan &sp) {
-  int64_t K = sp.K, NT = sp.nTiles, P = sp.parts, pairs = sp.pairs();
-  packLaunch(ctx, sp, K * P * NT, [&](LaunchBuilder &l, KernelBuilder &kb, Value i) {
+  int64_t NT = sp.nTiles, P = sp.parts, pairs = sp.pairs();
+  packLaunch(ctx, sp, sp.paddedK() * P * NT, [&](LaunchBuilder &l, KernelBuilder &kb, Value i) {
     Value lane = kb.rem(i, kb.idx(32)), q = kb.div(i, kb.idx(32));
     Value nt = kb.rem(q, kb.idx(NT));
     q = kb.div(q, kb.idx(NT));
@@ -219,6 +231,7 @@ private:
   void fillChunk(Value i, Value st);
   void locateRows();
   Rows loadX(Value i);
+  Rows loadXAnyK(Value chunk);
   void expandRows(Value col, Rows &xs);
   SmallVector<Value> emitKLoop();
   SmallVector<Value> emitChunk(Value i, ValueRange it, Value zero);
@@ -322,6 +335,8 @@ void StagedPartial::locateRows() {
 /// xs[r][j]: the 16 bytes of row r (m-tile r / 2, token g + 8 (r % 2)) for
 /// pair j of chunk i of the block's range.
 StagedPartial::Rows StagedPartial::loadX(Value i) {
+  if (p.anyK())
+    return loadXAnyK(kb.add(sk.cBegin, i));
   Value col = kb.mul(kb.add(sk.cBegin, i), kb.idx(p.chunk()));
   Rows xs(2 * p.mTiles);
   for (int64_t j = 0; j < p.pairs(); ++j)
@@ -329,6 +344,32 @@ StagedPartial::Rows StagedPartial::loadX(Value i) {
       xs[r].push_back(kb.vload(l.arg("x"), kb.add(xRow[r], kb.add(col, kb.idx(32 * j))), 8));
   if (p.expand)
     expandRows(col, xs);
+  return xs;
+}
+
+/// loadX at any K (x's rows 8-byte aligned, loads of p.xUnit elements):
+/// the last chunk, which runs past K, masked at K in a branch of its own,
+/// so that the other chunks load as they would at K % 8 == 0.
+StagedPartial::Rows StagedPartial::loadXAnyK(Value chunk) {
+  Value col = kb.mul(chunk, kb.idx(p.chunk()));
+  auto load = [&](bool masked) {
+    // (Masked: the lane's columns end at K - 8t.)
+    Value laneEnd = masked ? kb.sub(kb.idx(p.K), kb.mul(sk.t, kb.idx(8))) : Value();
+    SmallVector<Value> flat;
+    for (int64_t r = 0; r < 2 * p.mTiles; ++r)
+      for (int64_t j = 0; j < p.pairs(); ++j) {
+        Value at = kb.add(col, kb.idx(32 * j));
+        flat.push_back(masked ? loadStagedXMasked(kb, p, l.arg("x"), xRow[r], at, laneEnd)
+                              : kb.vload(l.arg("x"), kb.add(xRow[r], at), 8));
+      }
+    return flat;
+  };
+  SmallVector<Value> flat = kb.ifElse(kb.eq(chunk, kb.idx(p.chunks() - 1)),
+                                      [&] { return load(true); },
+                                      [&] { return load(false); });
+  Rows xs(2 * p.mTiles);
+  for (int64_t r = 0; r < 2 * p.mTiles; ++r)
+    xs[r].assign(flat.begin() + r * p.pairs(), flat.begin() + (r + 1) * p.pairs());
   return xs;
 }
 
@@ -574,6 +615,7 @@ void emitStagedPartial(KernelContext &ctx, const StagedPlan &p) {
       .sharedI64(2 * kStages)
       .minBlocksPerSM(p.expand ? 1 : p.blocksPerSM);
   KernelBuilder kb = ctx.begin(l);
+  limitRowAccesses(ctx, kb, l, {"x"});
   StagedPartial(p, l, kb).emit();
 }
 
@@ -581,7 +623,8 @@ void emitStagedPartial(KernelContext &ctx, const StagedPlan &p) {
 
 bool mlir::mhc::projectForwardExpands(const KernelContext &ctx) {
   std::optional<StagedPlan> p = planStaged(ctx);
-  return p && !p->wgmma && !p->prefetch() &&
+  // (Not at any K: its f, x_next and bias accesses assume K % 8 == 0.)
+  return p && !p->anyK() && !p->wgmma && !p->prefetch() &&
          ctx.spec.layout == ::mhc::Layout::CN && 8 % ctx.n() == 0;
 }
 
@@ -607,7 +650,7 @@ LogicalResult mlir::mhc::buildProjectForwardExpand(KernelContext &ctx) {
   if (p.hasWeight)
     ctx.buffer("weight", ctx.spec.param, BufferRole::Input, {0, p.K});
   ctx.buffer("packed", DType::BF16, BufferRole::Workspace,
-             {0, p.parts * p.nTiles * 8 * p.K});
+             {0, p.parts * p.nTiles * 8 * p.paddedK()});
   ctx.buffer("partials", DType::F32, BufferRole::Workspace, {0, 0, p.N + 1});
   emitMmaSyncPack(ctx, p);
   emitStagedPartial(ctx, p);
@@ -623,7 +666,7 @@ LogicalResult mlir::mhc::buildProjectForwardStaged(KernelContext &ctx) {
   ctx.manifest.split = p.split;
   declareProjectForwardIO(ctx);
   ctx.buffer("packed", DType::BF16, BufferRole::Workspace,
-             {0, p.parts * p.nTiles * 8 * p.K});
+             {0, p.parts * p.nTiles * 8 * p.paddedK()});
   ctx.buffer("partials", DType::F32, BufferRole::Workspace, {0, 0, p.N + 1});
   if (p.wgmma)
     emitWgmmaPack(ctx, p);
