@@ -639,7 +639,7 @@ void emitStagedPartial(KernelContext &ctx, const StagedPlan &p) {
 
 bool mlir::mhc::projectForwardExpands(const KernelContext &ctx) {
   std::optional<StagedPlan> p = planStaged(ctx);
-  return p && !p->wgmma && !p->prefetch() &&
+  return p && !p->wgmma && p->mTiles == 1 &&
          ctx.spec.layout == ::mhc::Layout::CN && 8 % ctx.n() == 0;
 }
 
