@@ -113,6 +113,7 @@ def rows(M, C):
         "backward: autograd.grad, retain_graph": lambda: torch.autograd.grad(out, [x] + params, grad,
                                                                              retain_graph=True),
         "backward: autograd.grad, x only": lambda: torch.autograd.grad(out, [x], grad, retain_graph=True),
+        "backward: on the calling thread (no handoff)": "single",
         "backward ops from Python, main thread": manual,
         "backward ops from Python, other thread": None,
         f"control: {nodes} mul nodes, autograd.grad": control(x.detach(), nodes),
@@ -120,7 +121,11 @@ def rows(M, C):
     }
     print(f"M={M} C={C} L={L}: host us per call (per layer in brackets)")
     for name, fn in parts.items():
-        us = on_thread(manual) if fn is None else host_us(fn)
+        if fn == "single":  # the engine's device-thread handoff left out
+            with torch.autograd.set_multithreading_enabled(False):
+                us = host_us(parts["backward: autograd.grad, retain_graph"])
+        else:
+            us = on_thread(manual) if fn is None else host_us(fn)
         print(f"  {name:44s} {us:8.1f}  ({us / L:6.1f})", flush=True)
     return st, x, params, grad, out, manual
 
