@@ -77,6 +77,11 @@ def backward_profile(C=4096, M=128, profile_it=True):
 
     tf, tb = wall(fwd, 50), wall(step, 50)
     print(f"stack M={M} C={C}: fwd {tf/4:.1f} us/layer, fwd+bwd {tb/4:.1f}, bwd {(tb-tf)/4:.1f} us/layer (wall, eager)")
+    # The autograd engine runs CUDA nodes on its device thread: two thread hand-offs per backward.
+    with torch.autograd.set_multithreading_enabled(False):
+        tf1, tb1 = wall(fwd, 50), wall(step, 50)
+    print(f"stack M={M} C={C}, backward on the calling thread (torch.autograd.set_multithreading_enabled(False)): "
+          f"fwd {tf1/4:.1f} us/layer, fwd+bwd {tb1/4:.1f}, bwd {(tb1-tf1)/4:.1f} us/layer (wall, eager)")
     if not profile_it:
         return
     from torch.profiler import profile, ProfilerActivity
