@@ -52,7 +52,9 @@ private:
   void issueFullStep(Value step);
   void issueStep(Value step);
   void issueBlockStep(Value i, Value st);
-  Value rowShift(Value row);
+  void issueParityRows(Value base, Value m0, Value rows, Value ghBytes, Value bar);
+  void loadParityX(StepValues &s, int u);
+  void storeParityGx(StepValues &s, ArrayRef<SmallVector<Value>> gx);
   Value ghAt(Value ghBase, Value tokLocal, int64_t rs, Value i);
   void enterStep(StepValues &s);
   void loadAcc(StepValues &s);
@@ -90,6 +92,8 @@ private:
   // consumer lane releases its own reads (BulkRing::release).
   std::optional<BulkRing> bulk;
   Value count, sliceCol, xRowBytes, laneColInBlock;
+  // wideRuns: whether every column of this lane's warp is < K (uniform).
+  Value warpWhole;
 };
 
 } // namespace mlir::mhc
