@@ -5,16 +5,15 @@
 // masked at K. Forward: the tf32 variant (no pack launch), x read in 8-byte
 // pieces at K % 8 == 4 and element by element at odd K. Backward: the
 // block ring at K % 8 == 4 on sm_90 (bulk copies from the 16-byte boundary
-// below each row, the shift by the row's parity; a lane's 16-byte runs in
-// 16-byte pieces where the rows allow), else the per-warp cp.async ring in
-// pieces of the rows' alignment, 2-byte x pieces (odd K) by ld/st, each
-// lane its own slots; gx stored as wide as the rows allow.
+// below each row), else the per-warp cp.async ring in pieces of the rows'
+// alignment, 2-byte x pieces (odd K) by ld/st, each lane its own slots;
+// gx stored as wide as the rows allow.
 // RUN: rm -rf %t.f4 && mhc-compile --spec 'project.fwd;n=4;act=bf16;param=f32;layout=cn;C=5129;tf32=1;weight=0;arch=sm_90a' -o %t.f4 && cat %t.f4/*.json | FileCheck %s --check-prefix=FWD4JSON
 // RUN: cat %t.f4/*.ptx | FileCheck %s --check-prefix=FWD4PTX
 // RUN: rm -rf %t.f3 && mhc-compile --spec 'project.fwd;n=3;act=bf16;param=f32;layout=cn;C=5127;tf32=1;weight=1;arch=sm_90a' -o %t.f3 && cat %t.f3/*.ptx | FileCheck %s --check-prefix=FWDODD
 // RUN: rm -rf %t.b4 && mhc-compile --spec 'project.bwd;n=4;act=bf16;param=f32;layout=cn;C=5129;tf32=1;weight=0;arch=sm_90a' -o %t.b4 && cat %t.b4/*.ptx | FileCheck %s --check-prefix=BWD4
-// RUN: rm -rf %t.b2 && mhc-compile --spec 'project.bwd;n=2;act=f16;param=f32;layout=cn;C=4098;tf32=1;weight=1;arch=sm_90a' -o %t.b2 && cat %t.b2/*.ptx | FileCheck %s --check-prefix=BWD2
-// RUN: rm -rf %t.b6 && mhc-compile --spec 'project.bwd;n=6;act=bf16;param=f32;layout=cn;C=4098;tf32=1;weight=0;arch=sm_90a' -o %t.b6 && cat %t.b6/*.ptx | FileCheck %s --check-prefix=BWD6
+// RUN: rm -rf %t.b2 && mhc-compile --spec 'project.bwd;n=2;act=f16;param=f32;layout=cn;C=4098;tf32=1;weight=1;arch=sm_90a' -o %t.b2 && cat %t.b2/*.ptx | FileCheck %s --check-prefix=BWD4
+// RUN: rm -rf %t.b6 && mhc-compile --spec 'project.bwd;n=6;act=bf16;param=f32;layout=cn;C=4098;tf32=1;weight=0;arch=sm_90a' -o %t.b6 && cat %t.b6/*.ptx | FileCheck %s --check-prefix=BWD4
 // RUN: rm -rf %t.b80 && mhc-compile --spec 'project.bwd;n=4;act=bf16;param=f32;layout=cn;C=5129;tf32=1;weight=0;arch=sm_80' -o %t.b80 && cat %t.b80/*.ptx | FileCheck %s --check-prefix=BWD80
 // RUN: rm -rf %t.b3 && mhc-compile --spec 'project.bwd;n=3;act=bf16;param=f32;layout=cn;C=5127;tf32=0;weight=1;arch=sm_90a' -o %t.b3 && cat %t.b3/*.ptx | FileCheck %s --check-prefix=BWDODD
 // RUN: rm -rf %t.bf && mhc-compile --spec 'project.bwd;n=3;act=f32;param=f32;layout=cn;C=5127;tf32=1;weight=0;arch=sm_90a' -o %t.bf && cat %t.bf/*.ptx | FileCheck %s --check-prefix=BWDF32
@@ -37,31 +36,15 @@
 // FWDODD: ld.global.nc.b16
 // FWDODD-NOT: ld.global.nc.v{{[248]}}.b16
 
-// K % 8 == 4 on sm_90a: the block ring, each row bulk-copied from the
-// 16-byte boundary below it (no cp.async pieces). A lane's 16-byte run
-// (n = 2, 4 in tf32 mode): the even rows (16-byte aligned) read back and
-// stored in 16-byte pieces; the odd rows read in two 8-byte pieces and
-// stored by 16 bytes from the lane's fifth column, its last four columns
-// and the next lane's first four (a shuffle down by four lanes), with the
-// warp's two 8-byte ends apart. 8-byte runs (n = 6): no shuffles. On
-// sm_80: the per-warp ring's 8-byte cp.async pieces, no bulk copies.
+// K % 8 == 4 on sm_90a (n = 4 at odd C; n = 2, 6 at C = 2 mod 4): the
+// block ring, each row bulk-copied from the 16-byte boundary below it (no
+// cp.async pieces) and read back in 8-byte pieces; gx by 8-byte stores.
+// On sm_80: the per-warp ring's 8-byte cp.async pieces, no bulk copies.
 // BWD4-NOT: cp.async.ca
 // BWD4: cp.async.bulk.shared::cluster.global
-// BWD4: ld.shared.v4.b32
-// BWD4: ld.shared.v2.b32
-// BWD4: ld.shared.v2.b32
-// BWD4-NOT: ld.shared.v4.b16
-// BWD4: shfl.sync.down.b32 %r{{[0-9]+}}, %r{{[0-9]+}}, 4, 31, -1;
-// BWD4: shfl.sync.down.b32 %r{{[0-9]+}}, %r{{[0-9]+}}, 4, 31, -1;
-// BWD4: st.global.v4.b32
+// BWD4: ld.shared.v4.b16
+// BWD4: st.global.v2.b32
 // BWD4-NOT: cp.async.ca
-// BWD2: cp.async.bulk.shared::cluster.global
-// BWD2: shfl.sync.down.b32 %r{{[0-9]+}}, %r{{[0-9]+}}, 4, 31, -1;
-// BWD2: st.global.v4.b32
-// BWD6: cp.async.bulk.shared::cluster.global
-// BWD6-NOT: shfl.sync.down
-// BWD6: st.global.v2.b32
-// BWD6-NOT: shfl.sync.down
 // BWD80-NOT: cp.async.bulk
 // BWD80: cp.async.ca.shared.global [%rd{{[0-9]+}}{{(\+[0-9]+)?}}], [%rd{{[0-9]+}}{{(\+[0-9]+)?}}], 8, %r{{[0-9]+}};
 // BWD80-NOT: cp.async.bulk

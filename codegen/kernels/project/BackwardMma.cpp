@@ -101,9 +101,6 @@ MmaMain::MmaMain(KernelContext &ctx, const MmaPlan &p, LaunchBuilder &l,
                      kb.idx(p.actBytes));
   // This lane's x columns within the block's slice.
   laneColInBlock = kb.sub(colBase, sliceCol);
-  if (p.wideRuns)
-    warpWhole = kb.lt(kb.add(sliceCol, kb.mul(kb.add(warp, kb.idx(1)), kb.idx(16 * p.T))),
-                      kb.idx(K + 1));
   limitRowAccesses(ctx, kb, l, {"x", "phi", "weight", "acc", "gx", "partials"});
 }
 
@@ -256,8 +253,8 @@ void MmaMain::issueStep(Value step) {
 
 /// The block ring's producer (thread 0, or the paced producer warp's lane
 /// 0): the copies of step sBegin + i into stage st. Rows past M repeat row
-/// M - 1 (their gh rows are zero, so they add nothing; parityRows: zeros,
-/// issueParityRows); gh's rows past M are not copied but zeroed.
+/// M - 1 (their gh rows are zero, so they add nothing); gh's rows past M
+/// are not copied but zeroed.
 void MmaMain::issueBlockStep(Value i, Value st) {
   const int64_t N = p.N, K = p.K, ghStride = p.ghStride;
   Value base = kb.mul(st, kb.idx(p.stageFloats));
@@ -269,18 +266,28 @@ void MmaMain::issueBlockStep(Value i, Value st) {
   });
   Value ghBytes = kb.mul(rows, kb.idx(N * 4));
   Value bar = bulk->full(st);
-  if (p.parityRows) {
-    issueParityRows(base, m0, rows, ghBytes, bar);
-  } else {
-    auto rowOf = [&](int64_t r) { return kb.min(kb.add(m0, kb.idx(r)), lastRow); };
-    Value xBytes = kb.mul(xRowBytes, kb.idx(8));
-    kb.mbarrierArriveExpectTx(bar, kb.indexToI32(kb.add(xBytes, ghBytes)));
-    for (int64_t r = 0; r < 8; ++r) {
-      Value row = rowOf(r);
-      Value start = kb.add(kb.mul(row, kb.idx(K)), sliceCol);
-      kb.bulkCopy(kb.sharedPtr(ring, kb.add(base, kb.idx(r * p.rowBytes / 4))),
-                  kb.globalPtr(l.arg("x"), start), kb.indexToI32(xRowBytes), bar);
-    }
+  // Rows 8-byte aligned (xAlign 8): each row's copy starts at the 16-byte
+  // boundary below it and ends at the one above (the 16-byte granules that
+  // hold its bytes), rowShift bytes ahead of the row in its slot.
+  auto rowOf = [&](int64_t r) { return kb.min(kb.add(m0, kb.idx(r)), lastRow); };
+  auto copyBytes = [&](Value row) {
+    if (p.xAlign == 16)
+      return xRowBytes;
+    Value end = kb.add(kb.add(xRowBytes, rowShift(row)), kb.idx(15));
+    return kb.mul(kb.div(end, kb.idx(16)), kb.idx(16));
+  };
+  Value xBytes = kb.mul(xRowBytes, kb.idx(8));
+  if (p.xAlign < 16)
+    for (int64_t r = 0; r < 8; ++r)
+      xBytes = r == 0 ? copyBytes(rowOf(r)) : kb.add(xBytes, copyBytes(rowOf(r)));
+  kb.mbarrierArriveExpectTx(bar, kb.indexToI32(kb.add(xBytes, ghBytes)));
+  for (int64_t r = 0; r < 8; ++r) {
+    Value row = rowOf(r);
+    Value start = kb.add(kb.mul(row, kb.idx(K)), sliceCol);
+    if (p.xAlign < 16)
+      start = kb.sub(start, kb.div(rowShift(row), kb.idx(p.actBytes)));
+    kb.bulkCopy(kb.sharedPtr(ring, kb.add(base, kb.idx(r * p.rowBytes / 4))),
+                kb.globalPtr(l.arg("x"), start), kb.indexToI32(copyBytes(row)), bar);
   }
   if (ghStride == N)
     kb.bulkCopy(kb.sharedPtr(ring, ghBase),
@@ -382,12 +389,10 @@ void MmaMain::enterStep(StepValues &s) {
   for (int u = 0; u < 2; ++u) {
     s.tok[u] = kb.add(s.m0, kb.add(kb.mul(t, kb.idx(2)), kb.idx(u)));
     s.tokOk[u] = kb.lt(s.tok[u], M);
-    if (p.parityRows) {
-      loadParityX(s, u);
-      continue;
-    }
     for (int64_t c = 0; c < p.copies; ++c) {
       Value inRow = kb.add(kb.mul(t, kb.idx(2 * rowBytes)), kb.mul(laneColInBlock, kb.idx(actBytes)));
+      if (p.staged && p.xAlign < 16)
+        inRow = kb.add(inRow, rowShift(kb.min(s.tok[u], lastRow)));
       Value src = p.staged ? kb.sharedPtr(ring, kb.add(s.base, kb.div(kb.add(kb.idx(u * rowBytes + c * p.unit),
                                                                              inRow),
                                                                       kb.idx(4))))
@@ -433,21 +438,12 @@ void MmaMain::storeGx(StepValues &s, ArrayRef<Value> d, SmallVector<Value> &sums
       gx[u].push_back(hasAcc ? plusAcc(kb, spec, own, s.acc[u][j]) : own);
       sums[nAcc + j] = kb.fma(s.xa[u][j], dv, sums[nAcc + j]);
     }
-  auto storeLanes = [&] {
-    for (int u = 0; u < 2; ++u)
-      kb.when(kb.andi(active, s.tokOk[u]), [&] {
-        storeLaneCols(gx[u], l.arg("gx"), [&](Value c) {
-          return kb.add(kb.mul(s.tok[u], kb.idx(p.K)), c);
-        });
+  for (int u = 0; u < 2; ++u)
+    kb.when(kb.andi(active, s.tokOk[u]), [&] {
+      storeLaneCols(gx[u], l.arg("gx"), [&](Value c) {
+        return kb.add(kb.mul(s.tok[u], kb.idx(p.K)), c);
       });
-  };
-  if (!p.wideRuns) {
-    storeLanes();
-    return;
-  }
-  // Warps whose columns are all < K store whole 16-byte pieces.
-  kb.when(warpWhole, [&] { storeParityGx(s, gx); });
-  kb.when(arith::XOrIOp::create(kb.b, kb.loc, warpWhole, kb.boolean(true)), storeLanes);
+    });
 }
 
 /// One step of 8 tokens: its stage, the products, the stage released, gx.

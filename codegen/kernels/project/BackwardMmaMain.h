@@ -52,9 +52,7 @@ private:
   void issueFullStep(Value step);
   void issueStep(Value step);
   void issueBlockStep(Value i, Value st);
-  void issueParityRows(Value base, Value m0, Value rows, Value ghBytes, Value bar);
-  void loadParityX(StepValues &s, int u);
-  void storeParityGx(StepValues &s, ArrayRef<SmallVector<Value>> gx);
+  Value rowShift(Value row);
   Value ghAt(Value ghBase, Value tokLocal, int64_t rs, Value i);
   void enterStep(StepValues &s);
   void loadAcc(StepValues &s);
@@ -92,8 +90,6 @@ private:
   // consumer lane releases its own reads (BulkRing::release).
   std::optional<BulkRing> bulk;
   Value count, sliceCol, xRowBytes, laneColInBlock;
-  // wideRuns: whether every column of this lane's warp is < K (uniform).
-  Value warpWhole;
 };
 
 } // namespace mlir::mhc

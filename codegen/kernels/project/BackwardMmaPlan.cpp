@@ -133,8 +133,6 @@ void planRing(const KernelContext &ctx, MmaPlan &p) {
     // Four stages: deeper rings measured no faster.
     p.depth = 4;
   }
-  p.parityRows = p.staged && p.xAlign == 8;
-  p.wideRuns = p.parityRows && laneBytes == 16;
   // The paced producers' counters: an i32 per wave of resident blocks,
   // counting issued steps in epochs of kEpoch. Pacing needs blocks that
   // live for several epochs: from 8 per share (M >= 1152 at six shares).

@@ -30,16 +30,13 @@ struct MmaPlan {
   bool staged, paced; // block ring by bulk copies; with a producer warp
   int64_t laneCols, blockCols, slices, width, shares;
   // Any K (issue 35): x's rows aligned to xAlign bytes (16 where K % 8 ==
-  // 0); a lane's columns are loaded and stored in pieces of colPiece
+  // 0; at 8 the block ring copies each row from the 16-byte boundary below
+  // it, MmaMain::issueBlockStep); a lane's columns are loaded and stored in pieces of colPiece
   // elements, each masked at K where colPiece < laneCols (K % laneCols !=
   // 0); x pieces under 4 bytes (odd K, 2-byte x) are copied by ld/st, not
   // cp.async.
   int64_t xAlign, colPiece;
   bool syncCopy;
-  // The block ring at xAlign 8 (BackwardMmaAnyK.cpp): row m0 + r of a step
-  // (m0 a multiple of 8) starts 8 (r % 2) bytes past a 16-byte boundary,
-  // so token 2t + u's shift is 8u; wideRuns where a lane's run is 16 bytes.
-  bool parityRows, wideRuns;
   // A stage of the ring (floats), x's pieces (per-warp ring) and rows
   // (block ring), gh's row stride and the phi fragments' slots.
   int64_t unit, copies, xFloats, ghFloats, ghPieces, stageFloats, phiFloats;
