@@ -20,6 +20,8 @@ run_tests() {
   OUT="$logs" bash "$root/test/gpu/run-torch-suite.sh" "$root/test/gpu/test_inference_gpu.py" > "$logs/suite.log" 2>&1
   note "suite (run-torch-suite.sh + test_inference_gpu.py): rc $?"
   grep -E "passed|failed|compute-sanitizer|^device|seed" "$logs/suite.log" | tail -6 | tee -a "$summary"
+  python3 "$root/test/gpu/seam_gpu.py" --compiler "$MHC_COMPILER" > "$logs/seam_parts.log" 2>&1
+  note "seam_gpu.py (the fused forward and backward bitwise against their parts): rc $? $(tail -1 "$logs/seam_parts.log")"
   (cd /tmp && python3 -m pytest -q -p no:cacheprovider "$root/test/gpu/test_any_c_gpu.py") > "$logs/any_c.log" 2>&1
   note "test_any_c_gpu.py: rc $? $(tail -1 "$logs/any_c.log")"
   [ ${#te[@]} -gt 0 ] && export MHC_TE_PATH="${te[0]}"
@@ -30,7 +32,8 @@ run_tests() {
 
 run_probes() {
   source "$root/test/gpu/setup-gpu.sh" > "$logs/setup.log" 2>&1 || { tail -20 "$logs/setup.log"; return 1; }
-  python3 "$root/bench/probes/any_c.py" > "$logs/any_c.txt" 2>&1
+  { python3 "$root/bench/probes/any_c.py"; python3 "$root/bench/probes/any_c.py" --tf32 0
+    python3 "$root/bench/probes/any_c.py" --n 6 --pairs 5126:5120; } > "$logs/any_c.txt" 2>&1
   note "== any C (bench/probes/any_c.py, rc $?)"; grep -E "device|ratio" "$logs/any_c.txt" | tee -a "$summary"
   python3 "$root/bench/probes/seam_bwd_kernels.py" --shape 32768,7168 > "$logs/seam_kernels.txt" 2>&1
   note "== seam kernels (seam_bwd_kernels.py --shape 32768,7168, rc $?)"; tail -25 "$logs/seam_kernels.txt" | tee -a "$summary"
