@@ -196,6 +196,11 @@ def stack_targets(stack):
         yield (f"| {name} <= TE default's | " + "; ".join("-" if v is None else f"{v[0] / 2**20:.0f} vs {v[1] / 2**20:.0f} MiB"
                                                           for v in vals)
                + f" | {yes([v[0] <= v[1] if v else None for v in vals])} |")
+    pairs = [(get("mhc.te acc buffer", 32768, C), get("mhc.te", 32768, C)) for C in (7168, 4096)]
+    vals = [(b["total_us"], p["total_us"]) if b and p else None for b, p in pairs]
+    yield ("| mhc.te with the fp32 buffer faster than without (issue 35; bound: docs/design/project.md, acc) | "
+           + "; ".join("-" if v is None else f"{v[0]:.0f} vs {v[1]:.0f} us" for v in vals)
+           + f" | {yes([v[0] < v[1] if v else None for v in vals])} |")
     r = get("mhc fused", 128, 4096)
     yield (f"| backward per layer at M = 128, C = 4096 <= 120 us (from PyTorch) | "
            + (f"{r['bwd_us']:.1f} us" if r else "-") + f" | {yes([r['bwd_us'] <= 120] if r else [])} |")
@@ -248,10 +253,8 @@ def stack_section(stack):
            " the distinct storages autograd saves for backward, parameters left out; held = what the forward"
            " leaves allocated besides its output (also tensors kept outside autograd's saved tensors, such as TE's"
            " buffer); peak = max_memory_allocated over one forward + backward of the stack, above what was"
-           " allocated before it. A column marked 'out of memory' did not fit beside what the process still"
-           " held from the columns before it (bench/stack.py does not yet return all of a column's memory;"
-           " 76.9 GiB were in use when the first such column started in the 2026-11-26 run), not its own"
-           " need.\n")
+           " allocated before it. Each column returns what it allocated before the next starts (the run's log"
+           " prints torch.cuda.memory_allocated() after each).\n")
     yield "| target (identity block, M = 32768) | measured | |"
     yield "| --- | --- | --- |"
     yield from stack_targets(stack)

@@ -16,6 +16,8 @@
 // RUN: rm -rf %t.f3 && mhc-compile --spec 'project.fwd;n=3;act=bf16;param=f32;layout=cn;C=5127;tf32=1;weight=1;arch=sm_90a' -o %t.f3 && cat %t.f3/*.ptx | FileCheck %s --check-prefix=FWDODD
 // RUN: cat %t.f3/mhc*.json | FileCheck %s --check-prefix=FWDODDJSON
 // RUN: rm -rf %t.b4 && mhc-compile --spec 'project.bwd;n=4;act=bf16;param=f32;layout=cn;C=5129;tf32=1;weight=0;arch=sm_90a' -o %t.b4 && cat %t.b4/*.ptx | FileCheck %s --check-prefix=BWD4
+// RUN: rm -rf %t.b2 && mhc-compile --spec 'project.bwd;n=2;act=f16;param=f32;layout=cn;C=4098;tf32=1;weight=1;arch=sm_90a' -o %t.b2 && cat %t.b2/*.ptx | FileCheck %s --check-prefix=BWD4
+// RUN: rm -rf %t.b6 && mhc-compile --spec 'project.bwd;n=6;act=bf16;param=f32;layout=cn;C=4098;tf32=1;weight=0;arch=sm_90a' -o %t.b6 && cat %t.b6/*.ptx | FileCheck %s --check-prefix=BWD4
 // RUN: rm -rf %t.b80 && mhc-compile --spec 'project.bwd;n=4;act=bf16;param=f32;layout=cn;C=5129;tf32=1;weight=0;arch=sm_80' -o %t.b80 && cat %t.b80/*.ptx | FileCheck %s --check-prefix=BWD80
 // RUN: rm -rf %t.b3 && mhc-compile --spec 'project.bwd;n=3;act=bf16;param=f32;layout=cn;C=5127;tf32=0;weight=1;arch=sm_90a' -o %t.b3 && cat %t.b3/*.ptx | FileCheck %s --check-prefix=BWDODD
 // RUN: rm -rf %t.bf && mhc-compile --spec 'project.bwd;n=3;act=f32;param=f32;layout=cn;C=5127;tf32=1;weight=0;arch=sm_90a' -o %t.bf && cat %t.bf/*.ptx | FileCheck %s --check-prefix=BWDF32
@@ -64,10 +66,10 @@
 // FWDODD: ld.global.nc.b16
 // FWDODD-NOT: ld.global.nc.v{{[248]}}.b16
 
-// K % 8 == 4 on sm_90a: the block ring, each row bulk-copied from the
-// 16-byte boundary below it (no cp.async pieces) and read back in 8-byte
-// pieces; gx by 8-byte stores. On sm_80: the per-warp ring's 8-byte
-// cp.async pieces, no bulk copies.
+// K % 8 == 4 on sm_90a (n = 4 at odd C; n = 2, 6 at C = 2 mod 4): the
+// block ring, each row bulk-copied from the 16-byte boundary below it (no
+// cp.async pieces) and read back in 8-byte pieces; gx by 8-byte stores.
+// On sm_80: the per-warp ring's 8-byte cp.async pieces, no bulk copies.
 // BWD4-NOT: cp.async.ca
 // BWD4: cp.async.bulk.shared::cluster.global
 // BWD4: ld.shared.v4.b16

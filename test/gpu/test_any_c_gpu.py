@@ -112,6 +112,22 @@ def test_flagship_shape_at_odd_c(d, cfg):
     check_on_kernel_path(s, cfg["M"], case_seed("flagship", d, tuple(cfg.values())))
 
 
+# The block ring at K % 8 = 4 (rows 8-byte aligned, each copied from the
+# 16-byte boundary below it and read back at its shift; rows past M repeat
+# row M - 1, whose shift may differ): n = 2 and 4 (a lane's 16-byte run) and
+# n = 6 (8-byte runs) at M = 1, 2, 9 (rows past M of both parities) and
+# 4099, f16 and bf16, weight or not (paced or not).
+RING_ROWS = [dict(n=n, C=C, act=act, layout="cn", tf32=True, weight=w, M=M)
+             for (n, C), act, w, M in itertools.product(
+                 ((2, 4098), (4, 5129), (6, 4098)), ("bf16", "f16"), (False, True), (1, 2, 9, 4099))]
+
+
+@pytest.mark.parametrize("cfg", RING_ROWS, ids=lambda c: "n{n}-C{C}-{act}-w{weight:d}-M{M}".format(**c))
+def test_block_ring_at_k_mod_8_eq_4(cfg):
+    s = spec("project", "bwd", cfg["n"], cfg["act"], cfg["layout"], cfg["C"], tf32=cfg["tf32"], weight=cfg["weight"])
+    check_on_kernel_path(s, cfg["M"], case_seed("ring", tuple(cfg.values())))
+
+
 # The staged forward at K % 8 == 4 (bf16 x: pack + bulk-copy ring, the last
 # chunk masked at K) for every n that has such K (n = 8 has none): one M
 # per case from 1 (one token block: the partial packs its chunks itself)

@@ -57,8 +57,10 @@ struct StagedPlan {
   /// launch is skipped: one launch fewer, and launches are most of what a
   /// call that small costs.
   bool inlineSplit() const { return !wgmma; }
-  /// x is loaded a chunk ahead (see planStaged).
-  bool prefetch() const { return mTiles > 1; }
+  /// x is loaded a chunk ahead (see planStaged); the seam's expand loads
+  /// x and f a chunk ahead too: loaded in the chunk, the expand waits for
+  /// them at one block (8 warps) per SM.
+  bool prefetch() const { return mTiles > 1 || expand; }
   /// The accumulators: 4 per (m-tile, n-tile).
   int64_t accs() const { return 4 * mTiles * nTiles; }
 };
