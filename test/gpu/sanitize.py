@@ -80,9 +80,11 @@ for tf32, weight, bias, C, M in ((True, False, False, 1000, 300), (False, True, 
     direct += 2
 # The decode-size forward in one cooperative launch (coop=1, M <= 256 here): the
 # seam and the pre step, both layouts, 2- and 4-byte activations, with
-# bias and weight, then two streams at once (each its own sync words).
-for layout, dtype, n, C, M in (("cn", torch.bfloat16, 4, 4096, 1), ("nc", torch.float32, 8, 96, 37),
-                               ("nc", torch.bfloat16, 3, 520, 256)):
+# bias and weight, then two streams at once (each its own sync words). M <= 16
+# (the tile) takes the decode path (one grid barrier; warp 0's Sinkhorns beside
+# the other warps' y), past it the two-barrier path.
+for layout, dtype, n, C, M in (("cn", torch.bfloat16, 4, 4096, 1), ("cn", torch.bfloat16, 4, 7168, 16),
+                               ("nc", torch.float32, 8, 96, 37), ("nc", torch.bfloat16, 3, 520, 256)):
     N = 2 * n + n * n
     x = torch.randn((M, n, C) if layout == "nc" else (M, C, n), device="cuda", dtype=dtype)
     f = torch.randn(M, C, device="cuda", dtype=dtype)
