@@ -2,17 +2,19 @@
 //
 // The decode-size forward (docs/design/serve.md): a fixed grid of G
 // co-resident blocks, each owning a channel slice of C, runs
-//   1. for every token: x_next on its slice (the seam: expand_combine's
-//      combineStream from layer l's x, f, post, P; the pre step: x itself),
-//      stored, and its split-K partials of h and the sum of squares over the
-//      slice (a fixed-order block sum) into partials [G, M, N + 1];
+//   1. for every tile of tokens: x_next on its slice (the seam:
+//      expand_combine's combineStream from layer l's x, f, post, P; the pre
+//      step: x itself), stored, and its split-K partials of h and the sum of
+//      squares over the slice (a fixed-order block sum) into partials
+//      [M, N + 1, G];
 //   grid barrier;
-//   2. tokens b, b + G, ...: the partials summed over the G slices in order,
-//      then scale and Sinkhorn (the pre tail's helpers): h, ms, pre, post,
-//      logits, P;
-//   grid barrier;
-//   3. y = pre . x_next on its slice for every token (it reads back only the
-//      x_next it stored itself).
+//   2. M <= tile (decode): every block sums pre's columns of every token
+//      itself (the owners' order: the same bits), scales and runs Sinkhorn
+//      for its own tokens (warp 0) while warps 1-7 write y from shared
+//      memory: no second barrier;
+//   3. M > tile: tokens b, b + G, ...: the partials summed, scale and
+//      Sinkhorn (the pre tail's helpers); grid barrier; y = pre . x_next on
+//      its slice for every token (the x_next it stored itself).
 // Integer atomics only (SimtBuilder::gridBarrier); no float atomics.
 //
 //===----------------------------------------------------------------------===//
@@ -371,12 +373,12 @@ struct Phase1 {
   }
 
   /// The tile's partials: passes over the tile's live tokens, then the
-  /// groups' sums added in group order into partials [G, M, N + 1]. The
+  /// groups' sums added in group order into partials [M, N + 1, G]. The
   /// threads: (g, j < N) as tid = g N + j, then the groups' squares (j =
   /// N), so that one warp at most runs both kinds of pass.
   void partials(Value m0, Value live, Value bid) {
     int64_t width = p.width, N = ctx.N(), colThreads = p.groups * N;
-    Value tid = kb.threadId(), M = l.tokens();
+    Value tid = kb.threadId();
     Value isCol = kb.lt(tid, kb.idx(colThreads));
     Value g = kb.select(isCol, kb.div(tid, kb.idx(N)), kb.sub(tid, kb.idx(colThreads)));
     Value j = kb.select(isCol, kb.rem(tid, kb.idx(N)), kb.idx(N));
@@ -405,7 +407,7 @@ struct Phase1 {
       Value sum = kb.load(red, at(0));
       for (int64_t gg = 1; gg < p.groups; ++gg)
         sum = kb.add(sum, kb.load(red, at(gg)));
-      Value to = kb.add(kb.mul(kb.add(kb.mul(bid, M), m), kb.idx(width)), col);
+      Value to = kb.add(kb.mul(kb.add(kb.mul(m, kb.idx(width)), col), kb.idx(p.G)), bid);
       kb.store(sum, l.arg("partials"), to);
     });
     kb.barrier();
@@ -416,18 +418,24 @@ struct Phase1 {
 int64_t finishRowBlocks(const Plan &p) {
   return (p.G + p.finishRows - 1) / p.finishRows;
 }
+/// The partials' element of block b, item (m * width + col): [M][width][G],
+/// so that a row's blocks (and the rows of one item) are consecutive words:
+/// every block's redundant sums of the decode path (decodePre) read whole
+/// sectors.
+Value partialAt(KernelBuilder &kb, const Plan &p, Value item, Value b) {
+  return kb.add(kb.mul(item, kb.idx(p.G)), b);
+}
 /// The loads of blocks r * B + u, u in [u0, u1), of row r's share of the G
-/// partials of `item` (m * width + col), 0 past G.
+/// partials of `item`, 0 past G.
 SmallVector<Value> rowLoads(LaunchBuilder &l, KernelBuilder &kb, const Plan &p,
-                            Value item, Value r, Value stride, int64_t u0,
-                            int64_t u1) {
+                            Value item, Value r, int64_t u0, int64_t u1) {
   int64_t B = finishRowBlocks(p);
   SmallVector<Value> v;
   for (int64_t u = u0; u < u1; ++u) {
     Value b = kb.add(kb.mul(r, kb.idx(B)), kb.idx(u));
     Value inside = kb.lt(b, kb.idx(p.G));
     Value bc = kb.min(b, kb.idx(p.G - 1));
-    Value x = kb.load(l.arg("partials"), kb.add(kb.mul(bc, stride), item));
+    Value x = kb.load(l.arg("partials"), partialAt(kb, p, item, bc));
     v.push_back(kb.select(inside, x, kb.f32(0.0)));
   }
   return v;
@@ -442,11 +450,11 @@ Value addInOrder(KernelBuilder &kb, Value sum, ArrayRef<Value> loads) {
 /// loads in flight. Every sum of the partials over the G slices is these
 /// rows, then the rows in order (sumPartials, decodePre): one order.
 Value rowSum(LaunchBuilder &l, KernelBuilder &kb, const Plan &p, Value item,
-             Value r, Value stride) {
+             Value r) {
   int64_t B = finishRowBlocks(p);
   Value sum;
   for (int64_t u0 = 0; u0 < B; u0 += kFinishLoads)
-    sum = addInOrder(kb, sum, rowLoads(l, kb, p, item, r, stride, u0,
+    sum = addInOrder(kb, sum, rowLoads(l, kb, p, item, r, u0,
                                        std::min(B, u0 + kFinishLoads)));
   return sum;
 }
@@ -457,14 +465,13 @@ Value rowSum(LaunchBuilder &l, KernelBuilder &kb, const Plan &p, Value item,
 void sumPartials(KernelContext &ctx, LaunchBuilder &l, KernelBuilder &kb,
                  const Plan &p, Value m, Value fin, Value row) {
   int64_t N = ctx.N(), K = ctx.K(), width = p.width, R = p.finishRows;
-  Value tid = kb.threadId(), M = l.tokens();
+  Value tid = kb.threadId();
   Value col = kb.rem(tid, kb.idx(width)), r = kb.div(tid, kb.idx(width));
   kb.when(kb.lt(r, kb.idx(R)), [&] {
-    Value item = kb.add(kb.mul(m, kb.idx(width)), col);
     // Opaque: the B addresses stay in the token loop's body (hoisted, they
     // would be live across the Sinkhorn thread's n x n plan).
-    Value stride = kb.opaque(kb.mul(M, kb.idx(width)));
-    Value sum = rowSum(l, kb, p, item, r, stride);
+    Value item = kb.opaque(kb.add(kb.mul(m, kb.idx(width)), col));
+    Value sum = rowSum(l, kb, p, item, r);
     kb.store(sum, fin, kb.add(kb.mul(r, kb.idx(width)), col));
   });
   kb.barrier();
@@ -486,47 +493,22 @@ void sumPartials(KernelContext &ctx, LaunchBuilder &l, KernelBuilder &kb,
 }
 
 /// Token m's partials summed (sumPartials), then scale with the thread's
-/// alpha and beta (`ab`; the pre tail's helpers): h, ms, pre, post and
-/// logits stored, the logits also into logitsS[at ..]. Ends with a barrier.
+/// alpha and beta (`ab`), emitTokenScale: h, ms, pre, post and logits
+/// stored, the logits also into logitsS[at ..]. Ends with a barrier.
 void finishScale(KernelContext &ctx, LaunchBuilder &l, KernelBuilder &kb,
                  const Names &names, const Plan &p, Value m, Value fin, Value row,
                  Value logitsS, Value at, std::pair<Value, Value> ab) {
-  const ::mhc::KernelSpec &spec = ctx.spec;
-  int64_t n = ctx.n(), N = ctx.N();
-  Value tid = kb.threadId();
   sumPartials(ctx, l, kb, p, m, fin, row);
-  kb.when(kb.lt(tid, kb.idx(N)), [&] {
-    Value r = scaleRsqrt(kb, spec, kb.load(row, kb.idx(N)));
-    Value z = scaleLogit(kb, ab.first, kb.load(row, tid), r, ab.second);
-    Value mn = kb.mul(m, kb.idx(n));
-    kb.when(kb.lt(tid, kb.idx(n)), [&] {
-      kb.store(scaleSquash(kb, spec, z, /*pre=*/true), l.arg("pre"), kb.add(mn, tid));
-    });
-    kb.when(kb.andi(kb.lt(kb.idx(n - 1), tid), kb.lt(tid, kb.idx(2 * n))), [&] {
-      kb.store(scaleSquash(kb, spec, z, /*pre=*/false), l.arg(names.post),
-               kb.add(mn, kb.sub(tid, kb.idx(n))));
-    });
-    kb.when(kb.lt(kb.idx(2 * n - 1), tid), [&] {
-      Value k = kb.sub(tid, kb.idx(2 * n));
-      kb.store(z, l.arg("logits"), kb.add(kb.mul(m, kb.idx(n * n)), k));
-      kb.store(z, logitsS, kb.add(at, k));
-    });
-  });
+  emitTokenScale(
+      kb, ctx.spec, l, m, row, names.post, [&] { return ab; }, [](Value, Value) {},
+      [&](Value k, Value z) { kb.store(z, logitsS, kb.add(at, k)); });
   kb.barrier();
 }
 
-/// Token m's Sinkhorn in this thread, from its logits in logitsS[at ..]:
-/// P stored.
+/// Token m's Sinkhorn in this thread, from its logits in logitsS[at ..].
 void sinkhornToken(KernelContext &ctx, LaunchBuilder &l, KernelBuilder &kb,
                    const Names &names, Value m, Value logitsS, Value at) {
-  int64_t n = ctx.n();
-  SmallVector<Value> L;
-  for (int64_t k = 0; k < n * n; ++k)
-    L.push_back(kb.load(logitsS, kb.add(at, kb.idx(k))));
-  emitSinkhornPlan(kb, ctx.spec, L, [&](ArrayRef<Value> P) {
-    for (int64_t k = 0; k < n * n; ++k)
-      kb.store(P[k], l.arg(names.P), kb.add(kb.mul(m, kb.idx(n * n)), kb.idx(k)));
-  });
+  emitTokenSinkhorn(kb, ctx.spec, l, m, logitsS, at, names.P);
 }
 
 /// Phase 3 (M > tile) for token m: finishScale, then thread 0's Sinkhorn.
@@ -549,7 +531,6 @@ void decodePre(KernelContext &ctx, LaunchBuilder &l, KernelBuilder &kb,
   int64_t n = ctx.n(), N = ctx.N(), K = ctx.K(), R = p.finishRows, cols = n + 1;
   int64_t B = finishRowBlocks(p), U = B <= kFinishLoads ? 2 : 1;
   Value tid = kb.threadId(), M = l.tokens();
-  Value stride = kb.mul(M, kb.idx(p.width));
   Value tasks = kb.mul(M, kb.idx(cols * R)); // task = (m cols + cc) R + r
   kb.loop(kb.idx(0), tasks, kb.idx(U * kThreads), [&](Value t0) {
     SmallVector<Value> task, item, r;
@@ -563,11 +544,11 @@ void decodePre(KernelContext &ctx, LaunchBuilder &l, KernelBuilder &kb,
     }
     SmallVector<Value> sums;
     if (U == 1) {
-      sums.push_back(rowSum(l, kb, p, item[0], r[0], stride));
+      sums.push_back(rowSum(l, kb, p, item[0], r[0]));
     } else {
       SmallVector<SmallVector<Value>> loads;
       for (int64_t u = 0; u < U; ++u)
-        loads.push_back(rowLoads(l, kb, p, item[u], r[u], stride, 0, B));
+        loads.push_back(rowLoads(l, kb, p, item[u], r[u], 0, B));
       for (int64_t u = 0; u < U; ++u)
         sums.push_back(addInOrder(kb, Value(), loads[u]));
     }
