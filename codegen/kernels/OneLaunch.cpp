@@ -155,13 +155,14 @@ struct Phase1 {
   /// Once per launch, inside the first tile's stage (after its loads are
   /// issued, so both round trips overlap): the block's phi slice (and
   /// weight) into shared memory, coalesced, each thread's loads (24 at a
-  /// time) issued before its stores; the stage's last barrier orders them
-  /// before the pass.
+  /// time; 12 for n >= 5, whose stage holds more loaded values: no spills
+  /// at 255 registers) issued before its stores; the stage's last barrier
+  /// orders them before the pass.
   void stagePhiSlice() {
     Value tid = kb.threadId();
     if (!p.stagePhi)
       return;
-    constexpr int64_t kBatch = 24;
+    const int64_t kBatch = ctx.n() <= 4 ? 24 : 12;
     int64_t elems = ctx.N() * p.Lp, chunk = kBatch * kThreads;
     kb.loop(kb.idx(0), kb.idx(elems), kb.idx(chunk), [&](Value e0) {
       SmallVector<Value> v, at;
