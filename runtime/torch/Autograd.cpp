@@ -154,17 +154,15 @@ struct Pre : torch::autograd::Function<Pre> {
                     : at::zeros_symint({x.sym_size(0),
                                         x.sym_size(layout == "nc" ? 2 : 1)},
                                        x.options());
-    auto [gxAggregate, gpre] =
-        aggregateBackwardOp().call(gy, x, pre, n, layout, std::nullopt);
-    Tensor glogits = sinkhornBackwardOp().call(
-        grad(g[2], logits), logits, n, ctx->saved_data["mode"].toStringRef(),
-        ctx->saved_data["iters"].toInt(), ctx->saved_data["eps"].toDouble());
-    auto [gh, gms, galpha, gbeta] = scaleBackwardOp().call(
-        gpre, grad(g[1], pre), glogits, h, ms, alpha, beta, n, e[0], e[1], e[2]);
-    // x's gradient: project's with aggregate's added where the kernel
-    // stores it (acc), the bits of gxProject.add(gxAggregate).
-    auto [gx, gphi, gw] = projectBackwardOp().call(
-        gh, gms, x, phi, opt(w), n, layout, ctx->saved_data["tf32"].toBool(), gxAggregate);
+    // pre_backward: one kernel spec on the flagship (aggregate's x gradient
+    // folded into project's), else the four ops, aggregate's gx as
+    // project's acc: the bits of gxProject.add(gxAggregate) either way.
+    auto [gx, gphi, galpha, gbeta, gw] = preBackwardOp().call(
+        gy, grad(g[1], pre), grad(g[2], logits), x, h, ms, pre, logits, phi,
+        alpha, beta, opt(w), std::nullopt, n, layout,
+        ctx->saved_data["tf32"].toBool(), e[0], e[1], e[2],
+        ctx->saved_data["mode"].toStringRef(), ctx->saved_data["iters"].toInt(),
+        ctx->saved_data["eps"].toDouble());
     return {gx, gphi, galpha, gbeta,
             w.defined() ? gw : Tensor(), Tensor(), Tensor(), Tensor(), Tensor(),
             Tensor(), Tensor(), Tensor(), Tensor(), Tensor()};
@@ -252,6 +250,22 @@ projectBackwardAutograd(const Tensor &gh, const Tensor &gms, const Tensor &x,
                         gh, gms, x, phi, weight, n, layout, tf32, acc);
 }
 
+std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor>
+preBackwardAutograd(const Tensor &gy, const Tensor &gpost, const Tensor &gP,
+                    const Tensor &x, const Tensor &h, const Tensor &ms,
+                    const Tensor &pre, const Tensor &logits, const Tensor &phi,
+                    const Tensor &alpha, const Tensor &beta, const OptTensor &weight,
+                    const OptTensor &acc, int64_t n, Str layout, bool tf32,
+                    double normEps, double preEps, double postMult, Str mode,
+                    int64_t iters, double eps) {
+  return firstOrderOnly("pre", preBackwardOp(),
+                        {gy, gpost, gP, x, h, ms, pre, logits, phi, alpha, beta,
+                         weight, acc},
+                        gy, gpost, gP, x, h, ms, pre, logits, phi, alpha, beta,
+                        weight, acc, n, layout, tf32, normEps, preEps, postMult,
+                        mode, iters, eps);
+}
+
 std::tuple<Tensor, Tensor, Tensor, Tensor>
 scaleBackwardAutograd(const Tensor &gpre, const Tensor &gpost, const Tensor &glogits,
                       const Tensor &h, const Tensor &ms, const Tensor &alpha,
@@ -299,4 +313,5 @@ TORCH_LIBRARY_IMPL(mhc, Autograd, m) {
   m.impl("expand_combine", &expandCombineAutograd);
   m.impl("pre", &preAutograd);
   m.impl("pre_saved", &preSavedAutograd);
+  m.impl("pre_backward", &preBackwardAutograd);
 }

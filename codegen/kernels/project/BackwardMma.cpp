@@ -27,7 +27,9 @@
 // stores gx the lane loads gy at its channels and pre at its tokens and
 // forms aggregate's gx, acc + pre (x) gy rounded as aggregate.bwd stores
 // it, which the unfused chain reads back as acc; (C, n) layout with whole
-// channels per lane.
+// channels per lane. The pre step's backward (pre.bwd) folds it the same
+// way with no acc (aggregate's gx alone, rounded) or TE's f32 buffer as acc
+// (the f32 sum, not rounded: aggregate_backward_into's bits).
 //
 //===----------------------------------------------------------------------===//
 
@@ -91,6 +93,9 @@ private:
   void enterStep(StepValues &s);
   void loadAcc(StepValues &s);
   void foldAggregateInto(StepValues &s);
+  // The fold with TE's f32 acc loads acc after the products, with gy and
+  // pre: its 2T f32 values per token held through the mma loop spill.
+  bool lateAcc() const { return foldAgg && hasAcc && spec.accF32; }
   SmallVector<Value> stepProducts(Value ghBase, ArrayRef<SmallVector<Value>> xa,
                                   SmallVector<Value> &acc);
   void storeGx(StepValues &s, ArrayRef<Value> d, SmallVector<Value> &sums);
@@ -576,16 +581,21 @@ void MmaMain::loadAcc(StepValues &s) {
 /// mma loop spill the paced kernel's 128 registers).
 void MmaMain::foldAggregateInto(StepValues &s) {
   Type elem = elementType(kb.b.getContext(), act);
+  if (lateAcc())
+    loadAcc(s);
   for (int u = 0; u < 2; ++u) {
     // Row M - 1 for rows past M, as acc; gy's offset is acc's over n (K = n C).
     Value row = kb.min(s.tok[u], lastRow);
     Value accAt = kb.add(kb.mul(row, kb.idx(p.K)), col0);
     SmallVector<Value> gy = loadRun(kb, l.arg("gy"), kb.div(accAt, kb.idx(n)), p.laneCols / n);
     SmallVector<Value> pre = loadRow(kb, l.arg("pre"), row, n);
+    if (!hasAcc) // (no acc buffer: aggregate's gx is its own, rounded)
+      s.acc[u].assign(p.laneCols, Value());
     for (int64_t j = 0; j < p.laneCols; ++j) {
       Value own = kb.mul(pre[j % n], gy[j / n]);
-      Value g1 = plusAcc(kb, spec, own, s.acc[u][j]);
-      s.acc[u][j] = kb.toF32(kb.toType(g1, elem));
+      Value g1 = hasAcc ? plusAcc(kb, spec, own, s.acc[u][j]) : own;
+      // acc=f32: aggregate's gx is the buffer's f32 sum, not rounded.
+      s.acc[u][j] = spec.accF32 ? g1 : kb.toF32(kb.toType(g1, elem));
     }
   }
 }
@@ -604,7 +614,7 @@ void MmaMain::storeGx(StepValues &s, ArrayRef<Value> d, SmallVector<Value> &sums
       // (Without a weight, D w is D: one fma.)
       Value own = p.hasW ? kb.fma(dv, w[j], kb.mul(s.gms[u], s.xa[u][j]))
                          : kb.fma(s.gms[u], s.xa[u][j], dv);
-      gx[u].push_back(hasAcc ? plusAcc(kb, spec, own, s.acc[u][j]) : own);
+      gx[u].push_back(hasAcc || foldAgg ? plusAcc(kb, spec, own, s.acc[u][j]) : own);
       sums[nAcc + j] = kb.fma(s.xa[u][j], dv, sums[nAcc + j]);
     }
   for (int u = 0; u < 2; ++u)
@@ -621,7 +631,7 @@ void MmaMain::stepBody(Value step, SmallVector<Value> &sums) {
   s.step = step;
   s.m0 = kb.mul(step, kb.idx(8));
   enterStep(s);
-  if (hasAcc)
+  if (hasAcc && !lateAcc())
     loadAcc(s);
   SmallVector<Value> d = stepProducts(s.ghBase, s.xa, sums);
   // Every lane is done with the stage before it is refilled.
@@ -813,7 +823,7 @@ bool mlir::mhc::projectBackwardFoldsAggregate(const KernelContext &ctx) {
 }
 
 LogicalResult mlir::mhc::buildProjectBackwardFoldAggregate(KernelContext &ctx) {
-  assert(ctx.spec.acc && projectBackwardFoldsAggregate(ctx));
+  assert(projectBackwardFoldsAggregate(ctx));
   return buildProjectBackwardMma(ctx, /*foldAggregate=*/true);
 }
 
