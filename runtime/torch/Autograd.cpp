@@ -154,15 +154,17 @@ struct Pre : torch::autograd::Function<Pre> {
                     : at::zeros_symint({x.sym_size(0),
                                         x.sym_size(layout == "nc" ? 2 : 1)},
                                        x.options());
-    // pre_backward: one kernel spec on the flagship (aggregate's x gradient
-    // folded into project's), else the four ops, aggregate's gx as
-    // project's acc: the bits of gxProject.add(gxAggregate) either way.
-    auto [gx, gphi, galpha, gbeta, gw] = preBackwardOp().call(
-        gy, grad(g[1], pre), grad(g[2], logits), x, h, ms, pre, logits, phi,
-        alpha, beta, opt(w), std::nullopt, n, layout,
-        ctx->saved_data["tf32"].toBool(), e[0], e[1], e[2],
-        ctx->saved_data["mode"].toStringRef(), ctx->saved_data["iters"].toInt(),
-        ctx->saved_data["eps"].toDouble());
+    auto [gxAggregate, gpre] =
+        aggregateBackwardOp().call(gy, x, pre, n, layout, std::nullopt);
+    Tensor glogits = sinkhornBackwardOp().call(
+        grad(g[2], logits), logits, n, ctx->saved_data["mode"].toStringRef(),
+        ctx->saved_data["iters"].toInt(), ctx->saved_data["eps"].toDouble());
+    auto [gh, gms, galpha, gbeta] = scaleBackwardOp().call(
+        gpre, grad(g[1], pre), glogits, h, ms, alpha, beta, n, e[0], e[1], e[2]);
+    // x's gradient: project's with aggregate's added where the kernel
+    // stores it (acc), the bits of gxProject.add(gxAggregate).
+    auto [gx, gphi, gw] = projectBackwardOp().call(
+        gh, gms, x, phi, opt(w), n, layout, ctx->saved_data["tf32"].toBool(), gxAggregate);
     return {gx, gphi, galpha, gbeta,
             w.defined() ? gw : Tensor(), Tensor(), Tensor(), Tensor(), Tensor(),
             Tensor(), Tensor(), Tensor(), Tensor(), Tensor()};

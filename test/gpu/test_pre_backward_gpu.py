@@ -6,8 +6,8 @@ projection backward, with no acc, an activation-dtype acc and TE's f32
 buffer (acc=f32); every gradient bitwise the separate backward ops' chain
 (aggregate_backward / aggregate_backward_into on a copy of the buffer,
 sinkhorn, scale, project with aggregate's gx as acc), run to run bitwise,
-the buffer left as it was, within SPEC.md's bounds of float64; the Pre
-autograd node and mhc.te's mhc_generate_mix_and_aggregate take it.
+the buffer left as it was, within SPEC.md's bounds of float64; mhc.te's
+mhc_generate_mix_and_aggregate takes it.
 
 Run on the GPU machine by test/gpu/run-torch-suite.sh: pytest -q test/gpu/test_pre_backward_gpu.py
 """
@@ -187,37 +187,24 @@ def test_pre_backward_is_the_composed_chain(cfg):
         assert err <= bound(cfg, name, kappa), f"{name}: rel err {err:.3e} > {bound(cfg, name, kappa):.0e} ({cfg})"
 
 
-def test_pre_node_and_te_take_pre_backward():
-    """mhc.pre's autograd node and mhc.te's mhc_generate_mix_and_aggregate
-    with the buffer run pre.bwd (one kernel call for the gradient, no
-    reference), x's gradient bitwise the separate ops' chain: the node's
-    with no acc, TE's with the buffer as f32 acc (the buffer afterwards as
-    expand_combine left it: unchanged here)."""
-    cfg = dict(C=4096, M=256, tf32=True, weight=False, acc="none")
-    gen = torch.Generator(device="cuda").manual_seed(case_seed("pre-node"))
+def test_te_mix_and_aggregate_takes_pre_backward():
+    """mhc.te's mhc_generate_mix_and_aggregate with the buffer runs pre.bwd
+    (one kernel call for the gradient, no reference), x's gradient bitwise
+    the separate ops' chain with the buffer as f32 acc; the buffer afterwards
+    as it was (aggregate's part is not stored in it)."""
+    cfg = dict(C=4096, M=256, tf32=True, weight=False, acc="f32")
+    gen = torch.Generator(device="cuda").manual_seed(case_seed("te-pre"))
     t = inputs(cfg, gen)
-    x = t["x"].clone().requires_grad_(True)
-    y, post, P = mhc.ops.pre(x, t["phi"], t["alpha"], t["beta"], None, layout="cn", tf32=True, norm_eps=FLT_EPS,
-                             pre_eps=0.0, post_mult=2.0, mode="log", iters=20)
-    gy = t["gy"]
-    before = mhc._C.stats()
-    (gx,) = torch.autograd.grad(y, x, gy)
-    after = mhc._C.stats()
-    assert after["kernel_calls"] - before["kernel_calls"] == 1, (before, after)
-    assert after["reference_calls"] == before["reference_calls"]
-    t.update(gy=gy, gpost=torch.zeros_like(t["gpost"]), gP=torch.zeros_like(t["gP"]))
-    assert torch.equal(gx, composed(cfg, t)[0])
-
-    buffer = torch.randn(x.shape, generator=gen, device="cuda")
+    buffer = t["acc"]
     kept = buffer.clone()
     xt = t["x"].clone().requires_grad_(True)
     out, H_post, H_res = te.mhc_generate_mix_and_aggregate(xt, t["phi"], t["alpha"], t["beta"].reshape(1, -1),
                                                            fused_grad_x_acc_buffer=buffer)
     before = mhc._C.stats()
-    (gxt,) = torch.autograd.grad(out, xt, gy)
+    (gxt,) = torch.autograd.grad(out, xt, t["gy"])
     after = mhc._C.stats()
     assert after["kernel_calls"] - before["kernel_calls"] == 1, (before, after)
     assert after["reference_calls"] == before["reference_calls"]
     assert torch.equal(buffer, kept), "the buffer changed"
-    t["acc"], cfg["acc"] = kept, "f32"
+    t.update(gpost=torch.zeros_like(t["gpost"]), gP=torch.zeros_like(t["gP"]))
     assert torch.equal(gxt, composed(cfg, t)[0])

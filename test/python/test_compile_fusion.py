@@ -149,7 +149,8 @@ def _compare(model, x):
 
 
 FUSED_STACK_FORWARD = {"pre_saved": 1, "post_pre_saved": 2, "expand_combine": 1}
-FUSED_STACK_BACKWARD = {"post_pre_backward": 2, "expand_combine_backward": 1, "pre_backward": 1}
+FUSED_STACK_BACKWARD = {"post_pre_backward": 2, "expand_combine_backward": 1, "project_backward": 1,
+                        "scale_backward": 1, "sinkhorn_backward": 1, "aggregate_backward": 1}
 
 
 def test_inductor_fuses_a_per_op_model_through_the_pre_grad_hook():
