@@ -1,8 +1,9 @@
 """Small-M probe (issues 34, 36): the seam forward eager and in a CUDA graph, and the
 per-layer backward's launches and host time at M = 128. Prints a table; writes nothing.
 
-    python3 bench/probes/small_m_probe.py
+    python3 bench/probes/small_m_probe.py [--stack-only (the stack's wall times alone, e.g. for A/B runs)]
 """
+import sys
 import time
 
 import torch
@@ -62,7 +63,7 @@ def seam_rows():
             print(f"seam C={C} M={M}: eager {eager:.1f} us, graph {per:.1f} us/seam; pre eager {pre_eager:.1f}, post eager {post_eager:.1f}", flush=True)
 
 
-def backward_profile(C=4096, M=128):
+def backward_profile(C=4096, M=128, profile_it=True):
     st = stack(C)
     x = torch.randn(M, C, 4, device=DEV, dtype=torch.bfloat16, requires_grad=True)
     params = [p for p in st.parameters()]
@@ -76,6 +77,13 @@ def backward_profile(C=4096, M=128):
 
     tf, tb = wall(fwd, 50), wall(step, 50)
     print(f"stack M={M} C={C}: fwd {tf/4:.1f} us/layer, fwd+bwd {tb/4:.1f}, bwd {(tb-tf)/4:.1f} us/layer (wall, eager)")
+    # The autograd engine runs CUDA nodes on its device thread: two thread hand-offs per backward.
+    with torch.autograd.set_multithreading_enabled(False):
+        tf1, tb1 = wall(fwd, 50), wall(step, 50)
+    print(f"stack M={M} C={C}, backward on the calling thread (torch.autograd.set_multithreading_enabled(False)): "
+          f"fwd {tf1/4:.1f} us/layer, fwd+bwd {tb1/4:.1f}, bwd {(tb1-tf1)/4:.1f} us/layer (wall, eager)")
+    if not profile_it:
+        return
     from torch.profiler import profile, ProfilerActivity
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
         for _ in range(5):
@@ -86,6 +94,10 @@ def backward_profile(C=4096, M=128):
 
 if __name__ == "__main__":
     print(torch.cuda.get_device_name())
+    if "--stack-only" in sys.argv[1:]:
+        for _ in range(3):
+            backward_profile(profile_it=False)
+        raise SystemExit(0)
     seam_rows()
     backward_profile()
     print(mhc._C.stats())

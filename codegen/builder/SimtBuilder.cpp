@@ -324,6 +324,25 @@ void SimtBuilder::when(Value cond, function_ref<void()> body) {
   body();
 }
 
+SmallVector<Value>
+SimtBuilder::ifElse(Value cond, function_ref<SmallVector<Value>()> then,
+                    function_ref<SmallVector<Value>()> otherwise) {
+  SmallVector<Value> thenValues, elseValues;
+  auto ifOp = scf::IfOp::create(
+      b, loc, cond,
+      [&](OpBuilder &nested, Location) {
+        OpBuilder::InsertionGuard guard(b);
+        b.setInsertionPoint(nested.getInsertionBlock(), nested.getInsertionPoint());
+        scf::YieldOp::create(b, loc, then());
+      },
+      [&](OpBuilder &nested, Location) {
+        OpBuilder::InsertionGuard guard(b);
+        b.setInsertionPoint(nested.getInsertionBlock(), nested.getInsertionPoint());
+        scf::YieldOp::create(b, loc, otherwise());
+      });
+  return SmallVector<Value>(ifOp.getResults());
+}
+
 Value SimtBuilder::opaque(Value v) {
   Value moved = inlinePtx(b.getI64Type(), {indexToI64(v)}, "mov.b64 $0, $1;", "=l,l");
   return i64ToIndex(moved);

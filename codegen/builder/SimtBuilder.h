@@ -110,6 +110,11 @@ public:
   loop(Value lb, Value ub, Value step, ValueRange init,
        function_ref<SmallVector<Value>(Value, ValueRange)> body);
   void when(Value cond, function_ref<void()> body);
+  /// then() where cond holds, else otherwise(): the values of the branch
+  /// taken (the two return values of the same types).
+  SmallVector<Value> ifElse(Value cond,
+                            function_ref<SmallVector<Value>()> then,
+                            function_ref<SmallVector<Value>()> otherwise);
   /// `v` (index) through a mov the optimiser cannot see through: values
   /// derived from it in a loop body stay there instead of being hoisted
   /// into registers live across the loop (wgmma descriptors are cheap to

@@ -31,6 +31,24 @@ void emitSinkhornPlan(KernelBuilder &kb, const ::mhc::KernelSpec &spec,
                       ArrayRef<Value> logits,
                       function_ref<void(ArrayRef<Value>)> store);
 
+/// The pre step's per-token tail after the split-K sums, shared by the
+/// fused pre step's tail launch and the one-launch kernels (the same bits):
+/// a thread per logit k < N: z = scaleLogit(alpha, h_k, scaleRsqrt(ms),
+/// beta) from `row` (h at [0, N), ms at N; alphaBeta() gives the thread's
+/// alpha and beta); pre (k < n) and the buffer `post` (n <= k < 2n)
+/// squashed and stored at token m, logits z stored; keepPre(k, pre) and
+/// keepLogit(k - 2n, z) for the caller's shared copies.
+void emitTokenScale(KernelBuilder &kb, const ::mhc::KernelSpec &spec,
+                    LaunchBuilder &l, Value m, Value row, StringRef post,
+                    function_ref<std::pair<Value, Value>()> alphaBeta,
+                    function_ref<void(Value, Value)> keepPre,
+                    function_ref<void(Value, Value)> keepLogit);
+/// Token m's Sinkhorn in this thread (emitSinkhornPlan) from its n*n logits
+/// at logitsS[at ..]: the plan stored into buffer `P` at m.
+void emitTokenSinkhorn(KernelBuilder &kb, const ::mhc::KernelSpec &spec,
+                       LaunchBuilder &l, Value m, Value logitsS, Value at,
+                       StringRef P);
+
 LogicalResult buildAggregate(KernelContext &ctx);
 /// aggregate.bwd's gpre alone (gy, x -> gpre; no gx, pre or acc), in the
 /// backward's own order: the layer seam's token pass (seam/BackwardFused.cpp).

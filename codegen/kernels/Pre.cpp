@@ -107,40 +107,20 @@ static LogicalResult buildTail(KernelContext &ctx) {
   kb.barrier();
 
   // Scale, a thread per logit k: mix = [pre | post | logits].
-  kb.when(kb.lt(tid, kb.idx(N)), [&] {
-    Value r = scaleRsqrt(kb, spec, kb.load(row, kb.idx(N)));
-    Value a = kb.toF32(kb.load(l.arg("alpha"), scaleSegment(kb, n, tid)));
-    Value beta = kb.toF32(kb.load(l.arg("beta"), tid));
-    Value z = scaleLogit(kb, a, kb.load(row, tid), r, beta);
-    Value mn = kb.mul(m, kb.idx(n));
-    kb.when(kb.lt(tid, kb.idx(n)), [&] {
-      Value v = scaleSquash(kb, spec, z, /*pre=*/true);
-      kb.store(v, l.arg("pre"), kb.add(mn, tid));
-      kb.store(v, mix, tid);
-    });
-    kb.when(kb.andi(kb.lt(kb.idx(n - 1), tid), kb.lt(tid, kb.idx(2 * n))), [&] {
-      kb.store(scaleSquash(kb, spec, z, /*pre=*/false), l.arg("post"),
-               kb.add(mn, kb.sub(tid, kb.idx(n))));
-    });
-    kb.when(kb.lt(kb.idx(2 * n - 1), tid), [&] {
-      kb.store(z, l.arg("logits"),
-               kb.add(kb.mul(m, kb.idx(n * n)), kb.sub(tid, kb.idx(2 * n))));
-      kb.store(z, mix, tid);
-    });
-  });
+  emitTokenScale(
+      kb, spec, l, m, row, "post",
+      [&] {
+        Value a = kb.toF32(kb.load(l.arg("alpha"), scaleSegment(kb, n, tid)));
+        return std::make_pair(a, kb.toF32(kb.load(l.arg("beta"), tid)));
+      },
+      [&](Value k, Value pre) { kb.store(pre, mix, k); },
+      [&](Value k, Value z) { kb.store(z, mix, kb.add(k, kb.idx(2 * n))); });
   kb.barrier();
 
   // Thread 0 runs the Sinkhorn iterations; the other warps start on y (the
   // rest of warp 0 follows once thread 0 is done).
-  kb.when(kb.eq(tid, kb.idx(0)), [&] {
-    SmallVector<Value> L;
-    for (int64_t k = 0; k < n * n; ++k)
-      L.push_back(kb.load(mix, kb.idx(2 * n + k)));
-    emitSinkhornPlan(kb, spec, L, [&](ArrayRef<Value> P) {
-      for (int64_t k = 0; k < n * n; ++k)
-        kb.store(P[k], l.arg("P"), kb.add(kb.mul(m, kb.idx(n * n)), kb.idx(k)));
-    });
-  });
+  kb.when(kb.eq(tid, kb.idx(0)),
+          [&] { emitTokenSinkhorn(kb, spec, l, m, mix, kb.idx(2 * n), "P"); });
   SmallVector<Value> pre;
   for (int64_t i = 0; i < n; ++i)
     pre.push_back(kb.load(mix, kb.idx(i)));
@@ -159,4 +139,46 @@ static LogicalResult buildTail(KernelContext &ctx) {
     return SmallVector<Value>{};
   });
   return success();
+}
+
+void mlir::mhc::emitTokenScale(
+    KernelBuilder &kb, const ::mhc::KernelSpec &spec, LaunchBuilder &l, Value m,
+    Value row, StringRef post, function_ref<std::pair<Value, Value>()> alphaBeta,
+    function_ref<void(Value, Value)> keepPre,
+    function_ref<void(Value, Value)> keepLogit) {
+  int64_t n = spec.n, N = 2 * n + n * n;
+  Value tid = kb.threadId();
+  kb.when(kb.lt(tid, kb.idx(N)), [&] {
+    Value r = scaleRsqrt(kb, spec, kb.load(row, kb.idx(N)));
+    auto [a, beta] = alphaBeta();
+    Value z = scaleLogit(kb, a, kb.load(row, tid), r, beta);
+    Value mn = kb.mul(m, kb.idx(n));
+    kb.when(kb.lt(tid, kb.idx(n)), [&] {
+      Value v = scaleSquash(kb, spec, z, /*pre=*/true);
+      kb.store(v, l.arg("pre"), kb.add(mn, tid));
+      keepPre(tid, v);
+    });
+    kb.when(kb.andi(kb.lt(kb.idx(n - 1), tid), kb.lt(tid, kb.idx(2 * n))), [&] {
+      kb.store(scaleSquash(kb, spec, z, /*pre=*/false), l.arg(post.str()),
+               kb.add(mn, kb.sub(tid, kb.idx(n))));
+    });
+    kb.when(kb.lt(kb.idx(2 * n - 1), tid), [&] {
+      Value k = kb.sub(tid, kb.idx(2 * n));
+      kb.store(z, l.arg("logits"), kb.add(kb.mul(m, kb.idx(n * n)), k));
+      keepLogit(k, z);
+    });
+  });
+}
+
+void mlir::mhc::emitTokenSinkhorn(KernelBuilder &kb, const ::mhc::KernelSpec &spec,
+                                  LaunchBuilder &l, Value m, Value logitsS,
+                                  Value at, StringRef P) {
+  int64_t n = spec.n;
+  SmallVector<Value> L;
+  for (int64_t k = 0; k < n * n; ++k)
+    L.push_back(kb.load(logitsS, kb.add(at, kb.idx(k))));
+  emitSinkhornPlan(kb, spec, L, [&](ArrayRef<Value> plan) {
+    for (int64_t k = 0; k < n * n; ++k)
+      kb.store(plan[k], l.arg(P.str()), kb.add(kb.mul(m, kb.idx(n * n)), kb.idx(k)));
+  });
 }

@@ -146,25 +146,23 @@ struct Pre : torch::autograd::Function<Pre> {
     auto s = ctx->get_saved_variables();
     const Tensor &x = s[0], &phi = s[1], &alpha = s[2], &beta = s[3], &w = s[4];
     const Tensor &h = s[5], &ms = s[6], &pre = s[7], &logits = s[8];
-    int64_t n = ctx->saved_data["n"].toInt();
-    std::string layout = ctx->saved_data["layout"].toStringRef();
-    auto e = ctx->saved_data["scale"].toDoubleVector();
+    SavedAttrs a = savedAttrs(ctx);
     Tensor gy = g[0].defined()
                     ? g[0].contiguous()
                     : at::zeros_symint({x.sym_size(0),
-                                        x.sym_size(layout == "nc" ? 2 : 1)},
+                                        x.sym_size(a.layout == "nc" ? 2 : 1)},
                                        x.options());
     auto [gxAggregate, gpre] =
-        aggregateBackwardOp().call(gy, x, pre, n, layout, std::nullopt);
-    Tensor glogits = sinkhornBackwardOp().call(
-        grad(g[2], logits), logits, n, ctx->saved_data["mode"].toStringRef(),
-        ctx->saved_data["iters"].toInt(), ctx->saved_data["eps"].toDouble());
-    auto [gh, gms, galpha, gbeta] = scaleBackwardOp().call(
-        gpre, grad(g[1], pre), glogits, h, ms, alpha, beta, n, e[0], e[1], e[2]);
+        aggregateBackwardOp().call(gy, x, pre, a.n, a.layout, std::nullopt);
+    Tensor glogits = sinkhornBackwardOp().call(grad(g[2], logits), logits, a.n,
+                                               a.mode, a.iters, a.eps);
+    auto [gh, gms, galpha, gbeta] =
+        scaleBackwardOp().call(gpre, grad(g[1], pre), glogits, h, ms, alpha,
+                               beta, a.n, a.normEps, a.preEps, a.postMult);
     // x's gradient: project's with aggregate's added where the kernel
     // stores it (acc), the bits of gxProject.add(gxAggregate).
     auto [gx, gphi, gw] = projectBackwardOp().call(
-        gh, gms, x, phi, opt(w), n, layout, ctx->saved_data["tf32"].toBool(), gxAggregate);
+        gh, gms, x, phi, opt(w), a.n, a.layout, a.tf32, gxAggregate);
     return {gx, gphi, galpha, gbeta,
             w.defined() ? gw : Tensor(), Tensor(), Tensor(), Tensor(), Tensor(),
             Tensor(), Tensor(), Tensor(), Tensor(), Tensor()};
@@ -248,8 +246,8 @@ std::tuple<Tensor, Tensor, Tensor>
 projectBackwardAutograd(const Tensor &gh, const Tensor &gms, const Tensor &x,
                         const Tensor &phi, const OptTensor &weight, int64_t n,
                         Str layout, bool tf32, const OptTensor &acc) {
-  return firstOrderOnly("project", projectBackwardOp(), {gh, gms, x, phi, weight, acc},
-                        gh, gms, x, phi, weight, n, layout, tf32, acc);
+  return firstOrderOnly("project", projectBackwardOp(), gh, gms, x, phi, weight, n,
+                        layout, tf32, acc);
 }
 
 std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor>
@@ -273,31 +271,29 @@ scaleBackwardAutograd(const Tensor &gpre, const Tensor &gpost, const Tensor &glo
                       const Tensor &h, const Tensor &ms, const Tensor &alpha,
                       const Tensor &beta, int64_t n, double normEps, double preEps,
                       double postMult) {
-  return firstOrderOnly("scale", scaleBackwardOp(),
-                        {gpre, gpost, glogits, h, ms, alpha, beta}, gpre, gpost,
-                        glogits, h, ms, alpha, beta, n, normEps, preEps, postMult);
+  return firstOrderOnly("scale", scaleBackwardOp(), gpre, gpost, glogits, h, ms,
+                        alpha, beta, n, normEps, preEps, postMult);
 }
 
 Tensor sinkhornBackwardAutograd(const Tensor &gP, const Tensor &logits, int64_t n,
                                 Str mode, int64_t iters, double eps) {
-  return firstOrderOnly("sinkhorn", sinkhornBackwardOp(), {gP, logits}, gP, logits,
-                        n, mode, iters, eps);
+  return firstOrderOnly("sinkhorn", sinkhornBackwardOp(), gP, logits, n, mode, iters,
+                        eps);
 }
 
 std::tuple<Tensor, Tensor> aggregateBackwardAutograd(const Tensor &gy, const Tensor &x,
                                                      const Tensor &pre, int64_t n,
                                                      Str layout, const OptTensor &acc) {
-  return firstOrderOnly("aggregate", aggregateBackwardOp(), {gy, x, pre, acc}, gy, x,
-                        pre, n, layout, acc);
+  return firstOrderOnly("aggregate", aggregateBackwardOp(), gy, x, pre, n, layout,
+                        acc);
 }
 
 std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor>
 expandCombineBackwardAutograd(const Tensor &gout, const Tensor &f, const Tensor &post,
                               const Tensor &x, const Tensor &P, const OptTensor &bias,
                               int64_t n, Str layout, const OptTensor &acc) {
-  return firstOrderOnly("expand_combine", expandCombineBackwardOp(),
-                        {gout, f, post, x, P, bias, acc}, gout, f, post, x, P, bias,
-                        n, layout, acc);
+  return firstOrderOnly("expand_combine", expandCombineBackwardOp(), gout, f, post,
+                        x, P, bias, n, layout, acc);
 }
 
 } // namespace

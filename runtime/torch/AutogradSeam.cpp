@@ -40,15 +40,13 @@ struct PostPre : torch::autograd::Function<PostPre> {
     const Tensor &xNext = s[5], &h = s[6], &ms = s[7], &pre = s[8];
     const Tensor &logits = s[9], &phi = s[10], &alpha = s[11], &beta = s[12];
     const Tensor &weight = s[13];
-    auto &d = ctx->saved_data;
-    auto e = d["scale"].toDoubleVector();
+    SavedAttrs a = savedAttrs(ctx);
     auto [gx, gf, gpost, gP, gbias, gphi, galpha, gbeta, gweight] =
         postPreBackwardOp().call(
             grad(g[0], xNext), grad(g[1], f), grad(g[2], pre),
             grad(g[3], logits), f, post, x, P, opt(bias), xNext, h, ms, pre,
-            logits, phi, alpha, beta, opt(weight), d["n"].toInt(),
-            d["layout"].toStringRef(), d["tf32"].toBool(), e[0], e[1], e[2],
-            d["mode"].toStringRef(), d["iters"].toInt(), d["eps"].toDouble());
+            logits, phi, alpha, beta, opt(weight), a.n, a.layout, a.tf32,
+            a.normEps, a.preEps, a.postMult, a.mode, a.iters, a.eps);
     variable_list out{gf,   gpost,  gx,    gP,
                       bias.defined() ? gbias : Tensor(),
                       gphi, galpha, gbeta, weight.defined() ? gweight : Tensor()};
@@ -100,10 +98,8 @@ postPreBackwardAutograd(
     const OptTensor &weight, int64_t n, Str layout, bool tf32, double normEps,
     double preEps, double postMult, Str mode, int64_t iters, double eps) {
   return firstOrderOnly(
-      "post_pre", postPreBackwardOp(),
-      {gxNext, gy, gpostNext, gPNext, f, post, x, P, bias, xNext, h, ms, pre,
-       logits, phi, alpha, beta, weight},
-      gxNext, gy, gpostNext, gPNext, f, post, x, P, bias, xNext, h, ms, pre,
+      "post_pre", postPreBackwardOp(), gxNext, gy, gpostNext, gPNext, f, post,
+      x, P, bias, xNext, h, ms, pre,
       logits, phi, alpha, beta, weight, n, layout, tf32, normEps, preEps,
       postMult, mode, iters, eps);
 }

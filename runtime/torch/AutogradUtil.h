@@ -51,18 +51,31 @@ inline bool noGraph(std::initializer_list<const Tensor *> inputs) {
   return true;
 }
 
-/// The pre step's attributes as a node keeps them (the Pre and PostPre
-/// nodes; their backward reads these keys).
+/// The pre step's attributes as the Pre and PostPre nodes keep them: one
+/// saved_data entry (a tuple) written in the forward and read once in the
+/// backward, instead of an entry (hash-map node, IValue) per attribute.
 inline void saveAttrs(AutogradContext *ctx, int64_t n, const std::string &layout,
                       bool tf32, double normEps, double preEps, double postMult,
                       const std::string &mode, int64_t iters, double eps) {
-  ctx->saved_data["n"] = n;
-  ctx->saved_data["layout"] = layout;
-  ctx->saved_data["tf32"] = tf32;
-  ctx->saved_data["scale"] = std::vector<double>{normEps, preEps, postMult};
-  ctx->saved_data["mode"] = mode;
-  ctx->saved_data["iters"] = iters;
-  ctx->saved_data["eps"] = eps;
+  ctx->saved_data["attrs"] = c10::ivalue::Tuple::create(
+      {n, layout, tf32, normEps, preEps, postMult, mode, iters, eps});
+}
+
+/// saveAttrs' values; the strings view the node's saved tuple.
+struct SavedAttrs {
+  int64_t n;
+  Str layout;
+  bool tf32;
+  double normEps, preEps, postMult;
+  Str mode;
+  int64_t iters;
+  double eps;
+};
+inline SavedAttrs savedAttrs(AutogradContext *ctx) {
+  const auto &e = ctx->saved_data["attrs"].toTupleRef().elements();
+  return {e[0].toInt(),    e[1].toStringRef(), e[2].toBool(),
+          e[3].toDouble(), e[4].toDouble(),    e[5].toDouble(),
+          e[6].toStringRef(), e[7].toInt(),    e[8].toDouble()};
 }
 
 inline variable_list listOf(const Tensor &t) { return {t}; }
@@ -100,24 +113,35 @@ struct FirstOrderOnly : torch::autograd::Function<FirstOrderOnly> {
   }
 };
 
-/// Calls the backward op `handle`; with a graph to record (any of `inputs`
-/// requires grad under grad mode), through FirstOrderOnly.
+/// Whether a tensor argument of a *_backward op needs a graph recorded
+/// (requires grad); false for the op's other arguments.
+inline bool needsGraph(const Tensor &t) { return t.defined() && t.requires_grad(); }
+inline bool needsGraph(const OptTensor &t) { return t && needsGraph(*t); }
+template <typename T> bool needsGraph(const T &) { return false; }
+
+/// The defined tensors among a *_backward op's arguments, in order.
+inline void collectDefined(std::vector<Tensor> &out, const Tensor &t) {
+  if (t.defined())
+    out.push_back(t);
+}
+inline void collectDefined(std::vector<Tensor> &out, const OptTensor &t) {
+  if (t)
+    collectDefined(out, *t);
+}
+template <typename T> void collectDefined(std::vector<Tensor> &, const T &) {}
+
+/// Calls the backward op `handle` with `args`; with a graph to record (a
+/// tensor argument requires grad under grad mode), through FirstOrderOnly.
+/// A backward pass runs with grad mode off: that is decided first, with no
+/// tensor copied (post_pre_backward has 18 tensor arguments).
 template <typename Sig, typename... Args>
 auto firstOrderOnly(const char *op, const c10::TypedOperatorHandle<Sig> &handle,
-                    std::initializer_list<OptTensor> inputs, const Args &...args) {
+                    const Args &...args) {
   using Out = decltype(handle.call(args...));
-  // A backward pass runs with grad mode off: decided before any tensor is
-  // copied (post_pre_backward has 18 inputs).
-  bool graph = at::GradMode::is_enabled() &&
-               std::any_of(inputs.begin(), inputs.end(), [](const OptTensor &t) {
-                 return t && t->defined() && t->requires_grad();
-               });
-  if (!graph)
+  if (!at::GradMode::is_enabled() || !(needsGraph(args) || ...))
     return belowAutograd(handle, args...);
   std::vector<Tensor> defined;
-  for (const OptTensor &t : inputs)
-    if (t && t->defined())
-      defined.push_back(*t);
+  (collectDefined(defined, args), ...);
   return outOf<Out>(FirstOrderOnly::apply(op, at::TensorList(defined), [&] {
     return listOf(handle.call(args...));
   }));

@@ -16,13 +16,26 @@
 // SEAM: gpu.module @mhc_post_pre_fwd_n4_
 // SEAM-NOT: gpu.func
 // SEAM: gpu.func @mhc_post_pre_fwd_n4_{{[0-9a-f]+}}_one(%{{[^:]*}}: memref<?xbf16>, %{{[^:]*}}: memref<?xf32>, %{{[^:]*}}: memref<?xbf16>, %{{[^:]*}}: memref<?xf32>, %{{[^:]*}}: memref<?xf32>, %[[XN:[^:]*]]: memref<?xbf16>, {{.*}}, %{{[^:]*}}: i64, %[[SYNC:[^:]*]]: memref<?xi32>)
-// Phase 1: x_next stored, the partials written.
-// SEAM: memref.store {{.*}}, %[[XN]]
-// Two grid barriers on the sync words, each between block barriers.
+// Phase 1: a token's n values of x loaded and x_next stored as one vector
+// each (layout cn, 4 bf16), xs read a quad of tokens at a time, the
+// partials written.
+// SEAM: vector.load %{{[^[]*}}[{{[^]]*}}] {alignment = 8 : i64} : memref<?xbf16>, vector<4xbf16>
+// SEAM: vector.store {{.*}}, %[[XN]][{{[^]]*}}] {alignment = 8 : i64} : memref<?xbf16>, vector<4xbf16>
+// SEAM: vector.load {{.*}} {alignment = 16 : i64} : memref<2080xf32, #gpu.address_space<workgroup>>, vector<4xf32>
+// The first grid barrier on the sync words, between block barriers.
 // SEAM: gpu.barrier
 // SEAM: memref.extract_aligned_pointer_as_index %[[SYNC]]
 // SEAM: llvm.inline_asm has_side_effects {{.*}}atom.acq_rel.gpu.global.add.u32{{.*}}red.release.gpu.global.add.u32{{.*}}ld.acquire.gpu.global.u32
 // SEAM: gpu.barrier
+// Decode (M <= 16, the tile): no second grid barrier (every block finds
+// pre itself, y from shared memory, then the tokens it owns).
+// SEAM: %[[DECODE:[0-9]+]] = arith.cmpi ult, %{{[0-9]+}}, %c17 : index
+// SEAM-NEXT: scf.if %[[DECODE]] {
+// SEAM-NOT: atom.acq_rel
+// SEAM: scf.for %{{[^ ]*}} = %block_id_x to %{{[0-9]+}} step %c132 {
+// SEAM-NOT: atom.acq_rel
+// Past the tile: the owners finish their tokens, then the second barrier.
+// SEAM: scf.for %{{[^ ]*}} = %block_id_x to %{{[0-9]+}} step %c132 {
 // SEAM: llvm.inline_asm has_side_effects {{.*}}atom.acq_rel.gpu.global.add.u32
 // SEAM-NOT: llvm.inline_asm has_side_effects {{.*}}atom
 // SEAM-NOT: atomic_rmw

@@ -62,11 +62,19 @@
 // The fused forward: pack, expand + partials, tail. Per lane and chunk, 4
 // pairs x 2 rows of 8 values: each one 4-stream fma chain after post * fb,
 // rounded to bf16 once, stored to x_next (rows < M) and fed to mma.sync.
+// x, f and the bias are loaded a chunk ahead: chunk 0's before the loop,
+// chunk i + 1's in iteration i, carried in the loop's values.
 // FUSED: gpu.func @mhc_post_pre_fwd_n4_f0241967ad395345_expand_pack(
 // FUSED: gpu.func @mhc_post_pre_fwd_n4_f0241967ad395345_expand_partial(%[[X:[a-z0-9]+]]: memref<?xbf16>, %[[F:[a-z0-9]+]]: memref<?xbf16>, %[[POST:[a-z0-9]+]]: memref<?xf32>, %[[P:[a-z0-9]+]]: memref<?xf32>, %[[BIAS:[a-z0-9]+]]: memref<?xf32>, %[[XN:[a-z0-9]+]]: memref<?xbf16>,
+// FUSED-COUNT-8: vector.load %[[X]]{{.*}} : memref<?xbf16>, vector<8xbf16>
+// FUSED-COUNT-8: vector.load %[[F]]{{.*}} : memref<?xbf16>, vector<2xbf16>
+// FUSED: scf.for {{.*}} iter_args(
+// FUSED-COUNT-8: vector.load %[[X]]{{.*}} : memref<?xbf16>, vector<8xbf16>
+// FUSED-COUNT-8: vector.load %[[F]]{{.*}} : memref<?xbf16>, vector<2xbf16>
 // FUSED-COUNT-8: vector.store %{{.*}}, %[[XN]]{{.*}} : memref<?xbf16>, vector<8xbf16>
 // FUSED: nvvm.mma.sync
 // FUSED-NOT: vector.load %[[XN]]
+// FUSED: scf.yield {{.*}} : {{.*}}, vector<8xbf16>, {{.*}}, vector<2xbf16>, {{.*}}, vector<2xf32>
 // FUSED: gpu.func @mhc_post_pre_fwd_n4_f0241967ad395345_pre_tail(
 // FUSED-NOT: gpu.func
 

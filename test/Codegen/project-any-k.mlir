@@ -2,42 +2,74 @@
 // rows are then only 8-, 4- or 2-byte aligned, so the variants that copy
 // them by TMA / bulk copies (16-byte strides) step aside and the generic
 // ones run with accesses as wide as the rows' alignment allows and a tail
-// masked at K. Forward: the tf32 variant (no pack launch), x read in 8-byte
-// pieces at K % 8 == 4 and element by element at odd K. Backward: the
+// masked at K. Forward: at K % 8 == 4 (bf16 x, sm_90+) the staged variant
+// (pack + bulk-copy ring), x read in 8-byte pieces and its last chunk
+// masked at K; else the tf32 variant (no pack launch), x read element by
+// element at odd K. Backward: the
 // block ring at K % 8 == 4 on sm_90 (bulk copies from the 16-byte boundary
 // below each row), else the per-warp cp.async ring in pieces of the rows'
 // alignment, 2-byte x pieces (odd K) by ld/st, each lane its own slots;
 // gx stored as wide as the rows allow.
 // RUN: rm -rf %t.f4 && mhc-compile --spec 'project.fwd;n=4;act=bf16;param=f32;layout=cn;C=5129;tf32=1;weight=0;arch=sm_90a' -o %t.f4 && cat %t.f4/*.json | FileCheck %s --check-prefix=FWD4JSON
 // RUN: cat %t.f4/*.ptx | FileCheck %s --check-prefix=FWD4PTX
+// RUN: rm -rf %t.f6 && mhc-compile --spec 'project.fwd;n=6;act=bf16;param=bf16;layout=cn;C=5126;tf32=1;weight=1;arch=sm_90a' -o %t.f6 && cat %t.f6/mhc*.json %t.f6/*.ptx | FileCheck %s --check-prefix=FWD6
 // RUN: rm -rf %t.f3 && mhc-compile --spec 'project.fwd;n=3;act=bf16;param=f32;layout=cn;C=5127;tf32=1;weight=1;arch=sm_90a' -o %t.f3 && cat %t.f3/*.ptx | FileCheck %s --check-prefix=FWDODD
+// RUN: cat %t.f3/mhc*.json | FileCheck %s --check-prefix=FWDODDJSON
 // RUN: rm -rf %t.b4 && mhc-compile --spec 'project.bwd;n=4;act=bf16;param=f32;layout=cn;C=5129;tf32=1;weight=0;arch=sm_90a' -o %t.b4 && cat %t.b4/*.ptx | FileCheck %s --check-prefix=BWD4
+// RUN: rm -rf %t.b2 && mhc-compile --spec 'project.bwd;n=2;act=f16;param=f32;layout=cn;C=4098;tf32=1;weight=1;arch=sm_90a' -o %t.b2 && cat %t.b2/*.ptx | FileCheck %s --check-prefix=BWD4
+// RUN: rm -rf %t.b6 && mhc-compile --spec 'project.bwd;n=6;act=bf16;param=f32;layout=cn;C=4098;tf32=1;weight=0;arch=sm_90a' -o %t.b6 && cat %t.b6/*.ptx | FileCheck %s --check-prefix=BWD4
 // RUN: rm -rf %t.b80 && mhc-compile --spec 'project.bwd;n=4;act=bf16;param=f32;layout=cn;C=5129;tf32=1;weight=0;arch=sm_80' -o %t.b80 && cat %t.b80/*.ptx | FileCheck %s --check-prefix=BWD80
 // RUN: rm -rf %t.b3 && mhc-compile --spec 'project.bwd;n=3;act=bf16;param=f32;layout=cn;C=5127;tf32=0;weight=1;arch=sm_90a' -o %t.b3 && cat %t.b3/*.ptx | FileCheck %s --check-prefix=BWDODD
 // RUN: rm -rf %t.bf && mhc-compile --spec 'project.bwd;n=3;act=f32;param=f32;layout=cn;C=5127;tf32=1;weight=0;arch=sm_90a' -o %t.bf && cat %t.bf/*.ptx | FileCheck %s --check-prefix=BWDF32
 // RUN: rm -rf %t.s && mhc-compile --spec 'post_pre.fwd;n=4;act=bf16;param=f32;layout=cn;C=5129;tf32=1;weight=0;norm_eps=9.99999997e-07;pre_eps=9.99999997e-07;post_mult=2;mode=log;iters=20;bias=1;arch=sm_90a' -o %t.s && cat %t.s/*.json | FileCheck %s --check-prefix=SEAM
 
-// Two launches, the tf32 partial and the reduce: no pack (the staged
-// variant's), its 64-column chunks (K = 20516 = 320 * 64 + 36: five
-// masked tail steps after 320 chunks) split up to 64 ways.
+// K % 8 == 4: the staged variant's pack, partial and reduce, its
+// 128-column chunks (K = 20516 = 160 * 128 + 36: 161 chunks, the last one
+// padded with zeros by the pack and masked at K by the partial) split up
+// to 64 ways. The pack reads phi masked at K (f32 rows 16-byte aligned);
+// the partial streams the packed chunks by bulk copies and reads x in
+// 8-byte pieces, the last chunk's masked (a select to 0 after each load).
 // FWD4JSON: "split": {"tokens_per_block": 128, "target_blocks": {{[0-9]+}}, "max": 64,
+// FWD4JSON: "entry": "mhc_project_fwd_n4_{{[0-9a-f]+}}_pack"
 // FWD4JSON: "entry": "mhc_project_fwd_n4_{{[0-9a-f]+}}_partial"
-// FWD4JSON-NOT: _pack"
 // FWD4JSON: "entry": "mhc_project_fwd_n4_{{[0-9a-f]+}}_reduce"
-// FWD4PTX-NOT: cp.async.bulk
-// FWD4PTX: ld.global.nc.v4.b16
-// FWD4PTX-NOT: cp.async.bulk
+// FWD4PTX-LABEL: .entry mhc_project_fwd_n4_{{[0-9a-f]+}}_pack(
+// FWD4PTX: setp.lt.u64 [[OK:%p[0-9]+]], %rd{{[0-9]+}}, 20516;
+// FWD4PTX: ld.global.nc.v4.b32
+// FWD4PTX-NEXT: selp.f32 %r{{[0-9]+}}, %r{{[0-9]+}}, 0f00000000, [[OK]];
+// FWD4PTX-LABEL: .entry mhc_project_fwd_n4_{{[0-9a-f]+}}_partial(
+// FWD4PTX: cp.async.bulk.shared::cluster.global
+// FWD4PTX: ld.global.nc.v2.b32 {[[W0:%r[0-9]+]], [[W1:%r[0-9]+]]}
+// FWD4PTX-NEXT: selp.b32 %r{{[0-9]+}}, [[W1]], 0, %p{{[0-9]+}};
+// FWD4PTX: ld.global.nc.v2.b32 {%r{{[0-9]+}}, %r{{[0-9]+}}}, {{\[}}[[XROW:%rd[0-9]+]]+64{{\]}};
+// FWD4PTX-NEXT: ld.global.nc.v2.b32 {%r{{[0-9]+}}, %r{{[0-9]+}}}, {{\[}}[[XROW]]+72{{\]}};
+// FWD4PTX-LABEL: .entry mhc_project_fwd_n4_{{[0-9a-f]+}}_reduce(
 
-// Odd K: no vector load of a 2-byte element run.
+// K % 8 == 4 at n = 6 (tf32, sm_90a): the staged variant on wgmma, its
+// pack reading bf16 phi and weight in 8-byte pieces (rows 8-byte aligned).
+// FWD6: "entry": "mhc_project_fwd_n6_{{[0-9a-f]+}}_pack"
+// FWD6: "entry": "mhc_project_fwd_n6_{{[0-9a-f]+}}_partial"
+// FWD6-LABEL: .entry mhc_project_fwd_n6_{{[0-9a-f]+}}_pack(
+// FWD6-NOT: ld.global.nc.v4.b32
+// FWD6: ld.global.nc.v4.b16
+// FWD6-NOT: ld.global.nc.v4.b32
+// FWD6-LABEL: .entry mhc_project_fwd_n6_{{[0-9a-f]+}}_partial(
+// FWD6: wgmma.mma_async
+
+// Odd K: the tf32 variant (no pack), no vector load of a 2-byte element
+// run.
+// FWDODDJSON: "entry": "mhc_project_fwd_n3_{{[0-9a-f]+}}_partial"
+// FWDODDJSON-NOT: _pack"
+// FWDODDJSON: "entry": "mhc_project_fwd_n3_{{[0-9a-f]+}}_reduce"
 // FWDODD-NOT: ld.global.nc.v{{[248]}}.b16
 // FWDODD-NOT: ld.global.nc.v{{[24]}}.u16
 // FWDODD: ld.global.nc.b16
 // FWDODD-NOT: ld.global.nc.v{{[248]}}.b16
 
-// K % 8 == 4 on sm_90a: the block ring, each row bulk-copied from the
-// 16-byte boundary below it (no cp.async pieces) and read back in 8-byte
-// pieces; gx by 8-byte stores. On sm_80: the per-warp ring's 8-byte
-// cp.async pieces, no bulk copies.
+// K % 8 == 4 on sm_90a (n = 4 at odd C; n = 2, 6 at C = 2 mod 4): the
+// block ring, each row bulk-copied from the 16-byte boundary below it (no
+// cp.async pieces) and read back in 8-byte pieces; gx by 8-byte stores.
+// On sm_80: the per-warp ring's 8-byte cp.async pieces, no bulk copies.
 // BWD4-NOT: cp.async.ca
 // BWD4: cp.async.bulk.shared::cluster.global
 // BWD4: ld.shared.v4.b16
@@ -62,8 +94,10 @@
 // BWDF32-NOT: st.global.v{{[24]}}.f32
 
 // The seam at K % 8 != 0 composes its parts (no fused expand + partials):
-// expand_combine, then the pre step's tf32 partial and tail.
+// expand_combine, then the pre step's staged pack, partial and tail.
 // SEAM-NOT: _expand_partial"
 // SEAM: "entry": "mhc_post_pre_fwd_n4_{{[0-9a-f]+}}_post_main"
 // SEAM-NOT: _expand_partial"
+// SEAM: "entry": "mhc_post_pre_fwd_n4_{{[0-9a-f]+}}_pre_pack"
 // SEAM: "entry": "mhc_post_pre_fwd_n4_{{[0-9a-f]+}}_pre_partial"
+// SEAM: "entry": "mhc_post_pre_fwd_n4_{{[0-9a-f]+}}_pre_tail"

@@ -8,6 +8,7 @@ import torch
 # 256 below) stays under the sanitizers.
 os.environ.setdefault("MHC_ONE_LAUNCH_MAX_TOKENS", "256")
 import mhc  # noqa: E402
+import sanitize_serve  # noqa: E402
 
 torch.manual_seed(0)
 for layout in ("nc", "cn"):
@@ -78,29 +79,8 @@ for tf32, weight, bias, C, M in ((True, False, False, 1000, 300), (False, True, 
                         torch.randn_like(P_next), f, post, x, P, b, x_next, h, ms, pre, logits, phi, alpha, beta, w,
                         *seam_attrs)
     direct += 2
-# The decode-size forward in one cooperative launch (coop=1, M <= 256 here): the
-# seam and the pre step, both layouts, 2- and 4-byte activations, with
-# bias and weight, then two streams at once (each its own sync words).
-for layout, dtype, n, C, M in (("cn", torch.bfloat16, 4, 4096, 1), ("nc", torch.float32, 8, 96, 37),
-                               ("nc", torch.bfloat16, 3, 520, 256)):
-    N = 2 * n + n * n
-    x = torch.randn((M, n, C) if layout == "nc" else (M, C, n), device="cuda", dtype=dtype)
-    f = torch.randn(M, C, device="cuda", dtype=dtype)
-    post, P = 2 * torch.rand(M, n, device="cuda"), torch.softmax(torch.randn(M, n, n, device="cuda"), -2)
-    phi, bias, weight = torch.randn(N, n * C, device="cuda") / C, torch.randn(C, device="cuda"), 1 + torch.rand(n * C, device="cuda")
-    alpha, beta = torch.rand(3, device="cuda") + 0.5, torch.randn(N, device="cuda")
-    attrs = (n, layout, False, 1e-6, 1e-6, 2.0, "log", 20, 0.0)
-    o.post_pre(f, post, x, P, bias, phi, alpha, beta, weight, *attrs)
-    o.pre(x, phi, alpha, beta, weight, *attrs)
-    direct += 2
-    streams = [torch.cuda.Stream() for _ in range(2)]
-    for s in streams:
-        s.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(s):
-            o.post_pre(f, post, x, P, bias, phi, alpha, beta, weight, *attrs)
-        direct += 1
-    for s in streams:
-        torch.cuda.current_stream().wait_stream(s)
+# The decode-size forward in one cooperative launch (sanitize_serve.py).
+direct += sanitize_serve.one_launch()
 torch.cuda.synchronize()
 # Per layer with grad: the fused pre step, expand_combine and five backwards
 # (7); without: 2. Four layers above, six here; then the direct calls.

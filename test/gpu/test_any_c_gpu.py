@@ -112,6 +112,40 @@ def test_flagship_shape_at_odd_c(d, cfg):
     check_on_kernel_path(s, cfg["M"], case_seed("flagship", d, tuple(cfg.values())))
 
 
+# The block ring at K % 8 = 4 (rows 8-byte aligned, each copied from the
+# 16-byte boundary below it and read back at its shift; rows past M repeat
+# row M - 1, whose shift may differ): n = 2 and 4 (a lane's 16-byte run) and
+# n = 6 (8-byte runs) at M = 1, 2, 9 (rows past M of both parities) and
+# 4099, f16 and bf16, weight or not (paced or not).
+RING_ROWS = [dict(n=n, C=C, act=act, layout="cn", tf32=True, weight=w, M=M)
+             for (n, C), act, w, M in itertools.product(
+                 ((2, 4098), (4, 5129), (6, 4098)), ("bf16", "f16"), (False, True), (1, 2, 9, 4099))]
+
+
+@pytest.mark.parametrize("cfg", RING_ROWS, ids=lambda c: "n{n}-C{C}-{act}-w{weight:d}-M{M}".format(**c))
+def test_block_ring_at_k_mod_8_eq_4(cfg):
+    s = spec("project", "bwd", cfg["n"], cfg["act"], cfg["layout"], cfg["C"], tf32=cfg["tf32"], weight=cfg["weight"])
+    check_on_kernel_path(s, cfg["M"], case_seed("ring", tuple(cfg.values())))
+
+
+# The staged forward at K % 8 == 4 (bf16 x: pack + bulk-copy ring, the last
+# chunk masked at K) for every n that has such K (n = 8 has none): one M
+# per case from 1 (one token block: the partial packs its chunks itself)
+# to many splits; tf32 on (n >= 6: wgmma with the next chunk's x loaded
+# ahead) and off. C = 9 at n = 4: K = 36, one 32-column chunk and 4 columns.
+STAGED = [dict(n=n, C=C, act="bf16", layout=("cn", "nc")[i % 2], tf32=bool((i // 2) % 2), weight=bool(i % 3 == 0),
+               M=(1, 77, 4099, 130)[i % 4])
+          for i, (n, C) in enumerate([(1, 5124), (2, 5122), (3, 5124), (4, 9), (4, 9), (5, 5124), (6, 5126),
+                                      (6, 5126), (7, 5124), (7, 5124), (4, 7167), (4, 33)])]
+assert all((c["n"] * c["C"]) % 8 == 4 for c in STAGED)
+
+
+@pytest.mark.parametrize("cfg", STAGED, ids=lambda c: "n{n}-C{C}-{layout}-tf32{tf32:d}-w{weight:d}-M{M}".format(**c))
+def test_staged_forward_at_k_mod_8_is_4(cfg):
+    s = spec("project", "fwd", cfg["n"], "bf16", cfg["layout"], cfg["C"], tf32=cfg["tf32"], weight=cfg["weight"])
+    check_on_kernel_path(s, cfg["M"], case_seed("staged", tuple(cfg.values())))
+
+
 ELEMENTWISE = [dict(op=op, d=d, n=n, C=C, act=act, layout=lay)
                for i, (op, d, (n, C), act, lay) in enumerate(itertools.product(
                    ("aggregate", "expand_combine"), ("fwd", "bwd"), ((3, 5127), (4, 5129), (8, 33)), ("bf16", "f32"),
@@ -128,7 +162,8 @@ def test_elementwise_ops_at_odd_c(cfg):
 # or below it the pre step is serve's one-launch kernel, whose projection
 # sums split differently (docs/design/serve.md; test_serve_gpu.py and
 # test_seam_gpu.py's C = 5129, M = 128 case bound it against float64).
-@pytest.mark.parametrize("n,C,act,layout,M", [(4, 5129, "bf16", "cn", 257), (3, 5127, "bf16", "nc", 300),
+@pytest.mark.parametrize("n,C,act,layout,M", [(4, 5129, "bf16", "cn", 257), (6, 5126, "bf16", "nc", 301),
+                                              (3, 5127, "bf16", "nc", 300),
                                               (1, 33, "f32", "cn", 1031), (5, 4097, "f16", "nc", 4099)])
 def test_pre_step_at_odd_c_is_the_four_ops(n, C, act, layout, M):
     """torch.ops.mhc.pre on the kernel path at odd K, bit for bit the four

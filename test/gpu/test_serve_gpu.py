@@ -8,12 +8,16 @@ different split of the projection's sums, documented), the seam bitwise
 mhc.post then mhc.pre (both one-launch), n 1..8, both layouts, 2- and 4-byte
 activations, M from 1 to the threshold and across it, the kernel each M
 requests, and capture and replay inside a CUDA graph (several seams in one
-graph, replayed twice, the same bits as eager), and two streams at once.
+graph, replayed twice, the same bits as eager), two streams at once, and (a
+child process with the runtime's knob) the one-launch kernel past the
+threshold: its decode path (M <= 16, one grid barrier) and its two-barrier
+path.
 
 Run on the GPU machine: pytest -q test/gpu/test_serve_gpu.py
 """
 
 import os
+import subprocess
 import sys
 
 import pytest
@@ -249,6 +253,46 @@ def test_two_streams_at_once():
     for g, w in zip(got, want):
         for u, v in zip(g, w):
             assert torch.equal(u, v)
+
+
+# Run in a child process with MHC_ONE_LAUNCH_MAX_TOKENS=256 (the runtime reads
+# the knob once per process): CONFIGS past the threshold through the one-launch
+# kernel, decode path (M <= 16) and two-barrier path (M past the tile).
+_KNOB_CHILD = r"""
+import sys
+sys.path.insert(0, {here!r})
+import torch
+import test_serve_gpu as s
+for i in {configs!r}:
+    cfg = s.CONFIGS[i]
+    gen = torch.Generator(device="cuda").manual_seed(s.case_seed("knob", s._id(cfg)))
+    t = s.inputs(cfg, gen)
+    a = s.attrs(cfg)
+    spec = s.requested("post_pre", s._fwd(t) + a)
+    assert ";coop=1;" in spec[0], spec
+    saved = s._twice(torch.ops.mhc.post_pre_saved, *s._fwd(t), *a)
+    alone = s._twice(torch.ops.mhc.pre_saved, *s._pre_args(cfg, t, saved[0]))
+    for u, v in zip(alone, [saved[k] for k in (7, 4, 6, 1, 2, 3, 5)]):
+        assert torch.equal(u, v), "pre's one-launch kernel differs from the seam's (" + s._id(cfg) + ")"
+    for name, got, want, bound in s.forward64(cfg, t, saved):
+        err = s.rel(got.reshape(want.shape), want.detach())
+        assert torch.isfinite(got).all() and err <= bound, (name, err, bound, s._id(cfg))
+print("knob: ok")
+"""
+
+
+def test_one_launch_past_the_threshold_under_the_knob():
+    """The one-launch kernel at M past the threshold (the runtime's benchmark
+    knob, as bench/probes/one_launch_probe.py runs it): its decode path (M
+    <= 16, where the threshold is below) and two-barrier path (M = 33, 64,
+    100, 128, 255; n 4, 5, 7, 8, both layouts) within float64 SPEC.md, run
+    to run bitwise, pre's one-launch kernel on x_next the seam's bits."""
+    configs = [i for i, c in enumerate(CONFIGS) if c["M"] > LIMIT]
+    assert any(CONFIGS[i]["M"] > 16 for i in configs)  # (the kernel's tile: 16 tokens)
+    child = _KNOB_CHILD.format(here=os.path.dirname(os.path.abspath(__file__)), configs=configs)
+    env = dict(os.environ, MHC_ONE_LAUNCH_MAX_TOKENS="256")
+    r = subprocess.run([sys.executable, "-c", child], env=env, capture_output=True, text=True, timeout=900)
+    assert r.returncode == 0 and "knob: ok" in r.stdout, r.stdout[-2000:] + r.stderr[-4000:]
 
 
 def test_summary():

@@ -27,9 +27,8 @@
 // stores gx the lane loads gy at its channels and pre at its tokens and
 // forms aggregate's gx, acc + pre (x) gy rounded as aggregate.bwd stores
 // it, which the unfused chain reads back as acc; (C, n) layout with whole
-// channels per lane. The pre step's backward (pre.bwd) folds it the same
-// way with no acc (aggregate's gx alone, rounded) or TE's f32 buffer as acc
-// (the f32 sum, not rounded: aggregate_backward_into's bits).
+// channels per lane (BackwardMmaFold.cpp). The class is declared in
+// BackwardMmaMain.h; x's rows at K % 8 != 0 are BackwardMmaAnyK.cpp's.
 //
 //===----------------------------------------------------------------------===//
 
@@ -37,6 +36,7 @@
 #include "builder/WavePacer.h"
 #include "builder/Streams.h"
 #include "kernels/project/Fragments.h"
+#include "kernels/project/BackwardMmaMain.h"
 #include "kernels/project/BackwardMmaPlan.h"
 #include "kernels/project/Project.h"
 
@@ -50,86 +50,6 @@ using namespace mlir;
 using namespace mlir::mhc;
 using ::mhc::BufferRole;
 using ::mhc::DType;
-
-namespace {
-
-/// What a step reads from its stage: the stage (its base, its ring index
-/// i in the block ring), the tokens 2t + u with x's values there, gh's rows
-/// and gms scaled by 2/K; with acc, acc's values at the lane's gx columns.
-struct StepValues {
-  Value step, m0, base, i, ghBase;
-  std::array<Value, 2> tok, tokOk, gms;
-  std::array<SmallVector<Value>, 2> xa, acc;
-};
-
-/// Launch "main": the values every part of the kernel reads, and the
-/// emission of its parts (the phi fragments, the rings' copies, a step's
-/// products, the share's partials, the paced producer).
-class MmaMain {
-public:
-  MmaMain(KernelContext &ctx, const MmaPlan &p, LaunchBuilder &l,
-          bool foldAggregate);
-  void emit();
-
-private:
-  Value slot(int64_t kt, int64_t rs, int64_t part);
-  void parkPhi();
-  Value aFragment(int64_t kt, int64_t rs, int64_t part);
-  Value stageBase(Value step);
-  Value xSlot(Value base, int64_t u, int64_t c);
-  Value xSlotPtr(Value base, int64_t u, int64_t c);
-  Value pieceBytes(Value src, Value end);
-  bool masked() const { return p.colPiece < p.laneCols; }
-  Value colsIn(int64_t offset);
-  void copyX(Value dst, Value xOff, Value ok);
-  SmallVector<Value> loadLaneCols(Value mem, function_ref<Value(Value)> at);
-  void storeLaneCols(ArrayRef<Value> vals, Value mem, function_ref<Value(Value)> at);
-  void issuePartialStep(Value step);
-  void issueFullStep(Value step);
-  void issueStep(Value step);
-  void issueBlockStep(Value i, Value st);
-  Value rowShift(Value row);
-  Value ghAt(Value ghBase, Value tokLocal, int64_t rs, Value i);
-  void enterStep(StepValues &s);
-  void loadAcc(StepValues &s);
-  void foldAggregateInto(StepValues &s);
-  // The fold with TE's f32 acc loads acc after the products, with gy and
-  // pre: its 2T f32 values per token held through the mma loop spill.
-  bool lateAcc() const { return foldAgg && hasAcc && spec.accF32; }
-  SmallVector<Value> stepProducts(Value ghBase, ArrayRef<SmallVector<Value>> xa,
-                                  SmallVector<Value> &acc);
-  void storeGx(StepValues &s, ArrayRef<Value> d, SmallVector<Value> &sums);
-  void stepBody(Value step, SmallVector<Value> &sums);
-  SmallVector<Value> stepRange(Value lb, Value ub, ValueRange start);
-  void startCopies();
-  SmallVector<Value> shareSums();
-  void storeShare(ArrayRef<Value> total);
-  void consume();
-  void produce();
-
-  const MmaPlan &p;
-  LaunchBuilder &l;
-  KernelBuilder kb;
-  ::mhc::DType act;
-  const ::mhc::KernelSpec &spec;
-  bool hasAcc; // gx = acc + the kernel's own gx (spec.readsAcc())
-  // acc += pre (x) gy before gx is formed (the seam's main pass); the n.
-  bool foldAgg;
-  int64_t n;
-  Value M, tid, bid, lane, warp, g, t, slice, share;
-  Value colBase, active, col0, zero, smem, ring;
-  SmallVector<Value> w; // the consumers' weights of this lane's columns
-  Value twoOverK, per, sBegin, sEnd, lastRow, zeroAcc;
-  // Iteration values: gphi's accumulators [kt][rs] (16 columns x 8 rows
-  // each), then gw's sums of this lane's columns.
-  SmallVector<Value> init;
-  Value warpRing, ghEnd, xLane, xBytes;
-  Type actVec;
-  // The block's ring (staged): stage i % depth holds step sBegin + i; every
-  // consumer lane releases its own reads (BulkRing::release).
-  std::optional<BulkRing> bulk;
-  Value count, sliceCol, xRowBytes, laneColInBlock;
-};
 
 MmaMain::MmaMain(KernelContext &ctx, const MmaPlan &p, LaunchBuilder &l,
                  bool foldAggregate)
@@ -184,59 +104,6 @@ MmaMain::MmaMain(KernelContext &ctx, const MmaPlan &p, LaunchBuilder &l,
   limitRowAccesses(ctx, kb, l, {"x", "phi", "weight", "acc", "gx", "partials"});
 }
 
-/// Whether the lane's column colBase + offset is < K (false where the lane
-/// is not active).
-Value MmaMain::colsIn(int64_t offset) {
-  if (offset == 0)
-    return active;
-  return kb.andi(active, kb.lt(kb.add(colBase, kb.idx(offset)), kb.idx(p.K)));
-}
-
-/// One x piece of `unit` bytes (x element xOff) to the ring's `dst`
-/// (xSlotPtr), zeros where !ok: by cp.async, or by ld/st for 2-byte pieces
-/// (odd K). The lane alone reads the piece back (enterStep), so program
-/// order orders the ld/st; reuse of the slot is the same lane's too.
-void MmaMain::copyX(Value dst, Value xOff, Value ok) {
-  if (!p.syncCopy) {
-    kb.copyAsync(dst, kb.globalPtr(l.arg("x"), xOff), p.unit,
-                 kb.select(ok, kb.i32(p.unit), kb.i32(0)));
-    return;
-  }
-  Value v = kb.load(l.arg("x"), kb.select(ok, xOff, kb.idx(0)));
-  Value zeroAct = arith::ConstantOp::create(kb.b, kb.loc, kb.b.getFloatAttr(v.getType(), 0.0));
-  v = kb.select(ok, v, zeroAct);
-  LLVM::StoreOp::create(kb.b, kb.loc, v, dst, p.unit);
-}
-
-/// The lane's laneCols columns of a row as f32 (zeros past K), `at(col)`
-/// the offset of the row's column col; with masks (K % laneCols != 0) in
-/// pieces of colPiece, each read only where it lies before K.
-SmallVector<Value> MmaMain::loadLaneCols(Value mem, function_ref<Value(Value)> at) {
-  if (!masked())
-    return loadRun(kb, mem, at(col0), p.laneCols);
-  SmallVector<Value> out;
-  for (int64_t i = 0; i < p.laneCols; i += p.colPiece) {
-    Value ok = colsIn(i);
-    Value col = kb.select(ok, kb.add(col0, kb.idx(i)), kb.idx(0));
-    for (Value v : kb.loadF32(mem, at(col), p.colPiece))
-      out.push_back(kb.select(ok, v, zero));
-  }
-  return out;
-}
-
-/// Stores the lane's columns of a row (at(col) as above), those before K.
-void MmaMain::storeLaneCols(ArrayRef<Value> vals, Value mem,
-                            function_ref<Value(Value)> at) {
-  if (!masked()) {
-    kb.storeFrom(vals, mem, at(col0));
-    return;
-  }
-  for (int64_t i = 0; i < p.laneCols; i += p.colPiece)
-    kb.when(colsIn(i), [&] {
-      kb.storeFrom(vals.slice(i, p.colPiece), mem, at(kb.add(col0, kb.idx(i))));
-    });
-}
-
 Value MmaMain::slot(int64_t kt, int64_t rs, int64_t part) {
   Value s = kb.add(kb.mul(warp, kb.idx(p.T * p.rSteps * p.parts)),
                    kb.idx((kt * p.rSteps + rs) * p.parts + part));
@@ -287,17 +154,6 @@ Value MmaMain::stageBase(Value step) {
 Value MmaMain::xSlot(Value base, int64_t u, int64_t c) {
   return kb.add(base, kb.add(kb.idx((u * p.copies + c) * 32 * p.unit / 4),
                              kb.mul(lane, kb.idx(p.unit / 4))));
-}
-
-/// The shared address of xSlot's piece. 2-byte pieces (odd K) are not
-/// float slots: their byte offset within the stage is (piece * 32 + lane)
-/// * 2 (a float index would give every lane the same slot).
-Value MmaMain::xSlotPtr(Value base, int64_t u, int64_t c) {
-  if (p.unit >= 4)
-    return kb.sharedPtr(ring, xSlot(base, u, c));
-  return kb.bytePtr(kb.sharedPtr(ring, base),
-                    kb.add(kb.idx((u * p.copies + c) * 32 * p.unit),
-                           kb.mul(lane, kb.idx(p.unit))));
 }
 
 /// i32 byte count of a 16-byte piece of a [.., 4k floats] buffer that
@@ -445,14 +301,6 @@ void MmaMain::issueBlockStep(Value i, Value st) {
       });
 }
 
-/// Bytes from the 16-byte boundary at or below x's row `row` (its block's
-/// slice) to the row's start: 0, or 8 at xAlign 8 (block ring).
-Value MmaMain::rowShift(Value row) {
-  Value start = kb.add(kb.mul(row, kb.idx(p.K)), sliceCol);
-  return kb.mul(arith::AndIOp::create(kb.b, kb.loc, start, kb.idx(16 / p.actBytes - 1)),
-                kb.idx(p.actBytes));
-}
-
 /// gh[m0 + tokLocal][8rs + i] in the stage; rows past N are zero. (Row
 /// stride ghStride: at most 2-way bank conflicts.)
 Value MmaMain::ghAt(Value ghBase, Value tokLocal, int64_t rs, Value i) {
@@ -571,33 +419,6 @@ void MmaMain::loadAcc(StepValues &s) {
     s.acc[u] = loadLaneCols(l.arg("acc"), [&](Value c) {
       return kb.add(kb.mul(kb.min(s.tok[u], lastRow), kb.idx(p.K)), c);
     });
-}
-
-/// acc becomes aggregate.bwd's gx (acc = its acc): own = pre[i] gy[c] at
-/// column c n + i of the lane's laneCols / n whole channels, plusAcc, and
-/// the store's rounding to the activation dtype, the instructions of
-/// Aggregate.cpp, so the sum is bitwise the unfused chain's. Loaded after
-/// the products (before them, their 12 values per lane held through the
-/// mma loop spill the paced kernel's 128 registers).
-void MmaMain::foldAggregateInto(StepValues &s) {
-  Type elem = elementType(kb.b.getContext(), act);
-  if (lateAcc())
-    loadAcc(s);
-  for (int u = 0; u < 2; ++u) {
-    // Row M - 1 for rows past M, as acc; gy's offset is acc's over n (K = n C).
-    Value row = kb.min(s.tok[u], lastRow);
-    Value accAt = kb.add(kb.mul(row, kb.idx(p.K)), col0);
-    SmallVector<Value> gy = loadRun(kb, l.arg("gy"), kb.div(accAt, kb.idx(n)), p.laneCols / n);
-    SmallVector<Value> pre = loadRow(kb, l.arg("pre"), row, n);
-    if (!hasAcc) // (no acc buffer: aggregate's gx is its own, rounded)
-      s.acc[u].assign(p.laneCols, Value());
-    for (int64_t j = 0; j < p.laneCols; ++j) {
-      Value own = kb.mul(pre[j % n], gy[j / n]);
-      Value g1 = hasAcc ? plusAcc(kb, spec, own, s.acc[u][j]) : own;
-      // acc=f32: aggregate's gx is the buffer's f32 sum, not rounded.
-      s.acc[u][j] = spec.accF32 ? g1 : kb.toF32(kb.toType(g1, elem));
-    }
-  }
 }
 
 /// D[m0 + 2t + u][column 2kt + h] is d[kt][h][u]: gx (plus acc) to global
@@ -774,6 +595,8 @@ void MmaMain::emit() {
   kb.when(kb.lt(warp, kb.idx(p.warps)), [&] { consume(); });
 }
 
+namespace {
+
 /// Launch "zero" of paced specs: the producers' counters, skipped below
 /// paceTokens (one launch fewer for a small call; the counters are then
 /// left alone).
@@ -810,22 +633,6 @@ void buildMainLaunch(KernelContext &ctx, const MmaPlan &p, bool foldAggregate) {
 }
 
 } // namespace
-
-bool mlir::mhc::projectBackwardFoldsAggregate(const KernelContext &ctx) {
-  if (projectBackwardIsWide(ctx) || projectBackwardIsWgmma(ctx) ||
-      ctx.spec.layout != ::mhc::Layout::CN)
-    return false;
-  // The folds' loads and stores are whole lanes' columns of 16-byte aligned
-  // rows: not the any-K plan's masked pieces (K % 8 != 0).
-  MmaPlan p = planMma(ctx);
-  return p.laneCols % ctx.n() == 0 && p.xAlign == 16 && !p.syncCopy &&
-         p.colPiece == p.laneCols;
-}
-
-LogicalResult mlir::mhc::buildProjectBackwardFoldAggregate(KernelContext &ctx) {
-  assert(projectBackwardFoldsAggregate(ctx));
-  return buildProjectBackwardMma(ctx, /*foldAggregate=*/true);
-}
 
 LogicalResult mlir::mhc::buildProjectBackwardMma(KernelContext &ctx,
                                                  bool foldAggregate) {

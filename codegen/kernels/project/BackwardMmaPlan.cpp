@@ -141,15 +141,6 @@ void planRing(const KernelContext &ctx, MmaPlan &p) {
   p.paceTokens = 8 * 8 * kEpoch * p.shares;
 }
 
-MmaPlan planMma(const KernelContext &ctx) {
-  MmaPlan p;
-  planMode(ctx, p);
-  planTiles(p);
-  planGrid(ctx, p);
-  planRing(ctx, p);
-  return p;
-}
-
 } // namespace
 
 MmaPlan mlir::mhc::planMma(const KernelContext &ctx) {

@@ -122,11 +122,17 @@ SmallVector<SmallVector<Value>> pieceParts(KernelBuilder &kb,
   Value col = kb.add(kb.add(kb.mul(c, kb.idx(sp.chunk())), kb.mul(j, kb.idx(32))),
                      kb.mul(kb.rem(lane, kb.idx(4)), kb.idx(8)));
   Value valid = kb.lt(row, kb.idx(N));
-  Value off = kb.add(kb.mul(kb.min(row, kb.idx(N - 1)), kb.idx(K)), col);
-  SmallVector<Value> v = kb.loadF32(phi, off, 8);
-  SmallVector<Value> w;
-  if (sp.hasWeight)
-    w = kb.loadF32(weight, col, 8);
+  SmallVector<Value> v, w;
+  if (sp.anyK()) {
+    v = loadStagedParams(kb, sp, phi, kb.mul(kb.min(row, kb.idx(N - 1)), kb.idx(K)), col, 8);
+    if (sp.hasWeight)
+      w = loadStagedParams(kb, sp, weight, kb.idx(0), col, 8);
+  } else {
+    Value off = kb.add(kb.mul(kb.min(row, kb.idx(N - 1)), kb.idx(K)), col);
+    v = kb.loadF32(phi, off, 8);
+    if (sp.hasWeight)
+      w = kb.loadF32(weight, col, 8);
+  }
   SmallVector<SmallVector<Value>> parts(P);
   for (int64_t e = 0; e < 8; ++e) {
     SmallVector<Value> pe = bf16Parts(kb, v[e], sp.hasWeight ? w[e] : Value(), valid, P);
@@ -146,16 +152,22 @@ void emitWgmmaPack(KernelContext &ctx, const StagedPlan &sp) {
   int64_t N = sp.N, K = sp.K, NT = sp.nTiles, P = sp.parts, CH = sp.chunk();
   int64_t pairs = sp.pairs(), chunkBytes = sp.chunkBytes();
   int64_t rowsPad = NT * 8;
-  packLaunch(ctx, sp, (K / 32) * rowsPad, [&](LaunchBuilder &l, KernelBuilder &kb, Value i) {
+  packLaunch(ctx, sp, (sp.paddedK() / 32) * rowsPad, [&](LaunchBuilder &l, KernelBuilder &kb, Value i) {
     Value row = kb.rem(i, kb.idx(rowsPad)), q = kb.div(i, kb.idx(rowsPad));
     Value j = kb.rem(q, kb.idx(pairs)), c = kb.div(q, kb.idx(pairs));
     Value col = kb.add(kb.mul(c, kb.idx(CH)), kb.mul(j, kb.idx(32)));
     Value valid = kb.lt(row, kb.idx(N));
-    SmallVector<Value> v =
-        kb.loadF32(l.arg("phi"), kb.add(kb.mul(kb.min(row, kb.idx(N - 1)), kb.idx(K)), col), 32);
-    SmallVector<Value> w;
-    if (sp.hasWeight)
-      w = kb.loadF32(l.arg("weight"), col, 32);
+    Value phiRow = kb.mul(kb.min(row, kb.idx(N - 1)), kb.idx(K));
+    SmallVector<Value> v, w;
+    if (sp.anyK()) {
+      v = loadStagedParams(kb, sp, l.arg("phi"), phiRow, col, 32);
+      if (sp.hasWeight)
+        w = loadStagedParams(kb, sp, l.arg("weight"), kb.idx(0), col, 32);
+    } else {
+      v = kb.loadF32(l.arg("phi"), kb.add(phiRow, col), 32);
+      if (sp.hasWeight)
+        w = kb.loadF32(l.arg("weight"), col, 32);
+    }
     // parts[p][e]: part p of physical column e of the 32.
     SmallVector<SmallVector<Value>> parts(P);
     for (int64_t e = 0; e < 32; ++e) {
@@ -183,8 +195,8 @@ void emitWgmmaPack(KernelContext &ctx, const StagedPlan &sp) {
 /// The pack launch for the mma.sync layout: one thread per 16-byte piece of
 /// the packed parts.
 void emitMmaSyncPack(KernelContext &ctx, const StagedPlan &sp) {
-  int64_t K = sp.K, NT = sp.nTiles, P = sp.parts, pairs = sp.pairs();
-  packLaunch(ctx, sp, K * P * NT, [&](LaunchBuilder &l, KernelBuilder &kb, Value i) {
+  int64_t NT = sp.nTiles, P = sp.parts, pairs = sp.pairs();
+  packLaunch(ctx, sp, sp.paddedK() * P * NT, [&](LaunchBuilder &l, KernelBuilder &kb, Value i) {
     Value lane = kb.rem(i, kb.idx(32)), q = kb.div(i, kb.idx(32));
     Value nt = kb.rem(q, kb.idx(NT));
     q = kb.div(q, kb.idx(NT));
@@ -215,11 +227,22 @@ public:
 
 private:
   using Rows = SmallVector<SmallVector<Value>>;
+  /// A chunk's loads, a chunk ahead with prefetch: x's 16 bytes per (row,
+  /// pair) and, for the seam's expand, f's per (row, pair) and the bias'
+  /// per pair, raw (the expand converts them).
+  struct ChunkLoads {
+    Rows xs, fs;
+    SmallVector<Value> bias;
+    void appendTo(SmallVector<Value> &values) const;
+  };
+  ChunkLoads chunkLoadsFrom(ValueRange values) const;
   void issueCopy(Value i, Value st);
   void fillChunk(Value i, Value st);
   void locateRows();
-  Rows loadX(Value i);
-  void expandRows(Value col, Rows &xs);
+  Value chunkColumn(Value i);
+  ChunkLoads loadChunk(Value i);
+  Rows loadXAnyK(Value chunk);
+  void expandRows(Value col, ChunkLoads &in);
   SmallVector<Value> emitKLoop();
   SmallVector<Value> emitChunk(Value i, ValueRange it, Value zero);
   Value acquireChunk(Value i);
@@ -319,16 +342,90 @@ void StagedPartial::locateRows() {
     xRow.push_back(kb.add(kb.mul(r, kb.idx(p.K)), kb.mul(sk.t, kb.idx(8))));
 }
 
+/// The first column of chunk i of the block's range.
+Value StagedPartial::chunkColumn(Value i) {
+  return kb.mul(kb.add(sk.cBegin, i), kb.idx(p.chunk()));
+}
+
 /// xs[r][j]: the 16 bytes of row r (m-tile r / 2, token g + 8 (r % 2)) for
-/// pair j of chunk i of the block's range.
-StagedPartial::Rows StagedPartial::loadX(Value i) {
-  Value col = kb.mul(kb.add(sk.cBegin, i), kb.idx(p.chunk()));
-  Rows xs(2 * p.mTiles);
+/// pair j of chunk i of the block's range; with the expand, f's 8/n
+/// channels of those positions per (r, j) and the bias' per j.
+StagedPartial::ChunkLoads StagedPartial::loadChunk(Value i) {
+  ChunkLoads in;
+  if (p.anyK()) { // (never with the expand)
+    in.xs = loadXAnyK(kb.add(sk.cBegin, i));
+    return in;
+  }
+  Value col = chunkColumn(i);
+  in.xs.resize(2 * p.mTiles);
   for (int64_t j = 0; j < p.pairs(); ++j)
     for (int64_t r = 0; r < 2 * p.mTiles; ++r)
-      xs[r].push_back(kb.vload(l.arg("x"), kb.add(xRow[r], kb.add(col, kb.idx(32 * j))), 8));
+      in.xs[r].push_back(kb.vload(l.arg("x"), kb.add(xRow[r], kb.add(col, kb.idx(32 * j))), 8));
+  if (!p.expand)
+    return in;
+  int64_t per = 8 / p.n;
+  in.fs.resize(2 * p.mTiles);
+  for (int64_t j = 0; j < p.pairs(); ++j) {
+    Value k0 = kb.add(col, kb.add(kb.idx(32 * j), kb.mul(sk.t, kb.idx(8))));
+    Value c0 = kb.div(k0, kb.idx(p.n));
+    for (int64_t r = 0; r < 2 * p.mTiles; ++r)
+      in.fs[r].push_back(kb.vload(l.arg("f"), kb.add(kb.mul(loadRows[r], kb.idx(p.C)), c0), per));
+    if (p.hasBias)
+      in.bias.push_back(kb.vload(l.arg("bias"), c0, per));
+  }
+  return in;
+}
+
+void StagedPartial::ChunkLoads::appendTo(SmallVector<Value> &values) const {
+  for (const Rows *rs : {&xs, &fs})
+    for (const auto &row : *rs)
+      values.append(row.begin(), row.end());
+  values.append(bias.begin(), bias.end());
+}
+
+/// The loads that appendTo put in `values` (the loop's carried values).
+StagedPartial::ChunkLoads StagedPartial::chunkLoadsFrom(ValueRange values) const {
+  int64_t rows = 2 * p.mTiles, pairs = p.pairs(), at = 0;
+  ChunkLoads in;
+  auto take = [&](Rows &rs) {
+    rs.resize(rows);
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t j = 0; j < pairs; ++j)
+        rs[r].push_back(values[at++]);
+  };
+  take(in.xs);
   if (p.expand)
-    expandRows(col, xs);
+    take(in.fs);
+  if (p.hasBias)
+    for (int64_t j = 0; j < pairs; ++j)
+      in.bias.push_back(values[at++]);
+  assert(at == static_cast<int64_t>(values.size()));
+  return in;
+}
+
+/// loadChunk's x at any K (x's rows 8-byte aligned, loads of p.xUnit elements):
+/// the last chunk, which runs past K, masked at K in a branch of its own,
+/// so that the other chunks load as they would at K % 8 == 0.
+StagedPartial::Rows StagedPartial::loadXAnyK(Value chunk) {
+  Value col = kb.mul(chunk, kb.idx(p.chunk()));
+  auto load = [&](bool masked) {
+    // (Masked: the lane's columns end at K - 8t.)
+    Value laneEnd = masked ? kb.sub(kb.idx(p.K), kb.mul(sk.t, kb.idx(8))) : Value();
+    SmallVector<Value> flat;
+    for (int64_t r = 0; r < 2 * p.mTiles; ++r)
+      for (int64_t j = 0; j < p.pairs(); ++j) {
+        Value at = kb.add(col, kb.idx(32 * j));
+        flat.push_back(masked ? loadStagedXMasked(kb, p, l.arg("x"), xRow[r], at, laneEnd)
+                              : kb.vload(l.arg("x"), kb.add(xRow[r], at), 8));
+      }
+    return flat;
+  };
+  SmallVector<Value> flat = kb.ifElse(kb.eq(chunk, kb.idx(p.chunks() - 1)),
+                                      [&] { return load(true); },
+                                      [&] { return load(false); });
+  Rows xs(2 * p.mTiles);
+  for (int64_t r = 0; r < 2 * p.mTiles; ++r)
+    xs[r].assign(flat.begin() + r * p.pairs(), flat.begin() + (r + 1) * p.pairs());
   return xs;
 }
 
@@ -337,24 +434,28 @@ StagedPartial::Rows StagedPartial::loadX(Value i) {
 /// streams. Replaces them by x_next's (combineStream: expand_combine's
 /// order, one rounding), stored for rows < M, so the products and sums of
 /// squares see exactly what loading x_next would give.
-void StagedPartial::expandRows(Value col, Rows &xs) {
+void StagedPartial::expandRows(Value col, ChunkLoads &in) {
   int64_t n = p.n, per = 8 / n;
   Type act = kb.b.getBF16Type();
+  auto f32s = [&](Value raw) {
+    Value v = kb.toF32(raw);
+    SmallVector<Value> out;
+    for (int64_t c = 0; c < per; ++c)
+      out.push_back(kb.extract(v, c));
+    return out;
+  };
   for (int64_t r = 0; r < 2 * p.mTiles; ++r) {
     Value m = loadRows[r];
     SmallVector<Value> post = loadRow(kb, l.arg("post"), m, n);
     SmallVector<Value> P = loadRow(kb, l.arg("P"), m, n * n);
     for (int64_t j = 0; j < p.pairs(); ++j) {
-      Value k0 = kb.add(col, kb.add(kb.idx(32 * j), kb.mul(sk.t, kb.idx(8))));
-      Value c0 = kb.div(k0, kb.idx(n));
-      SmallVector<Value> fb =
-          kb.loadF32(l.arg("f"), kb.add(kb.mul(m, kb.idx(p.C)), c0), per);
+      SmallVector<Value> fb = f32s(in.fs[r][j]);
       if (p.hasBias) {
-        SmallVector<Value> bias = kb.loadF32(l.arg("bias"), c0, per);
+        SmallVector<Value> bias = f32s(in.bias[j]);
         for (int64_t c = 0; c < per; ++c)
           fb[c] = kb.add(fb[c], bias[c]);
       }
-      Value xl = kb.toF32(xs[r][j]);
+      Value xl = kb.toF32(in.xs[r][j]);
       SmallVector<Value> out;
       for (int64_t e = 0; e < 8; ++e) {
         int64_t c = e / n;
@@ -365,41 +466,41 @@ void StagedPartial::expandRows(Value col, Rows &xs) {
       Value next = kb.toType(kb.vector(out), act);
       Value at = kb.add(xRow[r], kb.add(col, kb.idx(32 * j)));
       kb.when(kb.lt(rows[r], sk.M), [&] { kb.vstore(next, l.arg("x_next"), at); });
-      xs[r][j] = next;
+      in.xs[r][j] = next;
     }
   }
 }
 
 /// The loop over the block's chunks. Its values: 4 accumulators per
 /// (m-tile, n-tile) (rows g, g + 8 x columns 2t, 2t + 1), then the sums of
-/// squares of the rows, then (with prefetch) the next chunk's x.
+/// squares of the rows, then (with prefetch) the next chunk's loads.
 SmallVector<Value> StagedPartial::emitKLoop() {
   Value zero = kb.f32(0.0);
   SmallVector<Value> init(p.accs() + 2 * p.mTiles, zero);
   if (p.prefetch())
-    for (auto &row : loadX(kb.idx(0)))
-      init.append(row.begin(), row.end());
+    loadChunk(kb.idx(0)).appendTo(init);
   return kb.loop(kb.idx(0), count, kb.idx(1), init,
                  [&](Value i, ValueRange it) { return emitChunk(i, it, zero); });
 }
 
-/// One chunk: its x, its buffer, the products and the buffer's release.
+/// One chunk: its x (expanded to x_next by the seam), its buffer, the
+/// products and the buffer's release.
 SmallVector<Value> StagedPartial::emitChunk(Value i, ValueRange it, Value zero) {
-  int64_t MT = p.mTiles, pairs = p.pairs(), accs = p.accs();
-  SmallVector<Value> next(it.begin(), it.end());
-  Rows xs, ahead;
+  int64_t MT = p.mTiles, accs = p.accs();
+  SmallVector<Value> next(it.begin(), it.begin() + accs + 2 * MT);
+  ChunkLoads in;
+  std::optional<ChunkLoads> ahead;
   if (p.prefetch()) {
-    // This chunk's x came with the iteration values; the next
-    // chunk's loads are in flight during this chunk's mma's.
-    xs.resize(2 * MT);
-    for (int64_t r = 0; r < 2 * MT; ++r)
-      for (int64_t j = 0; j < pairs; ++j)
-        xs[r].push_back(it[accs + 2 * MT + r * pairs + j]);
-    ahead = loadX(kb.min(kb.add(i, kb.idx(1)), kb.sub(count, kb.idx(1))));
-    next.resize(accs + 2 * MT);
+    // This chunk's loads came with the iteration values; the next
+    // chunk's are in flight during this chunk's expand and mma's.
+    in = chunkLoadsFrom(it.drop_front(accs + 2 * MT));
+    ahead = loadChunk(kb.min(kb.add(i, kb.idx(1)), kb.sub(count, kb.idx(1))));
   } else {
-    xs = loadX(i);
+    in = loadChunk(i);
   }
+  if (p.expand)
+    expandRows(chunkColumn(i), in);
+  const Rows &xs = in.xs;
   Value st = acquireChunk(i);
   SmallVector<Value> total;
   if (p.precise)
@@ -416,8 +517,8 @@ SmallVector<Value> StagedPartial::emitChunk(Value i, ValueRange it, Value zero) 
     for (int64_t e = 0; e < accs; ++e)
       next[e] = kb.add(total[e], next[e]);
   kb.when(bulkMode, [&] { bulk.release(i, sk.lane); });
-  for (auto &row : ahead)
-    next.append(row.begin(), row.end());
+  if (ahead)
+    ahead->appendTo(next);
   return next;
 }
 
@@ -574,6 +675,7 @@ void emitStagedPartial(KernelContext &ctx, const StagedPlan &p) {
       .sharedI64(2 * kStages)
       .minBlocksPerSM(p.expand ? 1 : p.blocksPerSM);
   KernelBuilder kb = ctx.begin(l);
+  limitRowAccesses(ctx, kb, l, {"x"});
   StagedPartial(p, l, kb).emit();
 }
 
@@ -581,7 +683,8 @@ void emitStagedPartial(KernelContext &ctx, const StagedPlan &p) {
 
 bool mlir::mhc::projectForwardExpands(const KernelContext &ctx) {
   std::optional<StagedPlan> p = planStaged(ctx);
-  return p && !p->wgmma && !p->prefetch() &&
+  // (Not at any K: its f, x_next and bias accesses assume K % 8 == 0.)
+  return p && !p->anyK() && !p->wgmma && p->mTiles == 1 &&
          ctx.spec.layout == ::mhc::Layout::CN && 8 % ctx.n() == 0;
 }
 
@@ -607,7 +710,7 @@ LogicalResult mlir::mhc::buildProjectForwardExpand(KernelContext &ctx) {
   if (p.hasWeight)
     ctx.buffer("weight", ctx.spec.param, BufferRole::Input, {0, p.K});
   ctx.buffer("packed", DType::BF16, BufferRole::Workspace,
-             {0, p.parts * p.nTiles * 8 * p.K});
+             {0, p.parts * p.nTiles * 8 * p.paddedK()});
   ctx.buffer("partials", DType::F32, BufferRole::Workspace, {0, 0, p.N + 1});
   emitMmaSyncPack(ctx, p);
   emitStagedPartial(ctx, p);
@@ -623,7 +726,7 @@ LogicalResult mlir::mhc::buildProjectForwardStaged(KernelContext &ctx) {
   ctx.manifest.split = p.split;
   declareProjectForwardIO(ctx);
   ctx.buffer("packed", DType::BF16, BufferRole::Workspace,
-             {0, p.parts * p.nTiles * 8 * p.K});
+             {0, p.parts * p.nTiles * 8 * p.paddedK()});
   ctx.buffer("partials", DType::F32, BufferRole::Workspace, {0, 0, p.N + 1});
   if (p.wgmma)
     emitWgmmaPack(ctx, p);

@@ -45,11 +45,13 @@ void planStagedRegisters(const KernelContext &ctx, StagedPlan &s) {
 } // namespace
 
 std::optional<StagedPlan> mlir::mhc::planStaged(const KernelContext &ctx) {
-  // Bulk copies and expect-tx mbarriers need sm_90, and x's rows 16-byte
-  // aligned (K % 8 == 0); any other K takes the tf32 variant, whose loads
-  // are as wide as the rows' alignment allows.
-  if (ctx.spec.act != DType::BF16 || ctx.spec.arch == "sm_80" ||
-      projectRowAlignBytes(ctx, ctx.spec.act) < 16)
+  // Bulk copies and expect-tx mbarriers need sm_90. x goes from global
+  // memory to registers, a lane's 16 bytes per pair in accesses as wide as
+  // its rows' alignment allows: 16 bytes at K % 8 == 0, two 8-byte ones at
+  // K % 8 == 4 (any K, with a last chunk masked at K). Rows aligned to 4 or
+  // 2 bytes (K % 4 != 0) take the tf32 variant.
+  int64_t xAlign = projectRowAlignBytes(ctx, ctx.spec.act);
+  if (ctx.spec.act != DType::BF16 || ctx.spec.arch == "sm_80" || xAlign < 8)
     return std::nullopt;
   StagedPlan s;
   s.N = ctx.N();
@@ -59,13 +61,19 @@ std::optional<StagedPlan> mlir::mhc::planStaged(const KernelContext &ctx) {
   s.nTiles = (s.N + 7) / 8;
   s.precise = !ctx.spec.tf32;
   s.hasWeight = ctx.spec.hasWeight;
+  s.xUnit = xAlign / 2;
+  s.paramUnit = projectRowAlignBytes(ctx, ctx.spec.param) /
+                ::mhc::byteWidth(ctx.spec.param);
   planStagedRegisters(ctx, s);
   // The widest chunk whose ring of kStages buffers fits a block's share of
-  // the shared memory.
+  // the shared memory; at K % 8 == 0 one that divides K, else one no wider
+  // than K (the masked last chunk's products past K are work for nothing).
+  bool aligned = s.K % 8 == 0;
   int64_t ringBytes =
       (LaunchBuilder::sharedLimit(ctx.spec.arch) - 2048) / s.blocksPerSM;
   while (s.sq >= 2 &&
-         !(s.K % s.chunk() == 0 && kStages * s.chunkBytes() <= ringBytes))
+         !((aligned ? s.K % s.chunk() == 0 : s.K >= s.chunk()) &&
+           kStages * s.chunkBytes() <= ringBytes))
     s.sq /= 2;
   if (s.sq < 2)
     return std::nullopt;

@@ -35,9 +35,18 @@ struct StagedPlan {
   /// loads x, stores it and multiplies it instead.
   bool expand = false, hasBias = false;
   int64_t n = 0, C = 0;
+  /// Elements of x, and of phi / weight, that one access may move: the
+  /// rows' alignment (projectRowAlignBytes) over the element size, at most
+  /// 16 bytes. Below 8 (2-byte x) where K % 8 != 0 ("Any K").
+  int64_t xUnit = 8, paramUnit = 0;
   ::mhc::SplitRule split;
   int64_t chunk() const { return 16 * sq; }
-  int64_t chunks() const { return K / chunk(); }
+  /// Chunks of K, the last one partial where K % chunk() != 0 (any K): the
+  /// pack pads it with zeros past K, the partial masks its x loads at K.
+  int64_t chunks() const { return (K + chunk() - 1) / chunk(); }
+  bool anyK() const { return K % chunk() != 0; }
+  /// K rounded up to whole chunks: the packed B's columns.
+  int64_t paddedK() const { return chunks() * chunk(); }
   int64_t pairs() const { return sq / 2; }
   /// Bytes of packed B per chunk: (sq / 2) pairs x parts x n-tiles x 512.
   int64_t chunkBytes() const { return (sq / 2) * parts * nTiles * 512; }
@@ -48,15 +57,31 @@ struct StagedPlan {
   /// launch is skipped: one launch fewer, and launches are most of what a
   /// call that small costs.
   bool inlineSplit() const { return !wgmma; }
-  /// x is loaded a chunk ahead (see planStaged).
-  bool prefetch() const { return mTiles > 1; }
+  /// x is loaded a chunk ahead (see planStaged); the seam's expand loads
+  /// x and f a chunk ahead too: loaded in the chunk, the expand waits for
+  /// them at one block (8 warps) per SM.
+  bool prefetch() const { return mTiles > 1 || expand; }
   /// The accumulators: 4 per (m-tile, n-tile).
   int64_t accs() const { return 4 * mTiles * nTiles; }
 };
 
 /// The plan of a spec the staged forward serves (bf16 x on sm_90+ whose
-/// chunks fit the shared memory), else nullopt.
+/// chunks fit the shared memory, rows at least 8-byte aligned), else
+/// nullopt.
 std::optional<StagedPlan> planStaged(const KernelContext &ctx);
+
+/// Any K (ForwardStagedAnyK.cpp): `count` f32 values of phi / weight from
+/// column `col` of the row at `rowOff`, 0 at columns >= K, in accesses of
+/// p.paramUnit elements (the pack's loads where p.anyK()).
+SmallVector<Value> loadStagedParams(KernelBuilder &kb, const StagedPlan &p,
+                                    Value mem, Value rowOff, Value col,
+                                    int64_t count);
+/// Any K: the 8 x values (a vector of x's type) at `rowOff` + `col`, whose
+/// columns are valid below `end` (K less the lane's column offset that
+/// rowOff holds): 0 from there on, in accesses of p.xUnit elements; a
+/// masked access reads the row's last unit instead.
+Value loadStagedXMasked(KernelBuilder &kb, const StagedPlan &p, Value x,
+                        Value rowOff, Value col, Value end);
 
 } // namespace mlir::mhc
 

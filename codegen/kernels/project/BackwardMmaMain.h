@@ -1,0 +1,101 @@
+//===- BackwardMmaMain.h - the mma.sync backward's main launch --*- C++ -*-===//
+//
+// The emitter of the mma.sync projection backward's main launch
+// (BackwardMma.cpp: the kernel; BackwardMmaAnyK.cpp: x's rows at any K;
+// BackwardMmaFold.cpp: the seam's aggregate fold), shared by those files.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MHC_CODEGEN_KERNELS_PROJECT_BACKWARDMMAMAIN_H
+#define MHC_CODEGEN_KERNELS_PROJECT_BACKWARDMMAMAIN_H
+
+#include "builder/BulkRing.h"
+#include "kernels/project/BackwardMmaPlan.h"
+
+#include <array>
+#include <optional>
+
+namespace mlir::mhc {
+
+/// What a step reads from its stage: the stage (its base, its ring index
+/// i in the block ring), the tokens 2t + u with x's values there, gh's rows
+/// and gms scaled by 2/K; with acc, acc's values at the lane's gx columns.
+struct StepValues {
+  Value step, m0, base, i, ghBase;
+  std::array<Value, 2> tok, tokOk, gms;
+  std::array<SmallVector<Value>, 2> xa, acc;
+};
+
+/// Launch "main": the values every part of the kernel reads, and the
+/// emission of its parts (the phi fragments, the rings' copies, a step's
+/// products, the share's partials, the paced producer).
+class MmaMain {
+public:
+  MmaMain(KernelContext &ctx, const MmaPlan &p, LaunchBuilder &l,
+          bool foldAggregate);
+  void emit();
+
+private:
+  Value slot(int64_t kt, int64_t rs, int64_t part);
+  void parkPhi();
+  Value aFragment(int64_t kt, int64_t rs, int64_t part);
+  Value stageBase(Value step);
+  Value xSlot(Value base, int64_t u, int64_t c);
+  Value xSlotPtr(Value base, int64_t u, int64_t c);
+  Value pieceBytes(Value src, Value end);
+  bool masked() const { return p.colPiece < p.laneCols; }
+  Value colsIn(int64_t offset);
+  void copyX(Value dst, Value xOff, Value ok);
+  SmallVector<Value> loadLaneCols(Value mem, function_ref<Value(Value)> at);
+  void storeLaneCols(ArrayRef<Value> vals, Value mem, function_ref<Value(Value)> at);
+  void issuePartialStep(Value step);
+  void issueFullStep(Value step);
+  void issueStep(Value step);
+  void issueBlockStep(Value i, Value st);
+  Value rowShift(Value row);
+  Value ghAt(Value ghBase, Value tokLocal, int64_t rs, Value i);
+  void enterStep(StepValues &s);
+  void loadAcc(StepValues &s);
+  void foldAggregateInto(StepValues &s);
+  // The fold with TE's f32 acc loads acc after the products, with gy and
+  // pre: its 2T f32 values per token held through the mma loop spill.
+  bool lateAcc() const { return foldAgg && hasAcc && spec.accF32; }
+  SmallVector<Value> stepProducts(Value ghBase, ArrayRef<SmallVector<Value>> xa,
+                                  SmallVector<Value> &acc);
+  void storeGx(StepValues &s, ArrayRef<Value> d, SmallVector<Value> &sums);
+  void stepBody(Value step, SmallVector<Value> &sums);
+  SmallVector<Value> stepRange(Value lb, Value ub, ValueRange start);
+  void startCopies();
+  SmallVector<Value> shareSums();
+  void storeShare(ArrayRef<Value> total);
+  void consume();
+  void produce();
+
+  const MmaPlan &p;
+  LaunchBuilder &l;
+  KernelBuilder kb;
+  ::mhc::DType act;
+  const ::mhc::KernelSpec &spec;
+  bool hasAcc; // gx = acc + the kernel's own gx (spec.readsAcc())
+  // acc += pre (x) gy before gx is formed (the seam's and pre.bwd's main
+  // pass); the n.
+  bool foldAgg;
+  int64_t n;
+  Value M, tid, bid, lane, warp, g, t, slice, share;
+  Value colBase, active, col0, zero, smem, ring;
+  SmallVector<Value> w; // the consumers' weights of this lane's columns
+  Value twoOverK, per, sBegin, sEnd, lastRow, zeroAcc;
+  // Iteration values: gphi's accumulators [kt][rs] (16 columns x 8 rows
+  // each), then gw's sums of this lane's columns.
+  SmallVector<Value> init;
+  Value warpRing, ghEnd, xLane, xBytes;
+  Type actVec;
+  // The block's ring (staged): stage i % depth holds step sBegin + i; every
+  // consumer lane releases its own reads (BulkRing::release).
+  std::optional<BulkRing> bulk;
+  Value count, sliceCol, xRowBytes, laneColInBlock;
+};
+
+} // namespace mlir::mhc
+
+#endif // MHC_CODEGEN_KERNELS_PROJECT_BACKWARDMMAMAIN_H

@@ -1,0 +1,66 @@
+//===- ForwardStagedAnyK.cpp - the staged forward at K % 8 != 0 -----------===//
+//
+// Any K (docs/design/project.md, "Any K"): at K = n*C not a multiple of the
+// chunk, the staged forward's last chunk runs past K. The pack writes B
+// there as zeros (phi / weight read masked at K), and the partial's last
+// chunk reads x masked at K, so that products and sums of squares past K
+// add zeros. Rows of x (and phi) start only 8-byte aligned at K % 8 == 4:
+// every access here is one of the rows' alignment, and a masked one reads
+// an element that exists (the row's start) instead of the next row or past
+// the buffer.
+//
+//===----------------------------------------------------------------------===//
+
+#include "kernels/project/ForwardStagedPlan.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
+
+using namespace mlir;
+using namespace mlir::mhc;
+
+SmallVector<Value> mlir::mhc::loadStagedParams(KernelBuilder &kb,
+                                               const StagedPlan &p, Value mem,
+                                               Value rowOff, Value col,
+                                               int64_t count) {
+  int64_t unit = p.paramUnit;
+  SmallVector<Value> out;
+  for (int64_t e0 = 0; e0 < count; e0 += unit) {
+    Value at = kb.add(col, kb.idx(e0));
+    // K % unit == 0 (the unit divides the rows' alignment), so a piece
+    // lies wholly before K or wholly past it.
+    Value ok = kb.lt(at, kb.idx(p.K));
+    SmallVector<Value> v =
+        kb.loadF32(mem, kb.add(rowOff, kb.select(ok, at, kb.idx(0))), unit);
+    for (Value e : v)
+      out.push_back(kb.select(ok, e, kb.f32(0.0)));
+  }
+  return out;
+}
+
+Value mlir::mhc::loadStagedXMasked(KernelBuilder &kb, const StagedPlan &p,
+                                   Value x, Value rowOff, Value col,
+                                   Value end) {
+  // Pieces of whole 32-bit words (xUnit >= 2: rows at least 4-byte
+  // aligned), masked as words: 16-bit selects would hold each value in a
+  // register of its own.
+  int64_t unit = p.xUnit, words = unit / 2;
+  assert(unit % 2 == 0 && "x pieces of whole words");
+  Type i32 = kb.b.getI32Type();
+  auto pieceWords = VectorType::get({words}, i32);
+  Value zero = arith::ConstantOp::create(
+      kb.b, kb.loc, DenseElementsAttr::get(pieceWords, kb.b.getZeroAttr(i32)));
+  SmallVector<Value> out;
+  for (int64_t e0 = 0; e0 < 8; e0 += unit) {
+    Value at = kb.add(col, kb.idx(e0));
+    Value ok = kb.lt(at, end);
+    Value safe = kb.sub(end, kb.idx(unit));
+    Value v = kb.vload(x, kb.add(rowOff, kb.select(ok, at, safe)), unit);
+    v = kb.select(ok, vector::BitCastOp::create(kb.b, kb.loc, pieceWords, v), zero);
+    for (int64_t e = 0; e < words; ++e)
+      out.push_back(kb.extract(v, e));
+  }
+  Type elem = cast<MemRefType>(x.getType()).getElementType();
+  return vector::BitCastOp::create(kb.b, kb.loc, VectorType::get({8}, elem),
+                                   kb.vector(out));
+}
