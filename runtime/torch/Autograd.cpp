@@ -258,12 +258,9 @@ preBackwardAutograd(const Tensor &gy, const Tensor &gpost, const Tensor &gP,
                     const OptTensor &acc, int64_t n, Str layout, bool tf32,
                     double normEps, double preEps, double postMult, Str mode,
                     int64_t iters, double eps) {
-  return firstOrderOnly("pre", preBackwardOp(),
-                        {gy, gpost, gP, x, h, ms, pre, logits, phi, alpha, beta,
-                         weight, acc},
-                        gy, gpost, gP, x, h, ms, pre, logits, phi, alpha, beta,
-                        weight, acc, n, layout, tf32, normEps, preEps, postMult,
-                        mode, iters, eps);
+  return firstOrderOnly("pre", preBackwardOp(), gy, gpost, gP, x, h, ms, pre,
+                        logits, phi, alpha, beta, weight, acc, n, layout, tf32,
+                        normEps, preEps, postMult, mode, iters, eps);
 }
 
 std::tuple<Tensor, Tensor, Tensor, Tensor>
