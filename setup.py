@@ -29,6 +29,7 @@ sources = [
     "runtime/torch/ScaleOps.cpp",
     "runtime/torch/SinkhornOps.cpp",
     "runtime/torch/AggregateOps.cpp",
+    "runtime/torch/PreBackwardOps.cpp",
     "runtime/torch/ExpandCombineOps.cpp",
     "runtime/torch/PreOps.cpp",
     "runtime/torch/SeamOps.cpp",

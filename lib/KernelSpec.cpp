@@ -85,7 +85,7 @@ bool KernelSpec::usesBias() const {
 bool KernelSpec::acceptsAcc() const {
   return dir == Direction::Backward &&
          (op == OpKind::Aggregate || op == OpKind::Project ||
-          op == OpKind::ExpandCombine);
+          op == OpKind::ExpandCombine || op == OpKind::Pre);
 }
 
 bool KernelSpec::acceptsCooperative() const {
@@ -349,7 +349,7 @@ std::string invalidReason(const KernelSpec &s) {
   bool sinkhorn = s.usesSinkhornFields();
   if (r.empty() && (s.acc || s.accF32) && !s.acceptsAcc())
     r = std::string("acc is only a field of the backward of aggregate, "
-                    "project and expand_combine, not of ") +
+                    "project, expand_combine and pre, not of ") +
         toString(s.op) + "." + toString(s.dir);
   if (r.empty() && s.cooperative && !s.acceptsCooperative())
     r = std::string("coop is only a field of the forward of pre and "
@@ -386,9 +386,18 @@ std::string unsupportedReason(const KernelSpec &s) {
     return "the channel count C is not static";
   if (s.usesParams() && s.param == DType::F16)
     return "f16 parameters are not supported (f32 or bf16)";
+  if (s.op == OpKind::Pre && s.dir == Direction::Backward &&
+      !foldsAggregateGrad(s))
+    return "the pre step's backward kernel is the flagship's (n = 4, bf16 "
+           "activations, f32 parameters, sm_90a, layout cn); elsewhere its "
+           "gradient is the four ops' backward kernels";
   if (s.op == OpKind::Pre && s.dir == Direction::Backward)
-    return "the fused pre step has no backward kernel (its gradient is the "
-           "four ops' backward kernels)";
+    for (const KernelSpec &part : preBackwardParts(s)) {
+      std::string why = unsupportedReason(part);
+      if (!why.empty())
+        return std::string("the pre step's part ") + toString(part.op) + "." +
+               toString(part.dir) + ": " + why;
+    }
   if (s.op == OpKind::PostPre)
     for (const KernelSpec &part : postPreParts(s)) {
       std::string why = unsupportedReason(part);
@@ -426,6 +435,25 @@ std::vector<KernelSpec> postPreParts(const KernelSpec &seam) {
   return {part(OpKind::Aggregate, true), part(OpKind::Sinkhorn, false),
           part(OpKind::Scale, false), part(OpKind::Project, true),
           part(OpKind::ExpandCombine, false)};
+}
+
+bool foldsAggregateGrad(const KernelSpec &s) {
+  return s.n == 4 && s.act == DType::BF16 && s.param == DType::F32 &&
+         s.arch == "sm_90a" && s.layout == Layout::CN;
+}
+
+std::vector<KernelSpec> preBackwardParts(const KernelSpec &pre) {
+  auto part = [&](OpKind op) {
+    KernelSpec p = pre;
+    p.op = op;
+    p.acc = p.accF32 = false;
+    return p;
+  };
+  KernelSpec aggregate = part(OpKind::Aggregate), project = part(OpKind::Project);
+  aggregate.acc = pre.acc;
+  aggregate.accF32 = project.accF32 = pre.accF32;
+  project.acc = !pre.accF32; // aggregate's gx (acc=1), or the f32 buffer's sum
+  return {aggregate, part(OpKind::Sinkhorn), part(OpKind::Scale), project};
 }
 
 int64_t sinkhornHistoryFloats(const KernelSpec &s) {

@@ -117,6 +117,14 @@ std::map<std::string_view, std::vector<ArgRule>> buildTable() {
       // The fused pre step: project's arguments, then scale's parameters.
       {"pre", concat(project, {scale[2], scale[3]})},
       {"pre_saved", concat(project, {scale[2], scale[3]})},
+      // The pre step's gradient: pre's arguments, then the gradients and
+      // what pre_saved kept; acc may also be TE's f32 buffer (Checks.h).
+      {"pre_backward",
+       concat(project, {scale[2], scale[3],
+                        tensor("gy", {Sym::M, Sym::C}, E::Activation, "x"),
+                        tensor("gpost", {Sym::M, Sym::n}, E::Mixing),
+                        tensor("gP", {Sym::M, Sym::n, Sym::n}, E::Mixing), scale[0],
+                        scale[1], aggregate[1], logits, acc})},
   };
 }
 

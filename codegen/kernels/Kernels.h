@@ -56,6 +56,10 @@ LogicalResult buildAggregateGradPre(KernelContext &ctx);
 /// The fused pre step (Pre.cpp): the projection's partial launches,
 /// then one launch per token for the rest.
 LogicalResult buildPre(KernelContext &ctx);
+/// The pre step's backward (PreBackward.cpp): aggregate's x gradient folded
+/// into the projection backward where the seam's is, else the four ops'
+/// backward kernels in turn.
+LogicalResult buildPreBackward(KernelContext &ctx);
 /// The pre step's tail launch alone, after partials [S, M, N + 1] some
 /// other launch left (the seam's expand + partials): buffers partials, x,
 /// h, ms, then the tail's own.

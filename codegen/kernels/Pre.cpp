@@ -27,7 +27,7 @@ static LogicalResult buildTail(KernelContext &ctx);
 
 LogicalResult mlir::mhc::buildPre(KernelContext &ctx) {
   if (ctx.spec.dir != ::mhc::Direction::Forward)
-    return failure();
+    return buildPreBackward(ctx);
   if (ctx.spec.cooperative)
     return buildPreOneLaunch(ctx);
   if (failed(buildProjectForwardPartials(ctx)))

@@ -247,6 +247,16 @@ def _(gout, f, post, x, P, bias, n, layout, *, buffer):
     return _like(f), _like(post), _like(P), gb
 
 
+@torch.library.register_fake(lib + "pre_backward")
+def _(gy, gpost, gP, x, h, ms, pre, logits, phi, alpha, beta, weight, acc, n, layout, tf32, norm_eps, pre_eps,
+      post_mult, mode, iters, eps):
+    _one_device("pre_backward", gy=gy, gpost=gpost, gP=gP, x=x, h=h, ms=ms, pre=pre, logits=logits, phi=phi,
+                alpha=alpha, beta=beta, weight=weight, acc=acc)
+    _N(n, "pre_backward")
+    gw = _like(weight) if weight is not None else phi.new_empty((0,))
+    return _like(x), _like(phi), _like(alpha), _like(beta), gw
+
+
 @torch.library.register_fake(lib + "post_pre_backward")
 def _(gx_next, gy, gpost_next, gP_next, f, post, x, P, bias, x_next, h, ms, pre, logits, phi, alpha, beta, weight, n,
       layout, tf32, norm_eps, pre_eps, post_mult, mode, iters, eps):

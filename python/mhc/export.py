@@ -11,8 +11,8 @@ torch-mlir): user inputs, then every parameter, buffer and lifted constant as
 arguments (`mhc.name` holds the parameter's name); each torch.ops.mhc.* call
 as the mhc ops it computes (the fused torch ops as their parts: `pre` as
 project, scale, sinkhorn, aggregate; `post_pre` as expand_combine and the pre
-step; `post_pre_backward` as the five gradient ops, x's gradients summed
-through their acc operands, so that mhc-fuse-pre and mhc-fuse-layers decide
+step; `pre_backward` as the four gradient ops and `post_pre_backward` as the
+five, x's gradients summed through their acc operands, so that mhc-fuse-pre and mhc-fuse-layers decide
 where to fuse by the rules the runtime follows); and each run of other nodes between two mhc
 ops (attention, MLP, embeddings, norms) as one call to an opaque private
 function whose operands and results are the run's live values, in program
@@ -47,7 +47,7 @@ _VIEWS = {"view", "reshape", "_unsafe_view", "alias", "contiguous", "clone", "fl
 _DATA_MOVES = _VIEWS | {"slice", "expand", "permute", "transpose", "t", "select", "split", "chunk", "unbind",
                         "sym_size", "getitem", "mul", "add", "floordiv"}
 # Gradient ops whose results are summed with aten.add into x's gradient.
-_GRAD_OPS = {"project_backward", "aggregate_backward", "expand_combine_backward", "post_pre_backward"}
+_GRAD_OPS = {"project_backward", "aggregate_backward", "expand_combine_backward", "pre_backward", "post_pre_backward"}
 
 
 def _f32(v):
@@ -522,6 +522,23 @@ def _post_pre_grad(e, gx_next, gy, gpost_next, gP_next, f, post, x, P, bias, x_n
     return gx, gf, gpost, gP, gbias, gphi, galpha, gbeta, gweight
 
 
+def _pre_grad(e, gy, gpost, gP, x, h, ms, pre, logits, phi, alpha, beta, weight, acc, n, layout, tf32, norm_eps,
+              pre_eps, post_mult, mode, iters, eps):
+    """The pre step's gradient as the ops pre.bwd replaces, aggregate's gx
+    as project's acc (PreBackwardOps.cpp's preGradSteps): (gx, gphi,
+    galpha, gbeta, gweight). An acc of another type than x (TE's f32
+    buffer) has no dialect form, as aggregate_backward_into has none."""
+    if acc is not None and e.types[acc] != e.types[x]:
+        raise ValueError("mhc.export: no dialect form for torch.ops.mhc.pre_backward with an f32 acc "
+                         "(TE's fused_grad_x_acc_buffer) on x of another dtype")
+    g1, gpre = _aggregate_grad(e, gy, x, pre, n, layout, acc=acc)
+    glogits = _sinkhorn_grad(e, gP, logits, n, mode, iters, eps)
+    gh, gms, galpha, gbeta = _scale_grad(e, gpre, gpost, glogits, h, ms, alpha, beta, n, norm_eps, pre_eps,
+                                         post_mult)
+    gx, gphi, gweight = _project_grad(e, gh, gms, x, phi, weight, n, layout, tf32, acc=g1)
+    return gx, gphi, galpha, gbeta, gweight
+
+
 _MHC_OPS = {
     "project": _project,
     "scale": _scale,
@@ -537,6 +554,7 @@ _MHC_OPS = {
     "sinkhorn_backward": _sinkhorn_grad,
     "aggregate_backward": _aggregate_grad,
     "expand_combine_backward": _expand_combine_grad,
+    "pre_backward": _pre_grad,
     "post_pre_backward": _post_pre_grad,
 }
 

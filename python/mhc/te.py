@@ -8,7 +8,11 @@ contract: what is TE's, the casts at the boundary and mhc's extensions.
 fused_grad_x_acc_buffer is TE's f32 x-gradient buffer (docs/MATH.md,
 "acc=f32"): expand_combine's backward stores x's gradient in it, aggregate's
 adds to it in place (both return no gradient for x), the projection's returns
-the buffer plus its own, summed in f32 and cast to x's dtype.
+the buffer plus its own, summed in f32 and cast to x's dtype. In
+mhc_generate_mix_and_aggregate (the pre step in one call) aggregate's part is
+added where the projection's backward reads the buffer, not stored in it:
+after the backward the buffer holds what expand_combine stored (TE's holds the
+full sum; nothing of TE's reads it after x's gradient is returned).
 """
 
 import os
@@ -297,9 +301,11 @@ def mhc_generate_mix_and_aggregate(x, phi, alpha, beta, norm_weight=None, use_tf
 
 class _PreIntoBuffer(torch.autograd.Function):
     """TE's composed pre step with the buffer: the fused pre step's forward
-    (pre_saved: one kernel where it fuses); the backward is the Pre node's
-    (runtime/torch/Autograd.cpp) with aggregate's x gradient added to the
-    buffer in place and the projection returning buffer + its own."""
+    (pre_saved: one kernel where it fuses); the backward is pre_backward with
+    the buffer as its f32 acc, returning buffer + aggregate's + the
+    projection's x gradient in x's dtype (on the flagship one pass: the
+    projection backward forms aggregate's gradient in registers). The buffer
+    is read, not written: aggregate's part is not left in it."""
 
     @staticmethod
     def forward(ctx, x3, phi, alpha, beta, weight, tf32, buffer3):
@@ -313,12 +319,10 @@ class _PreIntoBuffer(torch.autograd.Function):
     def backward(ctx, gy, gpost, gP):
         x3, phi, alpha, beta, weight, h, ms, pre, logits = ctx.saved_tensors
         n, layout, tf32, norm_eps, pre_eps, post_mult, mode, iters, eps = ctx.attrs
-        gpre = torch.ops.mhc.aggregate_backward_into(gy.contiguous(), x3, pre, n, layout, buffer=ctx.buffer3)
-        glogits = torch.ops.mhc.sinkhorn_backward(gP.contiguous(), logits, n, mode, iters, eps)
-        gh, gms, galpha, gbeta = torch.ops.mhc.scale_backward(gpre, gpost.contiguous(), glogits, h, ms, alpha, beta,
-                                                              n, norm_eps, pre_eps, post_mult)
         acc = ctx.buffer3 if x3.dtype != torch.float64 else ctx.buffer3.to(x3.dtype)
-        gx, gphi, gw = torch.ops.mhc.project_backward(gh, gms, x3, phi, weight, n, layout, tf32, acc)
+        gx, gphi, galpha, gbeta, gw = torch.ops.mhc.pre_backward(
+            gy.contiguous(), gpost.contiguous(), gP.contiguous(), x3, h, ms, pre, logits, phi, alpha, beta, weight,
+            acc, n, layout, tf32, norm_eps, pre_eps, post_mult, mode, iters, eps)
         return gx, gphi, galpha, gbeta, (gw if weight is not None else None), None, None
 
 

@@ -250,6 +250,19 @@ projectBackwardAutograd(const Tensor &gh, const Tensor &gms, const Tensor &x,
                         layout, tf32, acc);
 }
 
+std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor>
+preBackwardAutograd(const Tensor &gy, const Tensor &gpost, const Tensor &gP,
+                    const Tensor &x, const Tensor &h, const Tensor &ms,
+                    const Tensor &pre, const Tensor &logits, const Tensor &phi,
+                    const Tensor &alpha, const Tensor &beta, const OptTensor &weight,
+                    const OptTensor &acc, int64_t n, Str layout, bool tf32,
+                    double normEps, double preEps, double postMult, Str mode,
+                    int64_t iters, double eps) {
+  return firstOrderOnly("pre", preBackwardOp(), gy, gpost, gP, x, h, ms, pre,
+                        logits, phi, alpha, beta, weight, acc, n, layout, tf32,
+                        normEps, preEps, postMult, mode, iters, eps);
+}
+
 std::tuple<Tensor, Tensor, Tensor, Tensor>
 scaleBackwardAutograd(const Tensor &gpre, const Tensor &gpost, const Tensor &glogits,
                       const Tensor &h, const Tensor &ms, const Tensor &alpha,
@@ -295,4 +308,5 @@ TORCH_LIBRARY_IMPL(mhc, Autograd, m) {
   m.impl("expand_combine", &expandCombineAutograd);
   m.impl("pre", &preAutograd);
   m.impl("pre_saved", &preSavedAutograd);
+  m.impl("pre_backward", &preBackwardAutograd);
 }

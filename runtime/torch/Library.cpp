@@ -42,6 +42,7 @@ TORCH_LIBRARY(mhc, m) {
          TORCH_FN(expand_combine_backward_cuda));
   define(m, kPre, TORCH_FN(pre_ref), TORCH_FN(pre_cuda));
   define(m, kPreSaved, TORCH_FN(pre_saved_ref), TORCH_FN(pre_saved_cuda));
+  define(m, kPreBackward, TORCH_FN(pre_backward_ref), TORCH_FN(pre_backward_cuda));
   // The layer seam (SeamOps.cpp).
   define(m, kPostPre, TORCH_FN(post_pre_ref), TORCH_FN(post_pre_cuda));
   define(m, kPostPreSaved, TORCH_FN(post_pre_saved_ref), TORCH_FN(post_pre_saved_cuda));

@@ -30,6 +30,7 @@ ExpandCombineSig expand_combine_ref, expand_combine_cuda;
 ExpandCombineBackwardSig expand_combine_backward_ref, expand_combine_backward_cuda;
 PreSig pre_ref, pre_cuda;
 PreSavedSig pre_saved_ref, pre_saved_cuda;
+PreBackwardSig pre_backward_ref, pre_backward_cuda; // PreBackwardOps.cpp
 // The layer seam (SeamOps.cpp).
 PostPreSig post_pre_ref, post_pre_cuda;
 PostPreSavedSig post_pre_saved_ref, post_pre_saved_cuda;

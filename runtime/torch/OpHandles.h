@@ -90,6 +90,15 @@ using AggregateBackwardIntoSig = Tensor(const Tensor &, const Tensor &, const Te
 using ExpandCombineBackwardIntoSig = std::tuple<Tensor, Tensor, Tensor, Tensor>(
     const Tensor &, const Tensor &, const Tensor &, const Tensor &, const Tensor &,
     const OptTensor &, int64_t, Str, const Tensor &);
+// The pre step's gradient (PreBackwardOps.cpp): (gx, gphi, galpha, gbeta,
+// gweight) of gy, gpost, gP, x, h, ms, pre, logits, phi, alpha, beta,
+// weight?, acc? and pre's attributes.
+using PreBackwardSig = std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor>(
+    const Tensor &, const Tensor &, const Tensor &, const Tensor &,
+    const Tensor &, const Tensor &, const Tensor &, const Tensor &,
+    const Tensor &, const Tensor &, const Tensor &, const OptTensor &,
+    const OptTensor &, int64_t, Str, bool, double, double, double, Str,
+    int64_t, double);
 using PostPreBackwardSig =
     std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor,
                Tensor>(const Tensor &, const Tensor &, const Tensor &,
@@ -147,6 +156,15 @@ inline constexpr OpSchema kPreSaved{"mhc::pre_saved",
     "pre_saved(Tensor x, Tensor phi, Tensor alpha, Tensor beta, Tensor? weight, int n, str layout, bool tf32, "
     "float norm_eps, float pre_eps, float post_mult, str mode, int iters, float eps) -> "
     "(Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor)"};
+// pre_backward: the pre step's gradient from what pre_saved kept, with
+// an empty gweight where weight is absent. acc is x's gradient from its
+// other users (x's dtype), or TE's f32 buffer (2-byte x), read, not written:
+// gx = acc + aggregate's + project's (docs/MATH.md, "acc", "acc=f32").
+inline constexpr OpSchema kPreBackward{"mhc::pre_backward",
+    "pre_backward(Tensor gy, Tensor gpost, Tensor gP, Tensor x, Tensor h, Tensor ms, Tensor pre, "
+    "Tensor logits, Tensor phi, Tensor alpha, Tensor beta, Tensor? weight, Tensor? acc, int n, str layout, "
+    "bool tf32, float norm_eps, float pre_eps, float post_mult, str mode, int iters, float eps) -> "
+    "(Tensor, Tensor, Tensor, Tensor, Tensor)"};
 
 // The layer seam (docs/design/seam.md): post_pre returns (x_next, y,
 // post_next, P_next); post_pre_saved all eight results of the contract
@@ -223,6 +241,7 @@ inline const auto &expandCombineBackwardOp() {
 }
 inline const auto &preOp() { return handle<PreSig, kPre>(); }
 inline const auto &preSavedOp() { return handle<PreSavedSig, kPreSaved>(); }
+inline const auto &preBackwardOp() { return handle<PreBackwardSig, kPreBackward>(); }
 
 inline const auto &postPreOp() { return handle<PostPreSig, kPostPre>(); }
 inline const auto &postPreSavedOp() { return handle<PostPreSavedSig, kPostPreSaved>(); }

@@ -153,6 +153,37 @@ void seamBackward(Requests &r, const CallArgs &c) {
   r.add(combineSpec(Direction::Backward, a.n, x, a.layout, C, bias));
 }
 
+/// pre_backward (gy, gpost, gP, x, h, ms, pre, logits, phi, alpha, beta,
+/// weight, acc, attrs): pre.bwd where PreBackwardOps.cpp runs it (phi,
+/// alpha and weight of one dtype, a spec codegen has), else the four
+/// gradient ops in its preGradSteps's order (keep the two in step).
+void preBackward(Requests &r, const CallArgs &c) {
+  std::string keep[2];
+  PreAttrs a = c.preAttrs(13, keep);
+  Tensor x = c.tensor(3), phi = c.tensor(8), alpha = c.tensor(9), beta = c.tensor(10);
+  OptTensor weight = c.optional(11), acc = c.optional(12);
+  int64_t C = channelsOf(x, a.layout);
+  bool oneParamType = phi.scalar_type() == alpha.scalar_type() &&
+                      (!weight || weight->scalar_type() == phi.scalar_type());
+  mhc::KernelSpec spec = preSpec(a.n, x, a.layout, C, phi, weight, a.tf32, a.normEps,
+                                 a.preEps, a.postMult, a.mode, a.iters, a.eps);
+  spec.dir = Direction::Backward;
+  spec = withAcc(spec, acc);
+  if (oneParamType && r.generated(spec))
+    return r.add(spec);
+  // aggregate's gx (acc plus its own, f32 with the buffer) is project's acc.
+  mhc::KernelSpec aggregate =
+      withAcc(aggregateSpec(Direction::Backward, a.n, x, a.layout, C), acc);
+  mhc::KernelSpec project =
+      projectSpec(Direction::Backward, a.n, x, a.layout, C, phi, weight, a.tf32);
+  project.accF32 = aggregate.accF32;
+  project.acc = !aggregate.accF32;
+  r.add(aggregate);
+  r.add(sinkhornSpec(Direction::Backward, a.n, a.mode, a.iters, a.eps));
+  r.add(scaleSpec(Direction::Backward, a.n, beta, a.normEps, a.preEps, a.postMult));
+  r.add(project);
+}
+
 using Handler = std::function<void(Requests &, const CallArgs &)>;
 
 /// Each op's handler; the token count is the first tensor's dim 0 for
@@ -230,6 +261,7 @@ const std::map<std::string, Handler> &handlers() {
          std::string keep[2];
          preStep(r, c.tensor(0), c.tensor(1), c.tensor(3), c.optional(4), c.preAttrs(5, keep));
        }},
+      {"pre_backward", preBackward},
       {"post_pre", seamForward},
       {"post_pre_backward", seamBackward},
   };

@@ -10,7 +10,7 @@ import torch
 from mhc import _C, ops
 
 OPS = ["project", "project_backward", "scale", "scale_backward", "sinkhorn", "sinkhorn_backward", "aggregate",
-       "aggregate_backward", "expand_combine", "expand_combine_backward", "pre", "pre_saved"]
+       "aggregate_backward", "expand_combine", "expand_combine_backward", "pre", "pre_saved", "pre_backward"]
 
 
 def test_num_logits_is_2n_plus_n_squared():

@@ -48,6 +48,8 @@ def op_args(M=3, n=2, C=8):
         "expand_combine_backward": (torch.randn(M, n, C), f, post, x, P, bias, n, "nc"),
         "pre": pre_args,
         "pre_saved": pre_args,
+        "pre_backward": (f, post, P, x, h, ms, pre, L, p["phi"], p["alpha"], p["beta"], p["weight"],
+                         torch.randn(M, n, C), n, "nc", False, *e, *s),
         # TE's f32 x-gradient buffer, the kwarg-only last argument (call_op).
         "aggregate_backward_into": (f, x, pre, n, "nc", torch.randn(M, n, C)),
         "expand_combine_backward_into": (torch.randn(M, n, C), f, post, x, P, bias, n, "nc", torch.randn(M, n, C)),

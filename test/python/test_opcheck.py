@@ -68,6 +68,8 @@ def _args(op, d, M=3, n=2, C=8, layout="nc"):
         "expand_combine_backward": (act(torch.randn_like(x, dtype=torch.float32)), f, post, x, P, bias, n, layout),
         "pre": (x, phi, alpha, beta, weight, n, layout, False, *eps, *sink),
         "pre_saved": (x, phi, alpha, beta, weight, n, layout, False, *eps, *sink),
+        "pre_backward": (f, post, P, x, h, ms, pre, L, phi, alpha, beta, weight, act(torch.randn(x.shape)), n,
+                         layout, False, *eps, *sink),
         # TE's f32 x-gradient buffer (kwarg-only, last: _call_args).
         "aggregate_backward_into": (f, x, pre, n, layout, torch.randn(x.shape)),
         "expand_combine_backward_into": (act(torch.randn_like(x, dtype=torch.float32)), f, post, x, P, bias, n,
@@ -84,7 +86,7 @@ def _call_args(op, args):
 
 OPS = ["project", "scale", "sinkhorn", "aggregate", "expand_combine", "pre", "pre_saved"]
 OPS += [op + "_backward" for op in OPS[:5]]
-OPS += ["aggregate_backward_into", "expand_combine_backward_into"]
+OPS += ["aggregate_backward_into", "expand_combine_backward_into", "pre_backward"]
 
 
 def _name(d):

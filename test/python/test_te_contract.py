@@ -198,7 +198,8 @@ def seed_of(fn, case):
 
 # The functions that take TE's fused_grad_x_acc_buffer, and how x's gradient comes back with it: "stored"
 # (buffer = its own), "added" (buffer += its own; both return none for x), "returned" (x's gradient is the buffer
-# plus its own, in x's dtype: the projection, and the composed pre step, whose aggregate adds first).
+# plus its own, in x's dtype: the projection, and the composed pre step, whose aggregate's part is added where
+# the projection reads the buffer).
 BUFFER_FNS = {"mhc_fused_projection": "returned", "mhc_fused_aggregate": "added",
               "mhc_fused_expand_combine": "stored", "mhc_generate_mix_and_aggregate": "returned"}
 
@@ -215,6 +216,8 @@ def check_buffer_grad(fn, case, t, grads, buffer, buffer0, want_x, tol):
     how = BUFFER_FNS[fn]
     gx = grads[list(k for k, v in t.items() if v is not None).index("x")]
     if how == "returned":
+        # (mhc reads the buffer here and leaves it as it was; TE's stores the sum: docs/MATH.md, "acc=f32")
+        assert torch.equal(buffer, buffer0), f"{fn}: the buffer changed"
         got, want = gx, buffer0.double().cpu().view(want_x.shape) + want_x
     else:
         assert gx is None, f"{fn}: x's gradient is in the buffer, none returned"

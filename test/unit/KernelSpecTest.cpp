@@ -321,8 +321,39 @@ static void seamParts() {
   EXPECT(unsupportedReason(s).empty());
 }
 
+// pre.bwd (the pre step's backward, codegen/kernels/PreBackward.cpp): the
+// flagship only, with no acc, acc=1 or acc=f32; its parts carry the acc
+// the separate ops take (aggregate pre.bwd's, project acc=1 or acc=f32).
+static void preBackwardParts() {
+  KernelSpec s;
+  s.op = OpKind::Pre;
+  s.dir = Direction::Backward;
+  s.layout = Layout::CN;
+  s.channels = 64;
+  EXPECT(foldsAggregateGrad(s) && unsupportedReason(s).empty());
+  std::vector<KernelSpec> plain = preBackwardParts(s);
+  EXPECT(plain.size() == 4 && plain[0].op == OpKind::Aggregate && !plain[0].readsAcc());
+  EXPECT(plain[1].op == OpKind::Sinkhorn && plain[2].op == OpKind::Scale);
+  EXPECT(plain[3].op == OpKind::Project && plain[3].acc && !plain[3].accF32);
+  s.acc = true;
+  EXPECT(KernelSpec::parse(s.canonical()).has_value());
+  EXPECT(preBackwardParts(s)[0].acc && preBackwardParts(s)[3].acc);
+  s.acc = false;
+  s.accF32 = true;
+  EXPECT(s.canonical().find(";acc=f32;") != std::string::npos);
+  std::vector<KernelSpec> buffer = preBackwardParts(s);
+  EXPECT(buffer[0].accF32 && !buffer[0].acc && buffer[3].accF32 && !buffer[3].acc);
+  EXPECT(!buffer[1].accF32 && !buffer[2].accF32);
+  s.layout = Layout::NC; // not the flagship: the four ops' kernels
+  EXPECT(unsupportedReason(s).find("the pre step's backward kernel is the flagship's") == 0);
+  s.layout = Layout::CN;
+  s.iters = 1000;
+  EXPECT(unsupportedReason(s).find("the pre step's part sinkhorn.bwd") == 0);
+}
+
 int main() {
   roundTripsEveryOp();
+  preBackwardParts();
   seamAndAcc();
   accF32();
   seamParts();

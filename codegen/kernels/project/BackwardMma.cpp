@@ -435,7 +435,7 @@ void MmaMain::storeGx(StepValues &s, ArrayRef<Value> d, SmallVector<Value> &sums
       // (Without a weight, D w is D: one fma.)
       Value own = p.hasW ? kb.fma(dv, w[j], kb.mul(s.gms[u], s.xa[u][j]))
                          : kb.fma(s.gms[u], s.xa[u][j], dv);
-      gx[u].push_back(hasAcc ? plusAcc(kb, spec, own, s.acc[u][j]) : own);
+      gx[u].push_back(hasAcc || foldAgg ? plusAcc(kb, spec, own, s.acc[u][j]) : own);
       sums[nAcc + j] = kb.fma(s.xa[u][j], dv, sums[nAcc + j]);
     }
   for (int u = 0; u < 2; ++u)
@@ -452,7 +452,7 @@ void MmaMain::stepBody(Value step, SmallVector<Value> &sums) {
   s.step = step;
   s.m0 = kb.mul(step, kb.idx(8));
   enterStep(s);
-  if (hasAcc)
+  if (hasAcc && !lateAcc())
     loadAcc(s);
   SmallVector<Value> d = stepProducts(s.ghBase, s.xa, sums);
   // Every lane is done with the stage before it is refilled.

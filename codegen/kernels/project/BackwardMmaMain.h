@@ -57,6 +57,9 @@ private:
   void enterStep(StepValues &s);
   void loadAcc(StepValues &s);
   void foldAggregateInto(StepValues &s);
+  // The fold with TE's f32 acc loads acc after the products, with gy and
+  // pre: its 2T f32 values per token held through the mma loop spill.
+  bool lateAcc() const { return foldAgg && hasAcc && spec.accF32; }
   SmallVector<Value> stepProducts(Value ghBase, ArrayRef<SmallVector<Value>> xa,
                                   SmallVector<Value> &acc);
   void storeGx(StepValues &s, ArrayRef<Value> d, SmallVector<Value> &sums);
@@ -74,7 +77,8 @@ private:
   ::mhc::DType act;
   const ::mhc::KernelSpec &spec;
   bool hasAcc; // gx = acc + the kernel's own gx (spec.readsAcc())
-  // acc += pre (x) gy before gx is formed (the seam's main pass); the n.
+  // acc += pre (x) gy before gx is formed (the seam's and pre.bwd's main
+  // pass); the n.
   bool foldAgg;
   int64_t n;
   Value M, tid, bid, lane, warp, g, t, slice, share;

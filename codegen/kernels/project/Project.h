@@ -71,10 +71,11 @@ void declareProjectBackwardIO(KernelContext &ctx);
 /// see buildProjectBackwardFoldAggregate.
 LogicalResult buildProjectBackwardMma(KernelContext &ctx,
                                       bool foldAggregate = false);
-/// The layer seam's main pass so far (docs/design/seam.md, "The fused
-/// backward"): the mma.sync backward with acc (x_next's gradient from its
-/// other users) plus aggregate's gradient pre (x) gy, formed before gx is
-/// stored, bitwise aggregate.bwd's gx; extra buffers gy [M, C], pre [M, n].
+/// The layer seam's and the pre step's main pass (docs/design/seam.md, "The
+/// fused backward"): the mma.sync backward with acc (x's gradient from its
+/// other users: acc=1, acc=f32, or none) plus aggregate's gradient pre (x)
+/// gy, formed before gx is stored, bitwise aggregate.bwd's gx; extra
+/// buffers gy [M, C], pre [M, n].
 /// Serves specs on the mma.sync kernel in the (C, n) layout whose lanes
 /// hold whole channels (n | 2T columns).
 bool projectBackwardFoldsAggregate(const KernelContext &ctx);

@@ -19,13 +19,10 @@ using namespace mlir;
 using namespace mlir::mhc;
 
 bool seam::backwardFuses(const KernelContext &ctx) {
-  const ::mhc::KernelSpec &s = ctx.spec;
   // The flagship, as the fused forward (ForwardFused.cpp): n = 4, bf16
   // activations, f32 parameters, sm_90a, layout (C, n), on the mma.sync
   // projection backward whose lanes hold whole channels.
-  return s.n == 4 && s.act == ::mhc::DType::BF16 &&
-         s.param == ::mhc::DType::F32 && s.arch == "sm_90a" &&
-         s.layout == ::mhc::Layout::CN && projectBackwardFoldsAggregate(ctx);
+  return ::mhc::foldsAggregateGrad(ctx.spec) && projectBackwardFoldsAggregate(ctx);
 }
 
 LogicalResult seam::buildBackwardFused(KernelContext &ctx) {

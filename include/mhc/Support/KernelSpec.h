@@ -145,6 +145,19 @@ std::string unsupportedReason(const KernelSpec &spec);
 /// builds the composed kernels from these specs.
 std::vector<KernelSpec> postPreParts(const KernelSpec &seam);
 
+/// The specs whose backward folds aggregate's x gradient into the
+/// projection backward's main launch (post_pre.bwd, pre.bwd): n = 4, bf16
+/// activations, f32 parameters, sm_90a, layout (C, n). Codegen also needs
+/// the mma.sync plan's lanes to hold whole channels
+/// (projectBackwardFoldsAggregate); pre.bwd exists only for these specs.
+bool foldsAggregateGrad(const KernelSpec &s);
+
+/// The pre step's backward (pre.bwd) as the ops the separate path runs, in
+/// order, each with the pre step's fields: aggregate (pre.bwd's acc: none,
+/// acc=1 or acc=f32), sinkhorn, scale, project (acc=1: aggregate's gx; with
+/// acc=f32 the f32 sum of the buffer and aggregate's gx).
+std::vector<KernelSpec> preBackwardParts(const KernelSpec &pre);
+
 /// Floats of iteration history per token that the sinkhorn backward keeps in
 /// shared memory: log mode the potentials f^t, g^t (2n per iteration),
 /// softmax_eps mode the row and column sums (2 iters - 1 of n). A warp's
