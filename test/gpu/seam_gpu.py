@@ -77,11 +77,11 @@ def bits(t):
 
 
 def check(compiler, out, arch, kw, tokens, seed):
-    seam_kw = dict(kw)
+    seam_kw = {k: v for k, v in kw.items() if k != "n"}
     seam = compile_bundle(compiler, out, post_pre("fwd", kw["n"], arch, **seam_kw))
     post_kw = {k: v for k, v in kw.items() if k in ("act", "param", "layout", "C", "bias")}
     post = compile_bundle(compiler, out, spec("expand_combine", "fwd", kw["n"], arch, **post_kw))
-    pre_kw = {k: v for k, v in kw.items() if k != "bias"}
+    pre_kw = {k: v for k, v in kw.items() if k not in ("n", "bias")}
     pre = compile_bundle(compiler, out, spec("pre", "fwd", kw["n"], arch, **pre_kw))
     fused = any(l["entry"].endswith("_expand_partial") for l in seam.manifest["launches"])
     failures = []
@@ -122,7 +122,7 @@ def check_backward(compiler, out, arch, kw, tokens, seed):
     """post_pre.bwd against aggregate (acc = gx_next), sinkhorn, scale,
     project (acc = aggregate's gx) and expand_combine backward, run in turn."""
     n = kw["n"]
-    seam = compile_bundle(compiler, out, post_pre("bwd", n, arch, **kw))
+    seam = compile_bundle(compiler, out, post_pre("bwd", n, arch, **{k: v for k, v in kw.items() if k != "n"}))
     pick = lambda *keys: {k: v for k, v in kw.items() if k in keys}  # noqa: E731
     agg = compile_bundle(compiler, out, spec("aggregate", "bwd", n, arch, acc=True, **pick("act", "layout", "C")))
     sk = compile_bundle(compiler, out, spec("sinkhorn", "bwd", n, arch, **pick("mode", "iters", "eps")))

@@ -120,11 +120,14 @@ def reference_calls():
 
 def te_compiles(fn, dtypes):
     """Whether TE main's Triton kernels compile for this dtype mix. Its
-    expand_combine backward takes tl.dot of f and the output gradient (x's
-    dtype), which Triton refuses when they differ (CompilationError "Both
-    operands must be same dtype. Got bf16 and fp32", seen on the H100): those
-    cases check mhc alone, as without TE."""
-    return not (fn == "mhc_fused_expand_combine" and dtypes.get("f") != dtypes.get("x"))
+    expand_combine backward takes tl.dot of f, of bias (where given) and of x
+    with the output gradient (x's dtype), which Triton refuses when their
+    dtypes differ (CompilationError "Both operands must be same dtype. Got
+    bf16 and fp32", seen on the H100): those cases check mhc alone, as
+    without TE."""
+    if fn != "mhc_fused_expand_combine":
+        return True
+    return len({dtypes.get("f"), dtypes.get("x"), dtypes.get("bias") or dtypes.get("x")}) == 1
 
 
 @pytest.mark.parametrize("fn, case", CASES, ids=IDS)
