@@ -16,6 +16,7 @@ import time
 
 import torch
 
+import host_timing
 import mhc
 
 DEV = "cuda"
@@ -34,17 +35,7 @@ def host_us(fn, calls=20, rounds=7):
     """Median over rounds of host microseconds per call (no sync inside a round)."""
     if DEV == "cpu":  # a smoke run of the code
         calls, rounds = 1, 1
-    for _ in range(5 if DEV == "cuda" else 1):
-        fn()
-    out = []
-    for _ in range(rounds):
-        sync()
-        t = time.perf_counter()
-        for _ in range(calls):
-            fn()
-        out.append((time.perf_counter() - t) / calls * 1e6)
-    sync()
-    return sorted(out)[len(out) // 2]
+    return host_timing.host_us(fn, calls, rounds, 5 if DEV == "cuda" else 1, DEV == "cuda")
 
 
 def on_thread(fn):

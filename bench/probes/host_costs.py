@@ -20,6 +20,7 @@ import time
 
 import torch
 
+import host_timing
 import mhc
 
 DEV = "cuda"
@@ -35,17 +36,7 @@ def sync():
 
 def host_us(fn, calls=100, rounds=5):
     """Median over rounds of the host microseconds per call (no sync inside a round)."""
-    for _ in range(10):
-        fn()
-    out = []
-    for _ in range(rounds):
-        sync()
-        t = time.perf_counter()
-        for _ in range(calls):
-            fn()
-        out.append((time.perf_counter() - t) / calls * 1e6)
-    sync()
-    return sorted(out)[len(out) // 2]
+    return host_timing.host_us(fn, calls, rounds, 10, DEV == "cuda")
 
 
 def op_rows(M, C):

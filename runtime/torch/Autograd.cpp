@@ -146,7 +146,7 @@ struct Pre : torch::autograd::Function<Pre> {
     auto s = ctx->get_saved_variables();
     const Tensor &x = s[0], &phi = s[1], &alpha = s[2], &beta = s[3], &w = s[4];
     const Tensor &h = s[5], &ms = s[6], &pre = s[7], &logits = s[8];
-    SavedAttrs a = savedAttrs(ctx);
+    PreAttrs a = savedAttrs(ctx);
     Tensor gy = g[0].defined()
                     ? g[0].contiguous()
                     : at::zeros_symint({x.sym_size(0),

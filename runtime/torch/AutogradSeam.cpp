@@ -40,7 +40,7 @@ struct PostPre : torch::autograd::Function<PostPre> {
     const Tensor &xNext = s[5], &h = s[6], &ms = s[7], &pre = s[8];
     const Tensor &logits = s[9], &phi = s[10], &alpha = s[11], &beta = s[12];
     const Tensor &weight = s[13];
-    SavedAttrs a = savedAttrs(ctx);
+    PreAttrs a = savedAttrs(ctx);
     auto [gx, gf, gpost, gP, gbias, gphi, galpha, gbeta, gweight] =
         postPreBackwardOp().call(
             grad(g[0], xNext), grad(g[1], f), grad(g[2], pre),

@@ -11,6 +11,7 @@
 #define MHC_TORCH_AUTOGRADUTIL_H
 
 #include "OpHandles.h"
+#include "Specs.h"
 
 #include <torch/autograd.h>
 
@@ -61,17 +62,9 @@ inline void saveAttrs(AutogradContext *ctx, int64_t n, const std::string &layout
       {n, layout, tf32, normEps, preEps, postMult, mode, iters, eps});
 }
 
-/// saveAttrs' values; the strings view the node's saved tuple.
-struct SavedAttrs {
-  int64_t n;
-  Str layout;
-  bool tf32;
-  double normEps, preEps, postMult;
-  Str mode;
-  int64_t iters;
-  double eps;
-};
-inline SavedAttrs savedAttrs(AutogradContext *ctx) {
+/// saveAttrs' values (the pre step's attributes, Specs.h); the strings view
+/// the node's saved tuple.
+inline PreAttrs savedAttrs(AutogradContext *ctx) {
   const auto &e = ctx->saved_data["attrs"].toTupleRef().elements();
   return {e[0].toInt(),    e[1].toStringRef(), e[2].toBool(),
           e[3].toDouble(), e[4].toDouble(),    e[5].toDouble(),
