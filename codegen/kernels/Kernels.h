@@ -31,6 +31,11 @@ void emitSinkhornPlan(KernelBuilder &kb, const ::mhc::KernelSpec &spec,
                       ArrayRef<Value> logits,
                       function_ref<void(ArrayRef<Value>)> store);
 
+/// The pre step's parameters and results after the projection's (alpha,
+/// beta, pre, post, logits, P, y), in order: the tail's and the one-launch
+/// kernel's.
+void declarePreTailIO(KernelContext &ctx);
+
 /// The pre step's per-token tail after the split-K sums, shared by the
 /// fused pre step's tail launch and the one-launch kernels (the same bits):
 /// a thread per logit k < N: z = scaleLogit(alpha, h_k, scaleRsqrt(ms),

@@ -733,16 +733,8 @@ LogicalResult buildOneLaunch(KernelContext &ctx, bool expand, const Names &names
 } // namespace
 
 LogicalResult mlir::mhc::buildPreOneLaunch(KernelContext &ctx) {
-  const ::mhc::KernelSpec &spec = ctx.spec;
-  int64_t n = ctx.n(), N = ctx.N(), C = ctx.C();
   declareProjectForwardIO(ctx);
-  ctx.buffer("alpha", spec.param, BufferRole::Input, {0, 3});
-  ctx.buffer("beta", spec.param, BufferRole::Input, {0, N});
-  ctx.buffer("pre", DType::F32, BufferRole::Output, {n, 0});
-  ctx.buffer("post", DType::F32, BufferRole::Output, {n, 0});
-  ctx.buffer("logits", DType::F32, BufferRole::Output, {n * n, 0});
-  ctx.buffer("P", DType::F32, BufferRole::Output, {n * n, 0});
-  ctx.buffer("y", spec.act, BufferRole::Output, {C, 0});
+  declarePreTailIO(ctx);
   return buildOneLaunch(ctx, /*expand=*/false, {"x", "post", "P"});
 }
 

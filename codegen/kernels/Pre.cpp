@@ -44,11 +44,9 @@ LogicalResult mlir::mhc::buildPreTail(KernelContext &ctx) {
   return buildTail(ctx);
 }
 
-/// The tail launch and its buffers, after the projection's partials.
-static LogicalResult buildTail(KernelContext &ctx) {
+void mlir::mhc::declarePreTailIO(KernelContext &ctx) {
   const ::mhc::KernelSpec &spec = ctx.spec;
-  int64_t n = ctx.n(), N = ctx.N(), K = ctx.K(), C = ctx.C();
-  int64_t w = ctx.streamWidth(), chunks = C / w;
+  int64_t n = ctx.n(), N = ctx.N(), C = ctx.C();
   ctx.buffer("alpha", spec.param, BufferRole::Input, {0, 3});
   ctx.buffer("beta", spec.param, BufferRole::Input, {0, N});
   ctx.buffer("pre", DType::F32, BufferRole::Output, {n, 0});
@@ -56,6 +54,14 @@ static LogicalResult buildTail(KernelContext &ctx) {
   ctx.buffer("logits", DType::F32, BufferRole::Output, {n * n, 0});
   ctx.buffer("P", DType::F32, BufferRole::Output, {n * n, 0});
   ctx.buffer("y", spec.act, BufferRole::Output, {C, 0});
+}
+
+/// The tail launch and its buffers, after the projection's partials.
+static LogicalResult buildTail(KernelContext &ctx) {
+  const ::mhc::KernelSpec &spec = ctx.spec;
+  int64_t n = ctx.n(), N = ctx.N(), K = ctx.K(), C = ctx.C();
+  int64_t w = ctx.streamWidth(), chunks = C / w;
+  declarePreTailIO(ctx);
 
   // Enough warps for the chunks (<= 256 threads) and for a thread per
   // partial column (N + 1 <= 81).
