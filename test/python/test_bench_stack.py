@@ -26,6 +26,13 @@ def test_floor_bytes_are_the_seams():
     assert stack.floor_fraction(420, 1e9, 0.0) is None
 
 
+def test_stack_floor_counts_its_first_pre_and_last_post():
+    # n = 4: pre 9 + 3 seams of 14 + post 9 = 60 units over 4 layers; n = 1: (3 + 3 * 5 + 3) / 4.
+    assert report.stack_fwd_floor_units(4) == 15
+    assert report.stack_fwd_floor_units(1) == 21 / 4
+    assert report.stack_fwd_floor_units(4, layers=2) == (9 + 14 + 9) / 2
+
+
 def test_saved_bytes_count_each_storage_once_and_leave_parameters_out():
     w = torch.nn.Parameter(torch.randn(8))
     x = torch.randn(16, requires_grad=True)
@@ -164,5 +171,5 @@ def test_report_renders_the_stack_section(cpu_run, tmp_path):
     assert "### identity block, M = 8, C = 16" in page and "### linear block" in page
     assert "| TE | absent |" in page
     # The targets need the M = 32768 rows this run lacks: each says so rather than failing.
-    assert "| forward per layer <= 1.1x the seam floor | -; - | - |" in page
+    assert "| forward per layer <= 1.1x the floor (the stack's: its seams' and its first pre / last post step's) | -; - | - |" in page
     assert "A 4-layer stack" not in report_without(d, "stack")
