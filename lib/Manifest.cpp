@@ -74,7 +74,8 @@ std::string Manifest::toJson() const {
   os << "  \"split\": {\"tokens_per_block\": " << split.tokensPerBlock
      << ", \"target_blocks\": " << split.targetBlocks
      << ", \"max\": " << split.maxSplit
-     << ", \"wave_slots\": " << split.waveSlots << "},\n";
+     << ", \"wave_slots\": " << split.waveSlots
+     << ", \"single_block\": " << split.singleBlock << "},\n";
   os << "  \"buffers\": [\n";
   for (size_t i = 0; i < buffers.size(); ++i) {
     const BufferDesc &b = buffers[i];
@@ -263,6 +264,8 @@ void readHeader(Reader &r, const json::Value &root, Manifest &out) {
   out.split.maxSplit = r.integer(split, "split", "max", limits::kSplit);
   out.split.waveSlots =
       r.optionalInteger(split, "split", "wave_slots", limits::kWaveSlots, 0);
+  out.split.singleBlock =
+      r.optionalInteger(split, "split", "single_block", {0, limits::kSplit.max}, 0);
 }
 
 void readBuffers(Reader &r, const json::Value &root, Manifest &out) {

@@ -202,7 +202,7 @@ void Runtime::launch(const LoadedKernel &kernel, int64_t M, int64_t S,
   if (M <= 0)
     return;
   // Within these the manifest's formulas cannot overflow (Manifest.h).
-  if (M > limits::kMaxTokens || S < 1 || S > m.split.maxSplit)
+  if (M > limits::kMaxTokens || S < 1 || S > m.split.largest())
     throw Error("mhc: " + kernel.spec.kernelName() + " cannot launch for M = " +
                 std::to_string(M) + ", S = " + std::to_string(S) +
                 " (M <= " + std::to_string(limits::kMaxTokens) + ", S = split(M))");

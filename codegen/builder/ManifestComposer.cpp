@@ -14,6 +14,7 @@ static bool sameExtent(const Extent &a, const Extent &b) {
 static bool sameSplit(const SplitRule &a, const SplitRule &b) {
   return a.tokensPerBlock == b.tokensPerBlock &&
          a.targetBlocks == b.targetBlocks && a.maxSplit == b.maxSplit &&
+         a.singleBlock == b.singleBlock &&
          a.waveSlots == b.waveSlots;
 }
 

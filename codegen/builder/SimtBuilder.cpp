@@ -317,6 +317,29 @@ SimtBuilder::loop(Value lb, Value ub, Value step, ValueRange init,
   return SmallVector<Value>(forOp.getResults());
 }
 
+Value SimtBuilder::sumInOrder(Value begin, Value end, int64_t inFlight,
+                              function_ref<Value(Value)> load) {
+  Value steps = div(sub(end, begin), idx(inFlight));
+  Value whole = add(begin, mul(steps, idx(inFlight)));
+  auto addAll = [&](Value acc, ArrayRef<Value> values) {
+    for (Value v : values)
+      acc = add(acc, v);
+    return acc;
+  };
+  SmallVector<Value> sum = loop(
+      begin, whole, idx(inFlight), ValueRange{f32(0.0)},
+      [&](Value i, ValueRange it) -> SmallVector<Value> {
+        SmallVector<Value> v;
+        for (int64_t u = 0; u < inFlight; ++u)
+          v.push_back(load(add(i, idx(u))));
+        return {addAll(it[0], v)};
+      });
+  return loop(whole, end, idx(1), sum,
+              [&](Value i, ValueRange it) -> SmallVector<Value> {
+                return {add(it[0], load(i))};
+              })[0];
+}
+
 void SimtBuilder::when(Value cond, function_ref<void()> body) {
   auto ifOp = scf::IfOp::create(b, loc, cond, /*withElseRegion=*/false);
   OpBuilder::InsertionGuard guard(b);

@@ -110,6 +110,11 @@ public:
   loop(Value lb, Value ub, Value step, ValueRange init,
        function_ref<SmallVector<Value>(Value, ValueRange)> body);
   void when(Value cond, function_ref<void()> body);
+  /// The f32 sum of load(i) over i in [begin, end), added one by one in i's
+  /// order (a plain loop's bits), `inFlight` loads issued before their adds:
+  /// a split-K reduce's time is its steps' load latency.
+  Value sumInOrder(Value begin, Value end, int64_t inFlight,
+                   function_ref<Value(Value)> load);
   /// then() where cond holds, else otherwise(): the values of the branch
   /// taken (the two return values of the same types).
   SmallVector<Value> ifElse(Value cond,

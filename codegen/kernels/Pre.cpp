@@ -78,28 +78,14 @@ static LogicalResult buildTail(KernelContext &ctx) {
   Value width = kb.idx(N + 1);
 
   // h and ms: a thread per column sums the S partials in split order, as
-  // the projection's reduce launch does (four loads in flight per step).
+  // the projection's reduce launch does (kPartialsInFlight loads a step).
   kb.when(kb.lt(tid, width), [&] {
     Value item = kb.add(kb.mul(m, width), tid);
     Value stride = kb.mul(M, width);
     Value part = l.arg("partials");
-    auto at = [&](Value sp) { return kb.add(kb.mul(sp, stride), item); };
-    Value S4 = kb.mul(kb.div(S, kb.idx(4)), kb.idx(4));
-    SmallVector<Value> sum = kb.loop(
-        kb.idx(0), S4, kb.idx(4), ValueRange{kb.f32(0.0)},
-        [&](Value sp, ValueRange it) -> SmallVector<Value> {
-          SmallVector<Value> v;
-          for (int64_t u = 0; u < 4; ++u)
-            v.push_back(kb.load(part, at(kb.add(sp, kb.idx(u)))));
-          Value acc = it[0];
-          for (Value x : v)
-            acc = kb.add(acc, x);
-          return {acc};
-        });
-    sum = kb.loop(S4, S, kb.idx(1), sum,
-                  [&](Value sp, ValueRange it) -> SmallVector<Value> {
-                    return {kb.add(it[0], kb.load(part, at(sp)))};
-                  });
+    SmallVector<Value> sum = {kb.sumInOrder(
+        kb.idx(0), S, kPartialsInFlight,
+        [&](Value sp) { return kb.load(part, kb.add(kb.mul(sp, stride), item)); })};
     kb.when(kb.eq(tid, kb.idx(N)), [&] {
       Value ms = kb.div(sum[0], kb.f32(static_cast<double>(K)));
       kb.store(ms, l.arg("ms"), m);

@@ -13,10 +13,10 @@
 // CHECK: gpu.func @mhc_pre_fwd_n4_8f84e46a152eba4e_pack(
 // CHECK: gpu.func @mhc_pre_fwd_n4_8f84e46a152eba4e_partial(
 // CHECK: gpu.func @mhc_pre_fwd_n4_8f84e46a152eba4e_tail(%[[PART:.*]]: memref<?xf32>, %{{.*}}: memref<?xf32>, %{{.*}}: memref<?xf32>, %[[X:.*]]: memref<?xbf16>, %[[H:.*]]: memref<?xf32>, %[[MS:.*]]: memref<?xf32>, %[[PRE:.*]]: memref<?xf32>, %[[POST:.*]]: memref<?xf32>, %[[LOGITS:.*]]: memref<?xf32>, %[[P:.*]]: memref<?xf32>, %[[Y:.*]]: memref<?xbf16>, %{{.*}}: i64, %{{.*}}: i64) workgroup(%[[ROW:.*]] : memref<25xf32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}, %[[MIX:.*]] : memref<24xf32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}) kernel attributes {known_block_size = array<i32: 256, 1, 1>}
-// The partials of the token's column, in split order: four loads a step,
-// then the remainder.
-// CHECK: scf.for {{.*}} step %c4{{.*}} iter_args
-// CHECK-COUNT-4: memref.load %[[PART]]
+// The partials of the token's column, in split order: sixteen loads a
+// step (kPartialsInFlight), then the remainder.
+// CHECK: scf.for {{.*}} step %c16{{.*}} iter_args
+// CHECK-COUNT-16: memref.load %[[PART]]
 // CHECK: scf.for
 // CHECK: memref.store {{.*}}, %[[MS]]
 // CHECK: memref.store {{.*}}, %[[H]]

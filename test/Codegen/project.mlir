@@ -116,9 +116,10 @@
 // FWD8PTX: wgmma.wait_group.sync.aligned 0;
 
 // The split fills the waves of H100's 132 SMs: 132 slots with one block
-// per SM (256 tokens per block), 264 with two (128 tokens per block).
-// FWD8SPLIT: "split": {"tokens_per_block": 256, "target_blocks": 264, "max": 64, "wave_slots": 132}
-// FWD4SPLIT: "split": {"tokens_per_block": 128, "target_blocks": 264, "max": 64, "wave_slots": 264}
+// per SM (256 tokens per block), 264 with two (128 tokens per block); one
+// token block splits over the SMs once (single_block).
+// FWD8SPLIT: "split": {"tokens_per_block": 256, "target_blocks": 264, "max": 64, "wave_slots": 132, "single_block": 132}
+// FWD4SPLIT: "split": {"tokens_per_block": 128, "target_blocks": 264, "max": 64, "wave_slots": 264, "single_block": 132}
 // The pack launch runs only past one token block (the partial splits phi
 // itself below that); wgmma's pack always runs.
 // FWD4SPLIT: "entry": "mhc_project_fwd_n4_{{[0-9a-f]+}}_pack"{{.*}}"items_per_block": 0, "min_tokens": 129}

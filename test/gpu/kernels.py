@@ -75,6 +75,8 @@ class Bundle:
     def split_for(self, m):
         r = self.manifest["split"]
         blocks = -(-m // r["tokens_per_block"])
+        if blocks == 1 and r.get("single_block", 0) > 0:
+            return r["single_block"]
         if blocks <= 0 or r["max"] <= 1:
             return 1
         slots = r.get("wave_slots", 0)

@@ -208,7 +208,7 @@ static void randomEditsAreSafe() {
     ++accepted;
     for (int64_t M : {int64_t(1), int64_t(4097), limits::kMaxTokens}) {
       int64_t S = m.split.splitFor(M);
-      EXPECT(S >= 1 && S <= m.split.maxSplit);
+      EXPECT(S >= 1 && S <= m.split.largest());
       for (const BufferDesc &b : m.buffers)
         EXPECT(b.elems.at(M, S) >= 0);
       for (const LaunchDesc &l : m.launches)

@@ -52,6 +52,42 @@ static void fillsWavesOfOneBlockPerSM() {
   EXPECT(r.splitFor(32768) == 1);  // 128 of 132
 }
 
+// One token block takes singleBlock (the staged forward's chunks over the
+// SMs once: 132 at n = 4, C = 7168, 224 chunks); two or more, the rule.
+static void singleBlockSpreadsOverTheSMs() {
+  SplitRule r = rule(128, 264, 64, 264);
+  r.singleBlock = 132;
+  EXPECT(r.splitFor(1) == 132 && r.splitFor(128) == 132);
+  EXPECT(r.splitFor(129) == 64 && r.splitFor(256) == 64); // as without it
+  EXPECT(r.splitFor(4096) == 8);
+  EXPECT(r.largest() == 132 && rule(128, 264, 64, 264).largest() == 64);
+  r.singleBlock = 16; // below maxSplit: still its S at one token block
+  EXPECT(r.splitFor(100) == 16 && r.largest() == 64);
+}
+
+// single_block survives the manifest's JSON; absent, it reads as 0.
+static void singleBlockRoundTrips() {
+  Manifest m;
+  m.spec = "aggregate.fwd;n=4;act=bf16;layout=cn;C=64;arch=sm_90a";
+  m.buffers.push_back({"a", DType::F32, BufferRole::Input, {1, 0, 0}});
+  LaunchDesc main;
+  main.entry = "k_main";
+  main.params = {"a", "M"};
+  main.grid = GridRule{1, 0};
+  m.launches = {main};
+  m.split = rule(128, 264, 64, 264);
+  m.split.singleBlock = 132;
+  std::string json = m.toJson();
+  Manifest back;
+  std::string error;
+  EXPECT(Manifest::fromJson(json, back, error));
+  EXPECT(back.split.singleBlock == 132 && back.split.splitFor(7) == 132);
+  std::string old = json;
+  old.erase(old.find(", \"single_block\": 132"), std::string(", \"single_block\": 132").size());
+  EXPECT(Manifest::fromJson(old, back, error));
+  EXPECT(back.split.singleBlock == 0 && back.split.splitFor(7) == 64);
+}
+
 // For every M: S within [1, maxSplit], and either its waves are at least
 // 90% full or no S up to maxSplit fills them that well.
 static void everyMRespectsTheRule() {
@@ -123,5 +159,7 @@ int main() {
   fillsWavesOfTwoBlocksPerSM();
   fillsWavesOfOneBlockPerSM();
   everyMRespectsTheRule();
+  singleBlockSpreadsOverTheSMs();
+  singleBlockRoundTrips();
   return summary();
 }

@@ -112,12 +112,10 @@ static void emitReduce(KernelContext &ctx) {
   kb.when(kb.andi(kb.lt(tid, kb.idx(rows * width)), kb.lt(m, M)), [&] {
     Value item = kb.add(kb.mul(m, kb.idx(width)), col);
     Value stride = kb.mul(M, kb.idx(width));
-    SmallVector<Value> sum = kb.loop(
-        kb.idx(0), l.splits(), kb.idx(1), ValueRange{kb.f32(0.0)},
-        [&](Value sp, ValueRange it) -> SmallVector<Value> {
-          Value v = kb.load(l.arg("partials"), kb.add(kb.mul(sp, stride), item));
-          return {kb.add(it[0], v)};
-        });
+    SmallVector<Value> sum = {kb.sumInOrder(
+        kb.idx(0), l.splits(), kPartialsInFlight, [&](Value sp) {
+          return kb.load(l.arg("partials"), kb.add(kb.mul(sp, stride), item));
+        })};
     Value isMs = kb.eq(col, kb.idx(N));
     kb.when(isMs, [&] {
       kb.store(kb.div(sum[0], kb.f32(static_cast<double>(K))), l.arg("ms"), m);

@@ -83,5 +83,9 @@ std::optional<StagedPlan> mlir::mhc::planStaged(const KernelContext &ctx) {
   // blocks on few SMs at a fraction of the bandwidth
   // (docs/design/project.md).
   s.split.waveSlots = ctx.smCount() * s.blocksPerSM;
+  // One token block (a decode step, a small batch) would run S = 64 blocks
+  // on the 132 SMs of an H100, each 3.5 chunks at C = 7168: its chunks
+  // spread over every SM once instead (measured: docs/design/project.md).
+  s.split.singleBlock = std::min<int64_t>(s.chunks(), ctx.smCount());
   return s;
 }

@@ -21,6 +21,10 @@ LogicalResult buildProjectForward(KernelContext &ctx);
 /// squares), from the variant that serves the spec. buildProjectForward
 /// adds the reduce launch; the fused pre step its tail.
 LogicalResult buildProjectForwardPartials(KernelContext &ctx);
+/// Loads in flight per step of the sums over the S partials (the reduce
+/// launch, the pre step's tail): S reaches 64 at few tokens, where the sum's
+/// steps of dependent L2 round trips are most of the launch.
+inline constexpr int64_t kPartialsInFlight = 16;
 /// Bytes to which every row of K = n*C elements of `dtype` starts aligned,
 /// at most 16: below 16 where K % (16 / bytes) != 0 (any C, issue 35).
 int64_t projectRowAlignBytes(const KernelContext &ctx, ::mhc::DType dtype);

@@ -78,14 +78,23 @@ struct Extent {
 /// its waves instead: the smallest S <= maxSplit whose tokenBlocks * S
 /// blocks fill at least 90% of ceil(tokenBlocks * S / waveSlots) waves (more
 /// splits cost more partials to sum), else the S that fills them best. Ops
-/// without a split have maxSplit = 1.
+/// without a split have maxSplit = 1. singleBlock > 0: the S of a call with
+/// one token block (M <= tokensPerBlock), which the rule would cap at
+/// maxSplit with most SMs idle (docs/design/project.md, "Split").
 struct SplitRule {
   int64_t tokensPerBlock = 1;
   int64_t targetBlocks = 0;
   int64_t maxSplit = 1;
   int64_t waveSlots = 0;
+  int64_t singleBlock = 0;
+  /// The largest S that splitFor returns for any M.
+  int64_t largest() const {
+    return singleBlock > maxSplit ? singleBlock : maxSplit;
+  }
   int64_t splitFor(int64_t m) const {
     int64_t blocks = (m + tokensPerBlock - 1) / tokensPerBlock;
+    if (blocks == 1 && singleBlock > 0)
+      return singleBlock;
     if (blocks <= 0 || maxSplit <= 1)
       return 1;
     if (waveSlots > 0) {
