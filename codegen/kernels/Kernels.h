@@ -1,8 +1,9 @@
 //===- Kernels.h - the op families' builders --------------------*- C++ -*-===//
 //
 // One builder per op family (kernels/<Family>.cpp, the project family in
-// kernels/project/, the layer seam in kernels/seam/) turns a KernelSpec into its buffers and launches, and
-// the per-token math that the fused pre step shares with scale and sinkhorn.
+// kernels/project/, sinkhorn in kernels/sinkhorn/, the layer seam in
+// kernels/seam/) turns a KernelSpec into its buffers and launches, and the
+// per-token math that the fused pre step shares with scale and sinkhorn.
 //
 //===----------------------------------------------------------------------===//
 

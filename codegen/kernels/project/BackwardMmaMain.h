@@ -1,8 +1,10 @@
 //===- BackwardMmaMain.h - the mma.sync backward's main launch --*- C++ -*-===//
 //
 // The emitter of the mma.sync projection backward's main launch
-// (BackwardMma.cpp: the kernel; BackwardMmaAnyK.cpp: x's rows at any K;
-// BackwardMmaFold.cpp: the seam's aggregate fold), shared by those files.
+// (BackwardMma.cpp: the kernel; BackwardMmaCopies.cpp: the rings' copies;
+// BackwardMmaStep.cpp: a step's products and gx; BackwardMmaAnyK.cpp: x's
+// rows at any K; BackwardMmaFold.cpp: the seam's aggregate fold), shared by
+// those files.
 //
 //===----------------------------------------------------------------------===//
 

@@ -1,0 +1,126 @@
+//===- BackwardWide.h - the one-wave backward's parts -----------*- C++ -*-===//
+//
+// What the one-wave projection backward's files share (BackwardWide.cpp:
+// the plan and the build; BackwardWideF16.cpp: the f16 planes' scales;
+// BackwardWidePad.cpp: launch "pad"; BackwardWideMain.cpp and
+// BackwardWideConsumer.cpp: launch "main").
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MHC_CODEGEN_KERNELS_PROJECT_BACKWARDWIDE_H
+#define MHC_CODEGEN_KERNELS_PROJECT_BACKWARDWIDE_H
+
+#include "builder/BulkRing.h"
+#include "builder/KernelContext.h"
+
+#include <array>
+
+namespace mlir::mhc::wide {
+
+constexpr int64_t kRows = 16;              // tokens per step (a box's rows)
+constexpr int64_t kBoxBytes = kRows * 128; // 64 bf16 columns x 16 tokens
+constexpr int64_t kMaxBoxes = 8;   // gphi^T accumulators: 4 boxes per consumer
+constexpr int64_t kMinStages = 4;  // even: the consumers take steps in pairs
+constexpr int64_t kMaxStages = 8;
+constexpr int64_t kAlign = 1024;   // the swizzle's period in shared memory
+constexpr int64_t kEpoch = 2;      // pacing: steps per epoch (fastest measured)
+// Registers per thread after setmaxnreg: 128 x (24 + 2 x 240) = 64512.
+constexpr int64_t kProducerRegs = 24, kConsumerRegs = 240;
+
+/// Bytes of one part of a step's gh image: 16 tokens x N 2-byte values.
+inline int64_t planeBytes(int64_t N) { return kRows * N * 2; }
+/// Bytes of one step's gh image: the f16 plane (gh scaled per token), the
+/// bf16 hi and lo planes, then gms and the token's scale back (f32 each).
+inline int64_t imageBytes(int64_t N) { return 3 * planeBytes(N) + 2 * kRows * 4; }
+
+/// The kernel's plan: the boxes per block and the ring's depth, which
+/// shared memory decides, and the layouts that follow (bytes).
+struct WidePlan {
+  int64_t N, K;
+  int64_t boxes, slices, stages, stageBytes;
+  int64_t W;                          // columns per block
+  int64_t plane, image, imageFloats;  // one part of a step's gh; the image
+  int64_t rest;                       // the stage's part of the image
+  int64_t xBytes, gmsAt, backAt;      // in a stage: the x boxes, then bf16
+                                      // hi, lo, gms, back
+  int64_t cmRow;                      // 8 tokens of a plane
+  int64_t phiBytes, phiRow;           // phi; 8 rows of phi
+  int64_t split;                      // consumer 1's first box
+};
+
+// The f16 planes' scales and words (BackwardWideF16.cpp).
+/// The power of two that brings a value whose |bits| (f32 bits without the
+/// sign) are `mag` into [2^14, 2^15): the f32 scale and its inverse. A NaN
+/// or infinity gets 1 (it propagates as it is); zero and the tiniest values
+/// 2^126, so that the inverse stays a normal number.
+std::pair<Value, Value> f16Scale(KernelBuilder &kb, Value mag);
+/// |v|'s f32 bits (NaN above infinity above every finite value).
+Value magnitudeBits(KernelBuilder &kb, Value v);
+/// The largest of an i32 over `lanes` aligned lanes (a power of two).
+Value laneGroupMax(KernelBuilder &kb, Value v, int lanes);
+/// Two values as f16 (round to nearest even) in one word, the first low.
+Value packF16x2(KernelBuilder &kb, Value v0, Value v1);
+/// bf16 e of a word (two bf16), as f32.
+Value unpackBf16(KernelBuilder &kb, Value word, int64_t e);
+
+/// Launch "pad" (BackwardWidePad.cpp): each step's image of gh in ghp; block
+/// 0 zeroes launch "main"'s pacing counter.
+void emitWidePad(KernelContext &ctx, const WidePlan &p);
+
+/// A consumer warpgroup (c = 0, 1) and its boxes [first, first + nb) of
+/// every pair of steps: its thread ct, warp w, lane (g, t), its named
+/// barrier.
+struct WideConsumer {
+  int64_t c, first, nb;
+  Value ct, w, g, t, zero, twoOverK, leader, barrierId;
+};
+
+/// A pair of steps k (steps i0, i0 + 1) as a consumer sees it: the
+/// stages, the f16 plane of both steps, phi's base (opaque: descriptors per
+/// use) and this lane's ldmatrix row within a box.
+struct WidePair {
+  Value k, i0, st0;
+  std::array<Value, 2> at;
+  Value fplane, phiHere, rowByte;
+};
+
+/// Launch "main": the block's column slice and shared-memory layout, and
+/// the emission of its parts (phi's scale and f16 plane, the producer:
+/// BackwardWideMain.cpp; the consumers' pairs of steps:
+/// BackwardWideConsumer.cpp).
+class WideMain {
+public:
+  WideMain(KernelContext &ctx, const WidePlan &p);
+  void emit();
+
+private:
+  Value pairsOf(Value m);
+  Value stageAt(Value st);
+  Value fplaneAt(Value st);
+  Value phiAtCol(Value j, Value col);
+  std::pair<Value, Value> phiScale();
+  void stagePhi(Value scale);
+  void produce();
+  WideConsumer consumerValues(int64_t c, int64_t first, int64_t nb);
+  void releasePrevious(const WideConsumer &cs, const WidePair &pr);
+  SmallVector<Value> products(const WideConsumer &cs, const WidePair &pr, Value box,
+                              bool withGphi, SmallVector<Value> &acc);
+  void boxGx(const WideConsumer &cs, const WidePair &pr, Value box, bool withGphi,
+             SmallVector<Value> &acc);
+  WidePair enterPair(const WideConsumer &cs, Value k);
+  void storePair(const WideConsumer &cs, const WidePair &pr);
+  void storeGphi(const WideConsumer &cs, ArrayRef<Value> total);
+  void consume(int64_t c, int64_t first, int64_t nb);
+
+  const WidePlan &p;
+  const int64_t fplaneAt0, scratchAt; // floats past phiAt; floats
+  LaunchBuilder &l;
+  KernelBuilder kb;
+  Value tid, bid, smem;
+  BulkRing ring;
+  Value colBase, lane, warp, phiAt, phiBack;
+};
+
+} // namespace mlir::mhc::wide
+
+#endif // MHC_CODEGEN_KERNELS_PROJECT_BACKWARDWIDE_H

@@ -1,0 +1,163 @@
+//===- BackwardWideMain.cpp - the one-wave backward's launch "main" -------===//
+//
+// Launch "main": a block per slice of 64 * boxes columns, one wave.
+// Warpgroup 0's thread 0 fills a ring of stages (the x boxes, 16 tokens x
+// 128 bytes each by TMA, the image's bf16 parts, gms and scales by one
+// bulk copy) and a ring of f16 planes beside it (adjacent for adjacent
+// steps), paced against the other blocks (WavePacer). Warpgroups 1 and 2
+// split the boxes (4 + 3 at n = 8, C = 7168; each its own code path, the
+// first box unrolled and the rest in a loop) and take every step, in
+// pairs:
+//   D^T [64 columns x 32 tokens] = phi^T gh^T, f16 m64n32k16 over both
+//     steps' planes (with 16 tokens phi's shared-memory reads were the
+//     bound), a box at a time;
+//   gphi^T [64 columns x N] += x^T gh, bf16 m64nNk16 (hi, lo), kept in
+//     registers over all steps, stored to gphi at the end;
+//   gx = 2^-e 2^-f D + (2/K) gms x written over the x box in place through
+//     ldmatrix / stmatrix .trans (2-byte accesses made the kernel
+//     instruction-bound), stored by TMA; a stage goes back to the producer
+//     once every consumer thread is done with it and those stores have read
+//     it (during the next pair).
+//
+// This file: the launch, its shared-memory layout, phi's scale and f16
+// plane, the producer; the consumers are BackwardWideConsumer.cpp's.
+//
+//===----------------------------------------------------------------------===//
+
+#include "builder/WavePacer.h"
+#include "kernels/project/BackwardWide.h"
+#include "kernels/project/Fragments.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+
+using namespace mlir;
+using namespace mlir::mhc;
+using namespace mlir::mhc::wide;
+
+namespace {
+
+LaunchBuilder &mainLaunch(KernelContext &ctx, const WidePlan &p, int64_t scratchAt) {
+  LaunchBuilder &l = ctx.launch("main");
+  l.param("tmap16:x").param("tmap16:gx").param("ghp").param("phi").param("gphi")
+      .param("progress").param("M").block(384).grid({0, p.slices})
+      .sharedF32(scratchAt + 16, 128)
+      .sharedI64(2 * p.stages + 1) // the mbarriers, then the producer's pacing flag
+      .minBlocksPerSM(1);
+  return l;
+}
+
+} // namespace
+
+// A stage is free once every consumer thread is done with it (each arrives
+// for its own accesses: compute-sanitizer's racecheck sees no order through
+// a named barrier and one thread's arrival) and both consumers' TMA stores
+// have read it (their leaders arrive again).
+WideMain::WideMain(KernelContext &ctx, const WidePlan &p)
+    : p(p), fplaneAt0((p.phiBytes + p.stages * p.stageBytes) / 4),
+      scratchAt((kAlign + p.phiBytes + p.stages * (p.stageBytes + p.plane)) / 4),
+      l(mainLaunch(ctx, p, scratchAt)), kb(ctx.begin(l)), tid(kb.threadId()),
+      bid(kb.blockId()), smem(l.shared(0)),
+      ring(kb, l.shared(1), p.stages, /*arrivals=*/2 * 128 + 2) {
+  colBase = kb.mul(bid, kb.idx(p.W));
+  lane = kb.rem(tid, kb.idx(32)), warp = kb.div(tid, kb.idx(32));
+  phiAt = alignedFloatIndex(kb, smem, kAlign); // floats
+}
+
+/// Steps in pairs (the producer fills a last odd step's partner with zeros
+/// past M).
+Value WideMain::pairsOf(Value m) {
+  return kb.div(kb.add(m, kb.idx(2 * kRows - 1)), kb.idx(2 * kRows));
+}
+
+Value WideMain::stageAt(Value st) { // floats
+  return kb.add(phiAt, kb.add(kb.idx(p.phiBytes / 4), kb.mul(st, kb.idx(p.stageBytes / 4))));
+}
+
+Value WideMain::fplaneAt(Value st) { // floats: step's f16 plane
+  return kb.add(phiAt, kb.add(kb.idx(fplaneAt0), kb.mul(st, kb.idx(p.plane / 4))));
+}
+
+Value WideMain::phiAtCol(Value j, Value col) {
+  return kb.add(kb.mul(j, kb.idx(p.K)), kb.add(colBase, col));
+}
+
+/// This block's phi scale and its inverse: the largest |phi| of the slice,
+/// over the warps through shared memory (a max: the same whatever the
+/// order).
+std::pair<Value, Value> WideMain::phiScale() {
+  const int64_t W = p.W;
+  Value mag = kb.loop(tid, kb.idx(p.N * W), kb.idx(384), {kb.i32(0)},
+                      [&](Value e, ValueRange it) {
+                        Value v = kb.load(l.arg("phi"), phiAtCol(kb.div(e, kb.idx(W)),
+                                                                 kb.rem(e, kb.idx(W))));
+                        return SmallVector<Value>{kb.max(it[0], magnitudeBits(kb, v))};
+                      })[0];
+  mag = laneGroupMax(kb, mag, 32);
+  kb.when(kb.eq(lane, kb.idx(0)), [&] {
+    kb.store(arith::BitcastOp::create(kb.b, kb.loc, kb.b.getF32Type(), mag), smem,
+             kb.add(kb.idx(scratchAt), warp));
+  });
+  kb.barrier();
+  Value blockMag = kb.i32(0);
+  for (int64_t w = 0; w < 12; ++w)
+    blockMag = kb.max(blockMag, arith::BitcastOp::create(
+                                    kb.b, kb.loc, kb.b.getI32Type(),
+                                    kb.load(smem, kb.idx(scratchAt + w))).getResult());
+  return f16Scale(kb, blockMag);
+}
+
+/// phi as D^T's A: [W columns][N rows], K-major core matrices (8 columns
+/// x 8 rows of phi, 16-byte column rows), 8 rows of phi per phiRow bytes.
+void WideMain::stagePhi(Value scale) {
+  const int64_t W = p.W;
+  kb.loop(tid, kb.idx(p.N / 2 * W), kb.idx(384), [&](Value e) {
+    Value j = kb.mul(kb.div(e, kb.idx(W)), kb.idx(2)), col = kb.rem(e, kb.idx(W));
+    Value v0 = kb.mul(kb.toF32(kb.load(l.arg("phi"), phiAtCol(j, col))), scale);
+    Value v1 = kb.mul(kb.toF32(kb.load(l.arg("phi"), phiAtCol(kb.add(j, kb.idx(1)), col))),
+                      scale);
+    kb.store(packF16x2(kb, v0, v1), smem,
+             kb.add(phiAt, kb.div(coreMatrixByte(kb, col, j, 128, p.phiRow), kb.idx(4))));
+  });
+  kb.fenceProxyAsyncShared(); // the products read phi through the async proxy
+}
+
+/// Producer: thread 0 of warpgroup 0, paced against the other blocks.
+void WideMain::produce() {
+  kb.setMaxRegisters(kProducerRegs, /*increase=*/false);
+  kb.when(kb.eq(tid, kb.idx(0)), [&] {
+    Value steps = kb.mul(pairsOf(l.tokens()), kb.idx(2));
+    WavePacer pacer(kb, kb.globalPtr(l.arg("progress"), kb.idx(0)),
+                    kb.sharedPtr(l.shared(1), kb.idx(2 * p.stages)), kb.idx(p.slices),
+                    kEpoch, /*lag=*/1);
+    kb.loop(kb.idx(0), steps, kb.idx(1), [&](Value i) {
+      pacer.before(i);
+      ring.produce(i, [&](Value st) {
+        Value at = stageAt(st), bar = ring.full(st);
+        Value m0 = kb.indexToI32(kb.mul(i, kb.idx(kRows)));
+        Value src = kb.mul(i, kb.idx(p.imageFloats));
+        kb.mbarrierArriveExpectTx(bar, p.xBytes + p.image);
+        for (int64_t b = 0; b < p.boxes; ++b)
+          kb.tensorLoad2d(kb.sharedPtr(smem, kb.add(at, kb.idx(b * kBoxBytes / 4))),
+                          l.arg("tmap16:x"),
+                          kb.indexToI32(kb.add(colBase, kb.idx(64 * b))), m0, bar);
+        kb.bulkCopy(kb.sharedPtr(smem, fplaneAt(st)), kb.globalPtr(l.arg("ghp"), src),
+                    p.plane, bar);
+        kb.bulkCopy(kb.sharedPtr(smem, kb.add(at, kb.idx(p.xBytes / 4))),
+                    kb.globalPtr(l.arg("ghp"), kb.add(src, kb.idx(p.plane / 4))), p.rest, bar);
+      });
+      pacer.after(i);
+    });
+    pacer.finish(steps, steps);
+  });
+}
+
+void WideMain::emit() {
+  auto [scale, back] = phiScale();
+  phiBack = back;
+  stagePhi(scale);
+  ring.init(); // the mbarriers, then every thread past the phi writes
+  Value wg = kb.div(tid, kb.idx(128));
+  kb.when(kb.eq(wg, kb.idx(0)), [&] { produce(); });
+  kb.when(kb.eq(wg, kb.idx(1)), [&] { consume(0, 0, p.split); });
+  kb.when(kb.eq(wg, kb.idx(2)), [&] { consume(1, p.split, p.boxes - p.split); });
+}
