@@ -71,7 +71,7 @@ LogicalResult buildPreBackward(KernelContext &ctx);
 /// h, ms, then the tail's own.
 LogicalResult buildPreTail(KernelContext &ctx);
 /// The forward of pre and post_pre for small M (spec.cooperative,
-/// OneLaunch.cpp): one cooperative launch with two grid barriers.
+/// onelaunch/OneLaunch.cpp): one cooperative launch with two grid barriers.
 LogicalResult buildPreOneLaunch(KernelContext &ctx);
 LogicalResult buildPostPreOneLaunch(KernelContext &ctx);
 LogicalResult buildExpandCombine(KernelContext &ctx);

@@ -1,0 +1,93 @@
+//===- ForwardStagedLaunches.h - the staged forward's launches --*- C++ -*-===//
+//
+// The emitters of the staged projection forward's launches (ForwardStaged.cpp
+// describes the kernel), shared by its files: the pack launches
+// (ForwardStagedPack.cpp) and the partial launch, whose class StagedPartial
+// is emitted by ForwardStagedPartial.cpp (the ring and the chunk loop),
+// ForwardStagedLoads.cpp (x's loads and the seam's expand) and
+// ForwardStagedProducts.cpp (the tensor-core products).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MHC_CODEGEN_KERNELS_PROJECT_FORWARDSTAGEDLAUNCHES_H
+#define MHC_CODEGEN_KERNELS_PROJECT_FORWARDSTAGEDLAUNCHES_H
+
+#include "builder/BulkRing.h"
+#include "kernels/project/ForwardStagedPlan.h"
+#include "kernels/project/Project.h"
+
+namespace mlir::mhc {
+
+/// The mma.sync layout's 16-byte piece (chunk c, pair j, n-tile nt, lane)
+/// of every part: parts[p][e], e the piece's 8 columns.
+SmallVector<SmallVector<Value>> pieceParts(KernelBuilder &kb,
+                                           const StagedPlan &sp, Value phi,
+                                           Value weight, Value c, Value j,
+                                           Value nt, Value lane);
+/// The pack launch for wgmma's B layout: per chunk, k-step s and part p, an
+/// [N, 16] tile in core matrices (n-block nb, k-half kb) of 8 rows x 16
+/// bytes at byte nb * 256 + kb * 128 (the descriptors' SBO and LBO). Logical
+/// k 8 kb + e of step s = 2j + h is physical column 32j + 4h + 2kb +
+/// 8(e / 2) + e % 2 of the chunk (the permutation of x's A fragments).
+/// One thread per (chunk, pair j, row n) reads the row's 32 columns.
+void emitWgmmaPack(KernelContext &ctx, const StagedPlan &sp);
+/// The pack launch for the mma.sync layout: one thread per 16-byte piece of
+/// the packed parts.
+void emitMmaSyncPack(KernelContext &ctx, const StagedPlan &sp);
+/// The partial launch: its parameters, grid and shared ring (kStages chunk
+/// buffers and their full/empty mbarriers), then its body.
+void emitStagedPartial(KernelContext &ctx, const StagedPlan &p);
+
+/// The partial launch's body: a block per (token block, split) streams its
+/// range of chunks of packed B through the ring and multiplies its tokens'
+/// x by them. The members up to bulkMode emit IR as they are initialised,
+/// in declaration order.
+class StagedPartial {
+public:
+  StagedPartial(const StagedPlan &p, LaunchBuilder &l, KernelBuilder &kb);
+  void emit();
+
+private:
+  using Rows = SmallVector<SmallVector<Value>>;
+  /// A chunk's loads, a chunk ahead with prefetch: x's 16 bytes per (row,
+  /// pair) and, for the seam's expand, f's per (row, pair) and the bias'
+  /// per pair, raw (the expand converts them).
+  struct ChunkLoads {
+    Rows xs, fs;
+    SmallVector<Value> bias;
+    void appendTo(SmallVector<Value> &values) const;
+  };
+  ChunkLoads chunkLoadsFrom(ValueRange values) const;
+  void issueCopy(Value i, Value st);
+  void fillChunk(Value i, Value st);
+  void locateRows();
+  Value chunkColumn(Value i);
+  ChunkLoads loadChunk(Value i);
+  Rows loadXAnyK(Value chunk);
+  void expandRows(Value col, ChunkLoads &in);
+  SmallVector<Value> emitKLoop();
+  SmallVector<Value> emitChunk(Value i, ValueRange it, Value zero);
+  Value acquireChunk(Value i);
+  Rows pairWords(const Rows &xs, int64_t j, MutableArrayRef<Value> next);
+  void wgmmaProducts(const Rows &xs, Value ringBase, MutableArrayRef<Value> next);
+  void mmaSyncProducts(const Rows &xs, Value ringBase, MutableArrayRef<Value> next);
+  Value bOffset(Value ringBase, int64_t j, int64_t part, int64_t nt);
+  void storePartials(ArrayRef<Value> result);
+
+  const StagedPlan &p;
+  LaunchBuilder &l;
+  KernelBuilder &kb;
+  ProjectSplitK sk;
+  Value count; // chunks in the block's range
+  Value ring;
+  BulkRing bulk;
+  /// One token block: the block fills its buffers from phi w (no copies).
+  Value small, bulkMode;
+  /// [mt * 2 + h]: token g + 8h of m-tile mt, the same clamped to M - 1
+  /// (for loads), and its x row's offset.
+  SmallVector<Value> rows, loadRows, xRow;
+};
+
+} // namespace mlir::mhc
+
+#endif // MHC_CODEGEN_KERNELS_PROJECT_FORWARDSTAGEDLAUNCHES_H

@@ -1,0 +1,165 @@
+//===- ForwardStagedLoads.cpp - the staged partial's loads ----------------===//
+//
+// Where a lane's rows are and what it loads per chunk (ForwardStaged.cpp):
+// x's 16 bytes per (row, pair), masked at K in the last chunk at any K,
+// and the layer seam's expand of them into x_next (f, bias, post, P).
+//
+//===----------------------------------------------------------------------===//
+
+#include "builder/Streams.h"
+#include "kernels/project/ForwardStagedLaunches.h"
+
+using namespace mlir;
+using namespace mlir::mhc;
+
+/// Tokens g and g + 8 of each of the warp's m-tiles (clamped for loads).
+/// With wgmma, warp w of group G holds rows 16w..16w+15 of each of the
+/// group's 64-token m-tiles.
+void StagedPartial::locateRows() {
+  int64_t MT = p.mTiles;
+  Value warp = sk.warp;
+  Value inBlock = kb.mul(warp, kb.idx(16 * MT));
+  int64_t tileStride = 16;
+  if (p.wgmma) {
+    inBlock = kb.add(kb.mul(kb.div(warp, kb.idx(4)), kb.idx(64 * MT)),
+                     kb.mul(kb.rem(warp, kb.idx(4)), kb.idx(16)));
+    tileStride = 64;
+  }
+  Value base = kb.add(kb.mul(sk.mBlock, kb.idx(p.tokensPerBlock())), kb.add(inBlock, sk.g));
+  for (int64_t r = 0; r < 2 * MT; ++r)
+    rows.push_back(r == 0 ? base : kb.add(base, kb.idx(tileStride * (r / 2) + 8 * (r % 2))));
+  Value lastRow = kb.sub(sk.M, kb.idx(1));
+  for (Value r : rows)
+    loadRows.push_back(kb.min(r, lastRow));
+  for (Value r : loadRows)
+    xRow.push_back(kb.add(kb.mul(r, kb.idx(p.K)), kb.mul(sk.t, kb.idx(8))));
+}
+
+/// The first column of chunk i of the block's range.
+Value StagedPartial::chunkColumn(Value i) {
+  return kb.mul(kb.add(sk.cBegin, i), kb.idx(p.chunk()));
+}
+
+/// xs[r][j]: the 16 bytes of row r (m-tile r / 2, token g + 8 (r % 2)) for
+/// pair j of chunk i of the block's range; with the expand, f's 8/n
+/// channels of those positions per (r, j) and the bias' per j.
+StagedPartial::ChunkLoads StagedPartial::loadChunk(Value i) {
+  ChunkLoads in;
+  if (p.anyK()) { // (never with the expand)
+    in.xs = loadXAnyK(kb.add(sk.cBegin, i));
+    return in;
+  }
+  Value col = chunkColumn(i);
+  in.xs.resize(2 * p.mTiles);
+  for (int64_t j = 0; j < p.pairs(); ++j)
+    for (int64_t r = 0; r < 2 * p.mTiles; ++r)
+      in.xs[r].push_back(kb.vload(l.arg("x"), kb.add(xRow[r], kb.add(col, kb.idx(32 * j))), 8));
+  if (!p.expand)
+    return in;
+  int64_t per = 8 / p.n;
+  in.fs.resize(2 * p.mTiles);
+  for (int64_t j = 0; j < p.pairs(); ++j) {
+    Value k0 = kb.add(col, kb.add(kb.idx(32 * j), kb.mul(sk.t, kb.idx(8))));
+    Value c0 = kb.div(k0, kb.idx(p.n));
+    for (int64_t r = 0; r < 2 * p.mTiles; ++r)
+      in.fs[r].push_back(kb.vload(l.arg("f"), kb.add(kb.mul(loadRows[r], kb.idx(p.C)), c0), per));
+    if (p.hasBias)
+      in.bias.push_back(kb.vload(l.arg("bias"), c0, per));
+  }
+  return in;
+}
+
+void StagedPartial::ChunkLoads::appendTo(SmallVector<Value> &values) const {
+  for (const Rows *rs : {&xs, &fs})
+    for (const auto &row : *rs)
+      values.append(row.begin(), row.end());
+  values.append(bias.begin(), bias.end());
+}
+
+/// The loads that appendTo put in `values` (the loop's carried values).
+StagedPartial::ChunkLoads StagedPartial::chunkLoadsFrom(ValueRange values) const {
+  int64_t rows = 2 * p.mTiles, pairs = p.pairs(), at = 0;
+  ChunkLoads in;
+  auto take = [&](Rows &rs) {
+    rs.resize(rows);
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t j = 0; j < pairs; ++j)
+        rs[r].push_back(values[at++]);
+  };
+  take(in.xs);
+  if (p.expand)
+    take(in.fs);
+  if (p.hasBias)
+    for (int64_t j = 0; j < pairs; ++j)
+      in.bias.push_back(values[at++]);
+  assert(at == static_cast<int64_t>(values.size()));
+  return in;
+}
+
+/// loadChunk's x at any K (x's rows 8-byte aligned, loads of p.xUnit elements):
+/// the last chunk, which runs past K, masked at K in a branch of its own,
+/// so that the other chunks load as they would at K % 8 == 0.
+StagedPartial::Rows StagedPartial::loadXAnyK(Value chunk) {
+  Value col = kb.mul(chunk, kb.idx(p.chunk()));
+  auto load = [&](bool masked) {
+    // (Masked: the lane's columns end at K - 8t.)
+    Value laneEnd = masked ? kb.sub(kb.idx(p.K), kb.mul(sk.t, kb.idx(8))) : Value();
+    SmallVector<Value> flat;
+    for (int64_t r = 0; r < 2 * p.mTiles; ++r)
+      for (int64_t j = 0; j < p.pairs(); ++j) {
+        Value at = kb.add(col, kb.idx(32 * j));
+        flat.push_back(masked ? loadStagedXMasked(kb, p, l.arg("x"), xRow[r], at, laneEnd)
+                              : kb.vload(l.arg("x"), kb.add(xRow[r], at), 8));
+      }
+    return flat;
+  };
+  SmallVector<Value> flat = kb.ifElse(kb.eq(chunk, kb.idx(p.chunks() - 1)),
+                                      [&] { return load(true); },
+                                      [&] { return load(false); });
+  Rows xs(2 * p.mTiles);
+  for (int64_t r = 0; r < 2 * p.mTiles; ++r)
+    xs[r].assign(flat.begin() + r * p.pairs(), flat.begin() + (r + 1) * p.pairs());
+  return xs;
+}
+
+/// The seam's expand ((C, n) layout, n | 8): a lane's 8 values of a row at
+/// physical columns k0..k0 + 7 are channels k0/n.. (8/n of them), all n
+/// streams. Replaces them by x_next's (combineStream: expand_combine's
+/// order, one rounding), stored for rows < M, so the products and sums of
+/// squares see exactly what loading x_next would give.
+void StagedPartial::expandRows(Value col, ChunkLoads &in) {
+  int64_t n = p.n, per = 8 / n;
+  Type act = kb.b.getBF16Type();
+  auto f32s = [&](Value raw) {
+    Value v = kb.toF32(raw);
+    SmallVector<Value> out;
+    for (int64_t c = 0; c < per; ++c)
+      out.push_back(kb.extract(v, c));
+    return out;
+  };
+  for (int64_t r = 0; r < 2 * p.mTiles; ++r) {
+    Value m = loadRows[r];
+    SmallVector<Value> post = loadRow(kb, l.arg("post"), m, n);
+    SmallVector<Value> P = loadRow(kb, l.arg("P"), m, n * n);
+    for (int64_t j = 0; j < p.pairs(); ++j) {
+      SmallVector<Value> fb = f32s(in.fs[r][j]);
+      if (p.hasBias) {
+        SmallVector<Value> bias = f32s(in.bias[j]);
+        for (int64_t c = 0; c < per; ++c)
+          fb[c] = kb.add(fb[c], bias[c]);
+      }
+      Value xl = kb.toF32(in.xs[r][j]);
+      SmallVector<Value> out;
+      for (int64_t e = 0; e < 8; ++e) {
+        int64_t c = e / n;
+        out.push_back(combineStream(kb, n, e % n, post, P, fb[c], [&](int64_t i) {
+          return kb.extract(xl, c * n + i);
+        }));
+      }
+      Value next = kb.toType(kb.vector(out), act);
+      Value at = kb.add(xRow[r], kb.add(col, kb.idx(32 * j)));
+      kb.when(kb.lt(rows[r], sk.M), [&] { kb.vstore(next, l.arg("x_next"), at); });
+      in.xs[r][j] = next;
+    }
+  }
+}
