@@ -18,6 +18,8 @@
 // RUN: rm -rf %t.b4 && mhc-compile --spec 'project.bwd;n=4;act=bf16;param=f32;layout=cn;C=5129;tf32=1;weight=0;arch=sm_90a' -o %t.b4 && cat %t.b4/*.ptx | FileCheck %s --check-prefix=BWD4
 // RUN: rm -rf %t.b2 && mhc-compile --spec 'project.bwd;n=2;act=f16;param=f32;layout=cn;C=4098;tf32=1;weight=1;arch=sm_90a' -o %t.b2 && cat %t.b2/*.ptx | FileCheck %s --check-prefix=BWD4
 // RUN: rm -rf %t.b6 && mhc-compile --spec 'project.bwd;n=6;act=bf16;param=f32;layout=cn;C=4098;tf32=1;weight=0;arch=sm_90a' -o %t.b6 && cat %t.b6/*.ptx | FileCheck %s --check-prefix=BWD4
+// RUN: rm -rf %t.w6 && mhc-compile --spec 'project.bwd;n=6;act=bf16;param=f32;layout=cn;C=5124;tf32=1;weight=0;arch=sm_90a' -o %t.w6 && cat %t.w6/mhc*.json | FileCheck %s --check-prefix=WIDE6JSON
+// RUN: cat %t.w6/*.ptx | FileCheck %s --check-prefix=WIDE6
 // RUN: rm -rf %t.b80 && mhc-compile --spec 'project.bwd;n=4;act=bf16;param=f32;layout=cn;C=5129;tf32=1;weight=0;arch=sm_80' -o %t.b80 && cat %t.b80/*.ptx | FileCheck %s --check-prefix=BWD80
 // RUN: rm -rf %t.b3 && mhc-compile --spec 'project.bwd;n=3;act=bf16;param=f32;layout=cn;C=5127;tf32=0;weight=1;arch=sm_90a' -o %t.b3 && cat %t.b3/*.ptx | FileCheck %s --check-prefix=BWDODD
 // RUN: rm -rf %t.bf && mhc-compile --spec 'project.bwd;n=3;act=f32;param=f32;layout=cn;C=5127;tf32=1;weight=0;arch=sm_90a' -o %t.bf && cat %t.bf/*.ptx | FileCheck %s --check-prefix=BWDF32
@@ -80,6 +82,22 @@
 // BWD80-NOT: cp.async.bulk
 // BWD80: st.global.v2.b32
 // BWD80-NOT: cp.async.bulk
+
+// K % 64 != 0 with 16-byte rows (n = 6, C = 5124: K = 30744 = 480 * 64 +
+// 24; bf16, tf32, no weight, sm_90a): the one-wave kernel, 121 blocks of 4
+// boxes (the last block's one box of 24 columns and three past K, which
+// the tensor maps zero on load and drop on store). phi is read masked at K
+// (the index clamped to K - 1, then a select to 0), gphi stored below K.
+// (At K % 8 = 4 it steps aside: an odd token's row starts 8 bytes past a
+// 16-byte boundary, and a TMA box must start on one.)
+// WIDE6JSON: "entry": "mhc_project_bwd_n6_{{[0-9a-f]+}}_pad"
+// WIDE6JSON: "entry": "mhc_project_bwd_n6_{{[0-9a-f]+}}_main", "params": ["tmap16:x", "tmap16:gx", "ghp", "phi", "gphi", "progress", "M"], {{.*}} "fixed_blocks": 121, {{.*}} "spill_stores": 0, "spill_loads": 0, "stack_bytes": 0,
+// WIDE6-LABEL: .entry mhc_project_bwd_n6_{{[0-9a-f]+}}_main(
+// WIDE6: min.u64 %rd{{[0-9]+}}, %rd{{[0-9]+}}, 30743;
+// WIDE6: setp.lt.u64 %p{{[0-9]+}}, %rd{{[0-9]+}}, 30744;
+// WIDE6: cp.async.bulk.tensor.2d.global.shared::cta.tile.bulk_group
+// WIDE6: setp.gt.u64 %p{{[0-9]+}}, %rd{{[0-9]+}}, 30743;
+// WIDE6: cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes
 
 // Odd K with 2-byte x: x element by element through registers (cp.async
 // has no 2-byte copy), gx stored element by element.

@@ -16,6 +16,7 @@ large M (many splits, one split):
 """
 
 import itertools
+import json
 import os
 import sys
 import zlib
@@ -188,3 +189,68 @@ def test_pre_step_at_odd_c_is_the_four_ops(n, C, act, layout, M):
     for name, a, b, c in (("y", y, y2, y4), ("post", post, post2, post4), ("P", P, P2, P4)):
         assert torch.equal(a, b), f"pre {name}: two runs differ"
         assert torch.equal(a, c), f"pre {name} differs from the separate ops"
+
+
+# The one-wave kernel at K % 64 != 0 with 16-byte rows (K % 8 == 0: n = 6
+# at C = 0 mod 4, n = 8 at C != 0 mod 8; bf16 x, tf32, no weight, sm_90a;
+# docs/design/project.md, "Any K"): the last block's boxes past K (zeros on
+# load, not stored; phi masked, gphi stored below K). n = 6, C = 5124: 121
+# blocks of 4 boxes, the last with one box of 24 columns and three past K;
+# n = 8, C = 5121: 129 blocks of 5 boxes, the last's first 8 columns wide;
+# n = 6, C = 12 (K = 72): two blocks of one box, the second's 8 columns
+# wide. M from one token through partial steps (63, 65) to many; both
+# layouts; acc none, in x's dtype and TE's f32 buffer (launch "acc").
+WIDE_TAIL = [dict(n=n, C=C, layout=lay, M=M, acc=acc)
+             for i, ((n, C), M) in enumerate(itertools.product(((6, 5124), (8, 5121), (6, 12)),
+                                                               (1, 2, 3, 63, 64, 65, 4099)))
+             for lay, acc in [(("cn", "nc")[i % 2], ("none", "x", "f32")[i % 3])]]
+assert all((c["n"] * c["C"]) % 8 == 0 and (c["n"] * c["C"]) % 64 != 0 for c in WIDE_TAIL)
+
+
+def wide_launch_params(n, layout, C, acc):
+    """The main launch's parameters of the kernel project_backward runs on
+    an sm_90 GPU (bf16, tf32, no weight): the one-wave kernel's tensor maps."""
+    extra = {"none": "", "x": "acc=1;", "f32": "acc=f32;"}[acc]
+    s = mhc._C.canonical_spec(f"project.bwd;n={n};act=bf16;param=f32;layout={layout};C={C};tf32=1;weight=0;"
+                              f"{extra}arch=sm_90a")
+    d = mhc._C.resolve_kernel(s)["path"]  # a cache entry or a bundle: its index names the files
+    with open(os.path.join(d, "index.json")) as f:
+        (name,) = [k["kernel"] for k in json.load(f)["kernels"] if k["spec"] == s]
+    with open(os.path.join(d, name + ".json")) as f:
+        return [p for l in json.load(f)["launches"] if l["entry"].endswith("_main") for p in l["params"]]
+
+
+@pytest.mark.parametrize("cfg", WIDE_TAIL, ids=lambda c: "n{n}-C{C}-{layout}-M{M}-acc_{acc}".format(**c))
+def test_one_wave_backward_at_k_mod_64(cfg):
+    n, C, lay, M, acc_mode = cfg["n"], cfg["C"], cfg["layout"], cfg["M"], cfg["acc"]
+    if torch.cuda.get_device_capability() == (9, 0):  # the route under test
+        assert wide_launch_params(n, lay, C, acc_mode)[:2] == ["tmap16:x", "tmap16:gx"]
+    s = spec("project", "bwd", n, "bf16", lay, C, tf32=True)
+    seed = case_seed("wide-tail", tuple(cfg.values()))
+    if acc_mode == "none":
+        check_on_kernel_path(s, M, seed)
+        return
+    gen = torch.Generator(device="cuda").manual_seed(seed)
+    t = make_inputs(s, M, gen)
+    dtype = torch.float32 if acc_mode == "f32" else torch.bfloat16
+    acc = torch.randn(t["x"].shape, generator=gen, device="cuda").to(dtype)
+    o = torch.ops.mhc
+    args = (t["gh"], t["gms"], t["x"], t["phi"], None, n, lay, True)
+    before = mhc._C.stats()
+    fused, again, unfused = o.project_backward(*args, acc), o.project_backward(*args, acc), o.project_backward(*args)
+    torch.cuda.synchronize()
+    after = mhc._C.stats()
+    where = f"({cfg}, seed {seed})"
+    assert after["reference_calls"] == before["reference_calls"], (before, after, where)
+    assert after["kernel_calls"] - before["kernel_calls"] == 3, (before, after, where)
+    for a, b in zip(fused, again):
+        assert torch.equal(a, b), f"two runs differ {where}"
+    gx = fused[0]
+    assert gx.dtype == torch.bfloat16 and gx.shape == t["x"].shape
+    # The launch "acc" adds acc to the gx the kernel stored: the unfused add.
+    assert torch.equal(gx, unfused[0].to(dtype).add(acc).to(torch.bfloat16)), f"gx is not own + acc {where}"
+    assert torch.equal(fused[1], unfused[1]), f"gphi changed with acc {where}"
+    want = reference(s, t)["gx"].detach().reshape(-1) + acc.reshape(-1).double()
+    got = gx.reshape(-1).double()
+    err = ((got - want).norm() / want.norm().clamp_min(1e-300)).item()
+    assert torch.isfinite(got).all() and err <= bound(s, gx.dtype), f"gx: rel err {err:.3e} {where}"

@@ -24,6 +24,10 @@
 //
 // It is faster than the wgmma kernel where both apply (docs/design/project.md).
 //
+// At K % 64 != 0 (K % 8 == 0: 16-byte rows) the columns split into
+// ceil(K / 64) boxes, the last block's past K: zeros on load and not stored
+// (the tensor maps' bounds), phi read masked at K, gphi stored below K.
+//
 //===----------------------------------------------------------------------===//
 
 #include "kernels/project/BackwardWide.h"
@@ -43,7 +47,8 @@ namespace {
 std::optional<WidePlan> planBoxes(const KernelContext &ctx, int64_t boxes) {
   const int64_t N = ctx.N(), K = ctx.K();
   WidePlan p;
-  p.N = N, p.K = K, p.boxes = boxes, p.slices = K / 64 / boxes, p.W = 64 * boxes;
+  p.N = N, p.K = K, p.boxes = boxes, p.W = 64 * boxes;
+  p.slices = ((K + 63) / 64 + boxes - 1) / boxes, p.tail = K % p.W != 0;
   p.plane = planeBytes(N), p.image = imageBytes(N), p.imageFloats = p.image / 4;
   // A stage: the x boxes and the image past its f16 plane, which goes
   // to a ring of its own (consecutive steps' planes adjacent: one B
@@ -64,17 +69,24 @@ std::optional<WidePlan> planBoxes(const KernelContext &ctx, int64_t boxes) {
 }
 
 /// The fewest boxes per block (at most kMaxBoxes) that split the columns
-/// evenly into one wave, if its stages fit.
+/// evenly into one wave, if its stages fit; at K % 64 != 0 (16-byte rows:
+/// K % 8 == 0, and K >= 64) the fewest that cover them in one wave.
 std::optional<WidePlan> planWide(const KernelContext &ctx) {
   const ::mhc::KernelSpec &s = ctx.spec;
   if (!(s.arch == "sm_90a" && s.tf32 && s.act == DType::BF16 && !s.hasWeight &&
         (s.n == 6 || s.n == 8)))
     return std::nullopt;
   const int64_t K = ctx.K(), sms = ctx.smCount();
-  if (K % 64)
+  const int64_t total = (K + 63) / 64, fewest = (total + sms - 1) / sms;
+  if (K % 64) {
+    if (K % 8 || K < 64)
+      return std::nullopt;
+    for (int64_t b = fewest; b <= kMaxBoxes; ++b)
+      if (std::optional<WidePlan> p = planBoxes(ctx, b))
+        return p;
     return std::nullopt;
-  const int64_t total = K / 64;
-  for (int64_t b = (total + sms - 1) / sms; b <= kMaxBoxes; ++b)
+  }
+  for (int64_t b = fewest; b <= kMaxBoxes; ++b)
     if (total % b == 0)
       return planBoxes(ctx, b);
   return std::nullopt;

@@ -37,6 +37,7 @@ inline int64_t imageBytes(int64_t N) { return 3 * planeBytes(N) + 2 * kRows * 4;
 /// shared memory decides, and the layouts that follow (bytes).
 struct WidePlan {
   int64_t N, K;
+  bool tail; // the last block has columns past K
   int64_t boxes, slices, stages, stageBytes;
   int64_t W;                          // columns per block
   int64_t plane, image, imageFloats;  // one part of a step's gh; the image
@@ -98,6 +99,7 @@ private:
   Value stageAt(Value st);
   Value fplaneAt(Value st);
   Value phiAtCol(Value j, Value col);
+  Value loadPhi(Value j, Value col);
   std::pair<Value, Value> phiScale();
   void stagePhi(Value scale);
   void produce();

@@ -154,7 +154,11 @@ void WideMain::storeGphi(const WideConsumer &cs, ArrayRef<Value> total) {
     for (int64_t q = 0; q < N / 2; ++q) {
       Value col = kb.add(kb.idx(64 * (cs.first + b) + 8 * ((q / 2) % 2)), r0);
       Value j = kb.add(kb.idx(8 * (q / 4) + q % 2), kb.mul(cs.t, kb.idx(2)));
-      kb.storeFrom({total[b * N / 2 + q]}, l.arg("gphi"), phiAtCol(j, col));
+      auto store = [&] { kb.storeFrom({total[b * N / 2 + q]}, l.arg("gphi"), phiAtCol(j, col)); };
+      if (p.tail) // not past K (the next row's columns)
+        kb.when(kb.lt(kb.add(colBase, col), kb.idx(p.K)), store);
+      else
+        store();
     }
 }
 

@@ -81,6 +81,15 @@ Value WideMain::phiAtCol(Value j, Value col) {
   return kb.add(kb.mul(j, kb.idx(p.K)), kb.add(colBase, col));
 }
 
+/// phi[j][colBase + col] as f32, 0 past K (the last block's columns).
+Value WideMain::loadPhi(Value j, Value col) {
+  if (!p.tail)
+    return kb.toF32(kb.load(l.arg("phi"), phiAtCol(j, col)));
+  Value at = kb.add(colBase, col), last = kb.idx(p.K - 1);
+  Value v = kb.toF32(kb.load(l.arg("phi"), kb.add(kb.mul(j, kb.idx(p.K)), kb.min(at, last))));
+  return kb.select(kb.lt(at, kb.idx(p.K)), v, kb.f32(0.0));
+}
+
 /// This block's phi scale and its inverse: the largest |phi| of the slice,
 /// over the warps through shared memory (a max: the same whatever the
 /// order).
@@ -88,8 +97,7 @@ std::pair<Value, Value> WideMain::phiScale() {
   const int64_t W = p.W;
   Value mag = kb.loop(tid, kb.idx(p.N * W), kb.idx(384), {kb.i32(0)},
                       [&](Value e, ValueRange it) {
-                        Value v = kb.load(l.arg("phi"), phiAtCol(kb.div(e, kb.idx(W)),
-                                                                 kb.rem(e, kb.idx(W))));
+                        Value v = loadPhi(kb.div(e, kb.idx(W)), kb.rem(e, kb.idx(W)));
                         return SmallVector<Value>{kb.max(it[0], magnitudeBits(kb, v))};
                       })[0];
   mag = laneGroupMax(kb, mag, 32);
@@ -112,9 +120,8 @@ void WideMain::stagePhi(Value scale) {
   const int64_t W = p.W;
   kb.loop(tid, kb.idx(p.N / 2 * W), kb.idx(384), [&](Value e) {
     Value j = kb.mul(kb.div(e, kb.idx(W)), kb.idx(2)), col = kb.rem(e, kb.idx(W));
-    Value v0 = kb.mul(kb.toF32(kb.load(l.arg("phi"), phiAtCol(j, col))), scale);
-    Value v1 = kb.mul(kb.toF32(kb.load(l.arg("phi"), phiAtCol(kb.add(j, kb.idx(1)), col))),
-                      scale);
+    Value v0 = kb.mul(loadPhi(j, col), scale);
+    Value v1 = kb.mul(loadPhi(kb.add(j, kb.idx(1)), col), scale);
     kb.store(packF16x2(kb, v0, v1), smem,
              kb.add(phiAt, kb.div(coreMatrixByte(kb, col, j, 128, p.phiRow), kb.idx(4))));
   });
