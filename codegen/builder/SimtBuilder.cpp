@@ -390,6 +390,12 @@ void SimtBuilder::gridBarrier(Value sync, int64_t blocks) {
   });
   barrier();
 }
+void SimtBuilder::waitGridDependency() {
+  inlinePtx(Type(), {}, "griddepcontrol.wait;", "");
+}
+void SimtBuilder::launchDependents() {
+  inlinePtx(Type(), {}, "griddepcontrol.launch_dependents;", "");
+}
 void SimtBuilder::namedBarrier(Value id, int64_t threads) {
   NVVM::BarrierOp::create(b, loc, TypeRange{}, id, i32(threads),
                           NVVM::BarrierReductionAttr(), Value());

@@ -151,6 +151,14 @@ public:
   /// only; gpu-scope fences make the blocks' writes before the barrier
   /// visible to every block after it.
   void gridBarrier(Value sync, int64_t blocks);
+  /// Programmatic dependent launch (sm_90+; a launch with
+  /// LaunchBuilder::programmaticDependent): waits until the grids this one
+  /// depends on have completed and their writes are visible. A no-op when
+  /// the launch had no programmatic dependency.
+  void waitGridDependency();
+  /// Lets the next launch on the stream start (its blocks are scheduled as
+  /// SMs free up) once every block of this grid has issued it or exited.
+  void launchDependents();
 
 protected:
   /// The address of element `elem` of `mem` in its address space, as an

@@ -66,12 +66,17 @@ struct Names {
 struct Plan {
   int64_t G, cntMax, L, width, groups, T, Lp, Ls, tile, pass, finishRows, quad, Q;
   bool stagePhi;
+  /// Programmatic dependent launch (sm_90+): the grid may start while the
+  /// stream's previous kernel finishes, and waits for it before its first
+  /// global access (griddepcontrol.wait).
+  bool dependent;
 };
 
 Plan planOneLaunch(const KernelContext &ctx) {
   Plan p;
   int64_t n = ctx.n(), N = ctx.N();
   p.G = ::mhc::oneLaunchBlocks(ctx.spec);
+  p.dependent = ctx.spec.arch != "sm_80";
   p.cntMax = (ctx.C() + p.G - 1) / p.G;
   p.L = n * p.cntMax;
   p.width = N + 1;
@@ -654,7 +659,10 @@ LaunchBuilder &declareLaunch(KernelContext &ctx, bool expand, const Names &names
   l.param("alpha").param("beta").param("h").param("ms").param("pre")
       .param(names.post).param("logits").param(names.P).param("y")
       .param("partials").param("M").param(::mhc::kSyncParam)
-      .block(kThreads).grid({0, p.G}).cooperative().minBlocksPerSM(1)
+      .block(kThreads).grid({0, p.G}).cooperative().minBlocksPerSM(1);
+  if (p.dependent)
+    l.programmaticDependent();
+  l
       .sharedF32(p.tile * p.Lp, 16)                       // xs
       .sharedF32(p.stagePhi ? N * p.Ls : 1, 16)            // phiS
       .sharedF32(stageW ? p.Lp : 1, 16)                    // wS
@@ -683,6 +691,12 @@ LogicalResult buildOneLaunch(KernelContext &ctx, bool expand, const Names &names
   Phase1 p1{ctx, l, kb, expand, names, p, c0, cnt,
             l.shared(kXs), l.shared(kPhiS), l.shared(kWS), l.shared(kRed), l.shared(kMixS)};
   p1.zeroXs();
+  if (p.dependent) {
+    // Everything above is this block's own (shared memory, indices): it
+    // overlaps the previous kernel's tail. Every global access is below.
+    kb.waitGridDependency();
+    kb.launchDependents();
+  }
   Value tiles = kb.div(kb.add(M, kb.idx(p.tile - 1)), kb.idx(p.tile));
   kb.loop(kb.idx(0), tiles, kb.idx(1), [&](Value t) {
     Value m0 = kb.mul(t, kb.idx(p.tile));

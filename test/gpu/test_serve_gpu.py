@@ -8,7 +8,9 @@ different split of the projection's sums, documented), the seam bitwise
 mhc.post then mhc.pre (both one-launch), n 1..8, both layouts, 2- and 4-byte
 activations, M from 1 to the threshold and across it, the kernel each M
 requests, and capture and replay inside a CUDA graph (several seams in one
-graph, replayed twice, the same bits as eager), two streams at once, and (a
+graph, replayed twice, the same bits as eager), back-to-back seams (on
+sm_90+ programmatic dependent launches that overlap) the bits of
+synchronized ones, eager and in a graph, two streams at once, and (a
 child process with the runtime's knob) the one-launch kernel past the
 threshold: its decode path (M <= 16, one grid barrier) and its two-barrier
 path.
@@ -231,6 +233,58 @@ def test_cuda_graph_capture_and_replay(cfg):
         graph.replay()
         for u, v in zip(static_out, _chain(t, cfg, fresh, 4)):
             assert torch.equal(u, v), "a replay on new inputs differs from eager"
+
+
+def _pingpong(t, cfg, outs, seams, sync):
+    """`seams` seams into two preallocated output sets in turn (mhc.inference,
+    out=): seam i writes what seam i - 2 wrote and seam i - 1 read. With
+    `sync`, a device synchronize after each seam (no two grids overlap)."""
+    import mhc.inference as mi
+    n, layout, tf32, norm_eps, pre_eps, post_mult, mode, iters, eps = attrs(cfg)
+    f, post, x, P = t["f"], t["post"], t["x"], t["P"]
+    for i in range(seams):
+        x, f, post, P = mi.post_pre(f, post, x, P, t["phi"], t["alpha"], t["beta"], t["weight"], t["bias"],
+                                    out=outs[i % 2], layout=layout, tf32=tf32, norm_eps=norm_eps,
+                                    pre_eps=pre_eps, post_mult=post_mult, mode=mode, iters=iters, eps=eps)
+        if sync:
+            torch.cuda.synchronize()
+    return [v.clone() for v in (x, f, post, P)]
+
+
+@pytest.mark.parametrize("cfg", [CONFIGS[3], cfg_of(4, "bf16", "cn", 7168, 16, tf32=True), CONFIGS[11]], ids=_id)
+def test_overlapped_launches_match_synchronized(cfg):
+    """On sm_90+ the one-launch kernel is a programmatic dependent launch: a
+    seam's grid starts during the previous seam's tail and waits for it
+    (griddepcontrol.wait) before any global access. Eight seams back to
+    back, eager and replayed from one CUDA graph, into two output sets in
+    turn (each seam overwrites what the seam before last wrote and the
+    previous seam read), give the bits of the same seams with a device
+    synchronize after each."""
+    gen = torch.Generator(device="cuda").manual_seed(case_seed("pdl", _id(cfg)))
+    t = inputs(cfg, gen)
+    import mhc.inference as mi
+    with torch.no_grad():
+        outs = [mi.empty_post_pre(t["x"], layout=cfg["layout"]) for _ in range(2)]
+        want = _pingpong(t, cfg, outs, 8, sync=True)
+        assert all(torch.isfinite(v).all() for v in want)
+        for _ in range(3):
+            got = _pingpong(t, cfg, outs, 8, sync=False)
+            torch.cuda.synchronize()
+            for u, v in zip(got, want):
+                assert torch.equal(u, v), "back-to-back seams differ from synchronized ones"
+        s = torch.cuda.Stream()
+        s.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(s):
+            _pingpong(t, cfg, outs, 8, sync=False)
+        torch.cuda.current_stream().wait_stream(s)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            last = _pingpong(t, cfg, outs, 8, sync=False)
+        for _ in range(3):
+            graph.replay()
+            torch.cuda.synchronize()
+            for u, v in zip(last, want):
+                assert torch.equal(u, v), "a replay differs from synchronized seams"
 
 
 def test_two_streams_at_once():
