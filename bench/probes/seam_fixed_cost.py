@@ -1,14 +1,14 @@
 """Where the one-launch seam's time goes (issue 36): graph replay per seam vs the kernel's own duration.
 
     python3 bench/probes/seam_fixed_cost.py [--ms 1,4,16] [--cs 4096,7168] [--variants NAME=FLAGS;...]
-                                            [--trace-dir DIR]
+                                            [--profile NAME,...] [--trace-dir DIR]
 
 Per variant a child process (its own MHC_CACHE_DIR, so its kernels are compiled for it) runs, per (C, M),
 bench/serve.py's chain of 8 seams (mhc.inference.post_pre with out=, n = 4, bf16, fp32 phi, layout (C, n),
 TE conventions) with MHC_ONE_LAUNCH_MAX_TOKENS=256 (the one-launch kernel at every M here) and prints:
 - graph: CUDA-graph replay time per seam (median of bench.graph_time's replays, / 8);
-- kern: the median duration of the seam's kernels, from a torch.profiler trace (CUDA activities) of 10
-  replays of the same graph;
+- kern (variants named in --profile): the median duration of the seam's kernel, from a torch.profiler
+  trace (CUDA activities) of 10 replays of the same graph;
 - period: the median start-to-start time of consecutive kernels inside a replay (the seam's period on
   the GPU: kern + gap; with programmatic dependent launch the kernels overlap, and kern includes the
   time a grid waits for its predecessor);
@@ -31,13 +31,10 @@ sys.path.insert(0, os.path.dirname(HERE))
 DEFAULT_VARIANTS = "main=nopdl;pdl=;multi=multi"
 
 
-def kernel_stats(trace_path):
-    """(median duration, median period, median gap, name) of the most frequent kernel in a chrome trace, in us."""
-    with open(trace_path) as f:
-        events = json.load(f)["traceEvents"]
-    kernels = sorted((e for e in events if e.get("cat") == "kernel"), key=lambda e: e["ts"])
-    if not kernels:
-        return None
+def kernel_stats(kernels):
+    """(median duration, median period, median gap, name, count, summed duration) of a config's kernels (chrome
+    trace events, ts and dur in us): duration of the most frequent kernel; period and gap between consecutive
+    kernels inside a replay."""
     names = [k["name"] for k in kernels]
     top = max(set(names), key=names.count)
     durs = [k["dur"] for k in kernels if k["name"] == top]
@@ -48,16 +45,30 @@ def kernel_stats(trace_path):
             periods.append(start_to_start)
             gaps.append(b["ts"] - (a["ts"] + a["dur"]))
     med = lambda v: statistics.median(v) if v else float("nan")
-    busy = sum(k["dur"] for k in kernels)
-    return med(durs), med(periods), med(gaps), top, len(kernels), busy
+    return med(durs), med(periods), med(gaps), top, len(kernels), sum(k["dur"] for k in kernels)
 
 
-def child(ms, cs, trace_dir, tag):
+def split_configs(trace_path, count):
+    """The trace's kernels in `count` groups, one per config: the child idles 5 ms between configs."""
+    with open(trace_path) as f:
+        events = json.load(f)["traceEvents"]
+    kernels = sorted((e for e in events if e.get("cat") == "kernel"), key=lambda e: e["ts"])
+    groups = [[]]
+    for a, b in zip([None] + kernels, kernels):
+        if a is not None and b["ts"] - (a["ts"] + a["dur"]) > 2000:
+            groups.append([])
+        groups[-1].append(b)
+    return groups if len(groups) == count else None
+
+
+def child(ms, cs, trace_dir, tag, profile):
+    import time
     import torch
     import bench
     import serve
     import stack
     device = torch.device("cuda")
+    rows, graphs = [], []
     for C in cs:
         p = {k: v.detach() for k, v in stack.layer_params(C, device, seed=100).items()}
         for M in ms:
@@ -68,20 +79,26 @@ def child(ms, cs, trace_dir, tag):
                 graph = torch.cuda.CUDAGraph()
                 with torch.cuda.graph(graph):
                     chain(*args)
-                graph.replay()
-                torch.cuda.synchronize()
-                trace = os.path.join(trace_dir, f"{tag}-C{C}-M{M}.json")
-                with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
-                    for _ in range(10):
-                        graph.replay()
-                        torch.cuda.synchronize()
-                prof.export_chrome_trace(trace)
-            stats = kernel_stats(trace)
-            row = dict(C=C, M=M, graph=graph_ms * 1e3 / serve.SEAMS)
-            if stats:
-                row.update(kern=stats[0], period=stats[1], gap=stats[2], name=stats[3],
-                           launches=stats[4] / (10 * serve.SEAMS), busy=stats[5] / (10 * serve.SEAMS))
-            print("ROW " + json.dumps(row), flush=True)
+            graphs.append((graph, args, p))
+            rows.append(dict(C=C, M=M, graph=graph_ms * 1e3 / serve.SEAMS))
+    if profile:
+        trace = os.path.join(trace_dir, f"{tag}.json")
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+            for graph, _, _ in graphs:
+                for _ in range(10):
+                    graph.replay()
+                    torch.cuda.synchronize()
+                time.sleep(0.005)
+        prof.export_chrome_trace(trace)
+        groups = split_configs(trace, len(graphs))
+        for row, kernels in zip(rows, groups or []):
+            d, period, gap, name, count, busy = kernel_stats(kernels)
+            row.update(kern=d, period=period, gap=gap, name=name, launches=count / (10 * serve.SEAMS),
+                       busy=busy / (10 * serve.SEAMS))
+        if groups is None:
+            print("the trace's kernels did not split into one group per config", flush=True)
+    for row in rows:
+        print("ROW " + json.dumps(row), flush=True)
 
 
 def main():
@@ -90,13 +107,14 @@ def main():
     ap.add_argument("--cs", default="4096,7168")
     ap.add_argument("--variants", default=DEFAULT_VARIANTS)
     ap.add_argument("--trace-dir", default=None)
+    ap.add_argument("--profile", default="main,pdl,multi", help="the variants also traced by torch.profiler")
     ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
     a = ap.parse_args()
     ms, cs = [int(v) for v in a.ms.split(",")], [int(v) for v in a.cs.split(",")]
     trace_dir = a.trace_dir or tempfile.mkdtemp(prefix="seam-fixed-")
     os.makedirs(trace_dir, exist_ok=True)
     if a.child:
-        return child(ms, cs, trace_dir, a.child)
+        return child(ms, cs, trace_dir, a.child, a.child in a.profile.split(","))
     variants = [v.split("=", 1) for v in a.variants.split(";") if v]
     cache_root = os.environ.get("MHC_CACHE_DIR", tempfile.gettempdir())
     results = {}
@@ -105,7 +123,7 @@ def main():
                    MHC_ONE_LAUNCH_DEBUG="" if flags == "multi" else flags,
                    MHC_CACHE_DIR=os.path.join(cache_root, f"fixed-cost-{name}"))
         run = subprocess.Popen([sys.executable, __file__, "--child", name, "--ms", a.ms, "--cs", a.cs,
-                                "--trace-dir", trace_dir], env=env, stdout=subprocess.PIPE, text=True)
+                                "--trace-dir", trace_dir, "--profile", a.profile], env=env, stdout=subprocess.PIPE, text=True)
         for ln in run.stdout:
             print(f"{name} {ln}", end="", flush=True)
             if ln.startswith("ROW "):
