@@ -88,7 +88,9 @@ Plan planOneLaunch(const KernelContext &ctx) {
   int64_t limit = LaunchBuilder::sharedLimit(ctx.spec.arch) - 256; // alignment
   auto bytes = [&](int64_t tile, bool stage) {
     int64_t phi = stage ? N * p.Ls + (ctx.spec.hasWeight ? p.Lp : 0) : 0;
-    int64_t decode = tile * (n + 1) * p.finishRows + tile * n + 2 * n; // fin2, preS, abS
+    int64_t own = (tile + p.G - 1) / p.G; // a block's tokens in the decode path
+    int64_t decode = tile * (n + 1) * p.finishRows + own * (N - n) * p.finishRows +
+                     tile * n + 2 * n; // fin2, finOwn, preS, abS
     return 4 * (tile * p.Lp + phi + p.groups * tile * p.width +
                 p.finishRows * p.width + p.width + N + tile * (n + n * n) + decode);
   };
@@ -426,7 +428,7 @@ int64_t finishRowBlocks(const Plan &p) {
 }
 /// The partials' element of block b, item (m * width + col): [M][width][G],
 /// so that a row's blocks (and the rows of one item) are consecutive words:
-/// every block's redundant sums of the decode path (decodePre) read whole
+/// every block's redundant sums of the decode path (decodeSums) read whole
 /// sectors.
 Value partialAt(KernelBuilder &kb, const Plan &p, Value item, Value b) {
   return kb.add(kb.mul(item, kb.idx(p.G)), b);
@@ -454,7 +456,7 @@ Value addInOrder(KernelBuilder &kb, Value sum, ArrayRef<Value> loads) {
 }
 /// Row r's sum of `item` over its B blocks in block order, kFinishLoads
 /// loads in flight. Every sum of the partials over the G slices is these
-/// rows, then the rows in order (sumPartials, decodePre): one order.
+/// rows, then the rows in order (sumPartials, decodeTotal): one order.
 Value rowSum(LaunchBuilder &l, KernelBuilder &kb, const Plan &p, Value item,
              Value r) {
   int64_t B = finishRowBlocks(p);
@@ -527,26 +529,56 @@ void finishToken(KernelContext &ctx, LaunchBuilder &l, KernelBuilder &kb,
   kb.barrier(); // row and mix are reused by the block's next token
 }
 
-/// The decode path's pre (M <= tile): every block sums pre's columns (h_i,
-/// i < n, and the squares) of every token itself, in sumPartials' rows and
-/// order (so every block and the token's owner get the same bits), and
-/// squashes pre into preS [M][n]. Two tasks' loads in flight per thread
-/// where a row has <= kFinishLoads blocks. abS: (alpha, beta) of pre's i.
-void decodePre(KernelContext &ctx, LaunchBuilder &l, KernelBuilder &kb,
-               const Plan &p, Value fin2, Value preS, Value abS) {
+/// The sum of a column's R row sums in row order (sumPartials' order) from
+/// a [tokens][cols][R] buffer of the decode path: token t, column cc.
+Value decodeTotal(KernelBuilder &kb, const Plan &p, Value buf, Value t, int64_t cols,
+                  Value cc) {
+  Value at = kb.mul(kb.add(kb.mul(t, kb.idx(cols)), cc), kb.idx(p.finishRows));
+  Value sum = kb.load(buf, at);
+  for (int64_t rr = 1; rr < p.finishRows; ++rr)
+    sum = kb.add(sum, kb.load(buf, kb.add(at, kb.idx(rr))));
+  return sum;
+}
+
+/// A block's tokens in the decode path (M <= tile): bid + k G, k < this.
+int64_t ownTokens(const Plan &p) { return (p.tile + p.G - 1) / p.G; }
+
+/// The decode path's sums (M <= tile), one round of loads: every block sums
+/// pre's columns (h_i, i < n, and the squares) of every token into fin2
+/// [M][n + 1][R], and the other columns (post's, the logits') of its own
+/// tokens (bid + k G) into finOwn [own][N - n][R], each column as its R
+/// rows (rowSum, sumPartials' rows: every block and the owner get the same
+/// bits); then squashes pre into preS [M][n]. Two tasks' loads in flight per
+/// thread where a row has <= kFinishLoads blocks. abS: (alpha, beta) of
+/// pre's i.
+void decodeSums(KernelContext &ctx, LaunchBuilder &l, KernelBuilder &kb,
+                const Plan &p, Value fin2, Value finOwn, Value preS, Value abS) {
   int64_t n = ctx.n(), N = ctx.N(), K = ctx.K(), R = p.finishRows, cols = n + 1;
-  int64_t B = finishRowBlocks(p), U = B <= kFinishLoads ? 2 : 1;
-  Value tid = kb.threadId(), M = l.tokens();
-  Value tasks = kb.mul(M, kb.idx(cols * R)); // task = (m cols + cc) R + r
+  int64_t B = finishRowBlocks(p), U = B <= kFinishLoads ? 2 : 1, rest = N - n;
+  Value tid = kb.threadId(), M = l.tokens(), bid = kb.blockId();
+  // task < pre: (m cols + cc) R + r; past it: (k rest + jj) R + r, column n + jj
+  // of token bid + k G, for the block's tokens below M.
+  Value pre = kb.mul(M, kb.idx(cols * R));
+  Value own = kb.select(kb.lt(bid, M),
+                        kb.div(kb.add(kb.sub(M, bid), kb.idx(p.G - 1)), kb.idx(p.G)),
+                        kb.idx(0));
+  Value tasks = kb.add(pre, kb.mul(own, kb.idx(rest * R)));
   kb.loop(kb.idx(0), tasks, kb.idx(U * kThreads), [&](Value t0) {
-    SmallVector<Value> task, item, r;
+    SmallVector<Value> task, item, r, mine;
     for (int64_t u = 0; u < U; ++u) {
       task.push_back(kb.add(t0, kb.add(tid, kb.idx(u * kThreads))));
       Value tc = kb.min(task[u], kb.sub(tasks, kb.idx(1)));
-      Value rest = kb.div(tc, kb.idx(R)), cc = kb.rem(rest, kb.idx(cols));
+      mine.push_back(kb.lt(kb.sub(pre, kb.idx(1)), tc));
+      Value ta = kb.min(tc, kb.sub(pre, kb.idx(1)));
+      Value ra = kb.div(ta, kb.idx(R)), cc = kb.rem(ra, kb.idx(cols));
       Value col = kb.select(kb.lt(cc, kb.idx(n)), cc, kb.idx(N));
+      Value itemA = kb.add(kb.mul(kb.div(ra, kb.idx(cols)), kb.idx(p.width)), col);
+      Value tb = kb.sub(kb.max(tc, pre), pre);
+      Value rb = kb.div(tb, kb.idx(R));
+      Value m = kb.add(bid, kb.mul(kb.div(rb, kb.idx(rest)), kb.idx(p.G)));
+      Value itemB = kb.add(kb.mul(m, kb.idx(p.width)), kb.add(kb.rem(rb, kb.idx(rest)), kb.idx(n)));
       r.push_back(kb.rem(tc, kb.idx(R)));
-      item.push_back(kb.add(kb.mul(kb.div(rest, kb.idx(cols)), kb.idx(p.width)), col));
+      item.push_back(kb.select(mine[u], itemB, itemA));
     }
     SmallVector<Value> sums;
     if (U == 1) {
@@ -559,25 +591,57 @@ void decodePre(KernelContext &ctx, LaunchBuilder &l, KernelBuilder &kb,
         sums.push_back(addInOrder(kb, Value(), loads[u]));
     }
     for (int64_t u = 0; u < U; ++u)
-      kb.when(kb.lt(task[u], tasks), [&] { kb.store(sums[u], fin2, task[u]); });
+      kb.when(kb.lt(task[u], tasks), [&] {
+        kb.when(mine[u], [&] { kb.store(sums[u], finOwn, kb.sub(task[u], pre)); });
+        kb.when(kb.lt(task[u], pre), [&] { kb.store(sums[u], fin2, task[u]); });
+      });
   });
   kb.barrier();
   kb.loop(tid, kb.mul(M, kb.idx(n)), kb.idx(kThreads), [&](Value e) {
     Value m = kb.div(e, kb.idx(n)), i = kb.rem(e, kb.idx(n));
-    auto total = [&](Value cc) {
-      Value at = kb.mul(kb.add(kb.mul(m, kb.idx(cols)), cc), kb.idx(R));
-      Value sum = kb.load(fin2, at);
-      for (int64_t rr = 1; rr < R; ++rr)
-        sum = kb.add(sum, kb.load(fin2, kb.add(at, kb.idx(rr))));
-      return sum;
-    };
-    Value ms = kb.div(total(kb.idx(n)), kb.f32(static_cast<double>(K)));
+    Value ms = kb.div(decodeTotal(kb, p, fin2, m, cols, kb.idx(n)),
+                      kb.f32(static_cast<double>(K)));
     Value rs = scaleRsqrt(kb, ctx.spec, ms);
     Value alpha = kb.load(abS, kb.mul(i, kb.idx(2)));
     Value beta = kb.load(abS, kb.add(kb.mul(i, kb.idx(2)), kb.idx(1)));
-    Value z = scaleLogit(kb, alpha, total(i), rs, beta);
+    Value z = scaleLogit(kb, alpha, decodeTotal(kb, p, fin2, m, cols, i), rs, beta);
     kb.store(scaleSquash(kb, ctx.spec, z, /*pre=*/true), preS, e);
   });
+  kb.barrier();
+}
+
+/// The decode path's finish of the block's k-th token m (after decodeSums):
+/// h and ms from fin2 and finOwn (the rows added in order: sumPartials'
+/// bits) stored and into `row`, then scale (emitTokenScale) with the
+/// thread's alpha and beta: pre, post and logits stored, the logits also
+/// into logitsS[at ..]. Ends with a barrier.
+void decodeFinish(KernelContext &ctx, LaunchBuilder &l, KernelBuilder &kb,
+                  const Names &names, const Plan &p, Value m, Value k, Value fin2,
+                  Value finOwn, Value row, Value logitsS, Value at,
+                  std::pair<Value, Value> ab) {
+  int64_t n = ctx.n(), N = ctx.N(), K = ctx.K(), cols = n + 1;
+  Value tid = kb.threadId();
+  kb.when(kb.lt(tid, kb.idx(p.width)), [&] {
+    Value isPre = kb.lt(tid, kb.idx(n)), isMs = kb.eq(tid, kb.idx(N));
+    Value cc = kb.select(isMs, kb.idx(n), kb.min(tid, kb.idx(n)));
+    Value jj = kb.sub(kb.min(kb.max(tid, kb.idx(n)), kb.idx(N - 1)), kb.idx(n));
+    Value fromFin2 = decodeTotal(kb, p, fin2, m, cols, cc);
+    Value fromOwn = decodeTotal(kb, p, finOwn, k, N - n, jj);
+    Value sum = kb.select(isPre, fromFin2, kb.select(isMs, fromFin2, fromOwn));
+    kb.when(isMs, [&] {
+      Value ms = kb.div(sum, kb.f32(static_cast<double>(K)));
+      kb.store(ms, l.arg("ms"), m);
+      kb.store(ms, row, tid);
+    });
+    kb.when(kb.lt(tid, kb.idx(N)), [&] {
+      kb.store(sum, l.arg("h"), kb.add(kb.mul(m, kb.idx(N)), tid));
+      kb.store(sum, row, tid);
+    });
+  });
+  kb.barrier();
+  emitTokenScale(
+      kb, ctx.spec, l, m, row, names.post, [&] { return ab; }, [](Value, Value) {},
+      [&](Value c, Value z) { kb.store(z, logitsS, kb.add(at, c)); });
   kb.barrier();
 }
 
@@ -639,7 +703,7 @@ void writeY(KernelContext &ctx, LaunchBuilder &l, KernelBuilder &kb, Phase1 &p1,
 }
 
 /// The launch's parameters and shared buffers (their indices: Shared).
-enum Shared { kXs, kPhiS, kWS, kRed, kFin, kRow, kMix, kMixS, kFin2, kPreS, kAbS };
+enum Shared { kXs, kPhiS, kWS, kRed, kFin, kRow, kMix, kMixS, kFin2, kFinOwn, kPreS, kAbS };
 LaunchBuilder &declareLaunch(KernelContext &ctx, bool expand, const Names &names,
                              const Plan &p) {
   int64_t n = ctx.n(), N = ctx.N(), width = p.width;
@@ -672,6 +736,7 @@ LaunchBuilder &declareLaunch(KernelContext &ctx, bool expand, const Names &names
       .sharedF32(N, 16)                                    // mix
       .sharedF32(expand ? p.tile * (n + n * n) : 1, 16)    // mixS
       .sharedF32(p.tile * (n + 1) * p.finishRows, 16)      // fin2
+      .sharedF32(ownTokens(p) * (N - n) * p.finishRows, 16) // finOwn
       .sharedF32(p.tile * n, 16)                           // preS
       .sharedF32(2 * n, 16);                               // abS
   return l;
@@ -722,11 +787,12 @@ LogicalResult buildOneLaunch(KernelContext &ctx, bool expand, const Names &names
   // bid + k G) while the other warps write y.
   Value decode = kb.lt(M, kb.idx(p.tile + 1));
   kb.when(decode, [&] {
-    decodePre(ctx, l, kb, p, l.shared(kFin2), l.shared(kPreS), abS);
+    decodeSums(ctx, l, kb, p, l.shared(kFin2), l.shared(kFinOwn), l.shared(kPreS), abS);
     Value logitsS = l.shared(kRed);
     kb.loop(bid, M, kb.idx(G), [&](Value m) {
-      Value at = kb.mul(kb.div(m, kb.idx(G)), kb.idx(n * n));
-      finishScale(ctx, l, kb, names, p, m, l.shared(kFin), l.shared(kRow), logitsS, at, ab);
+      Value k = kb.div(m, kb.idx(G));
+      decodeFinish(ctx, l, kb, names, p, m, k, l.shared(kFin2), l.shared(kFinOwn),
+                   l.shared(kRow), logitsS, kb.mul(k, kb.idx(n * n)), ab);
     });
     Value m = kb.add(bid, kb.mul(tid, kb.idx(G)));
     kb.when(kb.andi(kb.lt(tid, kb.idx(32)), kb.lt(m, M)), [&] {

@@ -13,7 +13,7 @@ sm_90+ programmatic dependent launches that overlap) the bits of
 synchronized ones, eager and in a graph, two streams at once, and (a
 child process with the runtime's knob) the one-launch kernel past the
 threshold: its decode path (M <= 16, one grid barrier) and its two-barrier
-path.
+path, and the two paths' bits on the same tokens.
 
 Run on the GPU machine: pytest -q test/gpu/test_serve_gpu.py
 """
@@ -347,6 +347,48 @@ def test_one_launch_past_the_threshold_under_the_knob():
     env = dict(os.environ, MHC_ONE_LAUNCH_MAX_TOKENS="256")
     r = subprocess.run([sys.executable, "-c", child], env=env, capture_output=True, text=True, timeout=900)
     assert r.returncode == 0 and "knob: ok" in r.stdout, r.stdout[-2000:] + r.stderr[-4000:]
+
+
+# In a child with MHC_ONE_LAUNCH_MAX_TOKENS=256: the decode path (M <= 16: the
+# owner's sums in the same round of loads as every block's pre) against the
+# two-barrier path (M = 33: sumPartials, the order of main's kernel) on the
+# same tokens.
+_PATHS_CHILD = r"""
+import sys
+sys.path.insert(0, {here!r})
+import torch
+import test_serve_gpu as s
+for n, act, layout, C, kw in {cases!r}:
+    big = s.cfg_of(n, act, layout, C, 33, **kw)
+    gen = torch.Generator(device="cuda").manual_seed(s.case_seed("paths", s._id(big)))
+    t = s.inputs(big, gen)
+    a = s.attrs(big)
+    whole = torch.ops.mhc.post_pre_saved(*s._fwd(t), *a)
+    for M in (1, 5, 16):
+        part = dict(t, f=t["f"][:M], post=t["post"][:M], x=t["x"][:M], P=t["P"][:M])
+        assert ";coop=1;" in s.requested("post_pre", s._fwd(part) + a)[0]
+        head = torch.ops.mhc.post_pre_saved(*s._fwd(part), *a)
+        for k, (u, v) in enumerate(zip(head, whole)):
+            assert torch.equal(u, v[:M]), (k, M, s._id(big))
+print("paths: ok")
+"""
+
+
+def test_decode_path_bits_match_the_two_barrier_path():
+    """The one-launch kernel's decode path (M = 1, 5, 16: one grid barrier,
+    the owner's sums loaded with every block's pre) gives, token for token,
+    the bits of its two-barrier path (the same tokens at M = 33, whose
+    finish is main's): every result of post_pre_saved (n 1, 4, 8, both
+    layouts, bf16 and f32, log and softmax_eps, weight and bias)."""
+    cases = [(4, "bf16", "cn", 4096, dict(tf32=True, norm_eps=1.1920929e-07, pre_eps=0.0)),
+             (4, "bf16", "cn", 7168, dict(tf32=True, norm_eps=1.1920929e-07, pre_eps=0.0)),
+             (1, "f32", "nc", 64, dict(bias=True)),
+             (8, "f32", "nc", 96, dict(weight=True, bias=True, mode="softmax_eps")),
+             (3, "bf16", "cn", 1000, dict(weight=True))]
+    child = _PATHS_CHILD.format(here=os.path.dirname(os.path.abspath(__file__)), cases=cases)
+    env = dict(os.environ, MHC_ONE_LAUNCH_MAX_TOKENS="256")
+    r = subprocess.run([sys.executable, "-c", child], env=env, capture_output=True, text=True, timeout=900)
+    assert r.returncode == 0 and "paths: ok" in r.stdout, r.stdout[-2000:] + r.stderr[-4000:]
 
 
 def test_summary():
