@@ -148,8 +148,9 @@ public:
   /// bumps the generation, which the others wait on. count is 0 again after
   /// every barrier and the generation may hold anything, so the words need
   /// no reset between launches (docs/design/serve.md). Integer atomics
-  /// only; gpu-scope fences make the blocks' writes before the barrier
-  /// visible to every block after it.
+  /// only; the arrival (atom.acq_rel) and the generation's release and
+  /// acquire make the blocks' writes before the barrier visible to every
+  /// block after it (no separate fences).
   void gridBarrier(Value sync, int64_t blocks);
   /// Programmatic dependent launch (sm_90+; a launch with
   /// LaunchBuilder::programmaticDependent): waits until the grids this one

@@ -12,6 +12,7 @@
 // RUN: mhc-compile --spec 'post_pre.fwd;n=4;act=bf16;param=f32;layout=cn;C=4096;tf32=1;weight=0;norm_eps=1.1920929e-07;pre_eps=0;post_mult=2;mode=log;iters=20;bias=1;coop=1;arch=sm_90a' --print-ir | FileCheck %s --check-prefix=SEAM
 // RUN: rm -rf %t.s && mhc-compile --spec 'post_pre.fwd;n=4;act=bf16;param=f32;layout=cn;C=4096;tf32=1;weight=0;norm_eps=1.1920929e-07;pre_eps=0;post_mult=2;mode=log;iters=20;bias=1;coop=1;arch=sm_90a' -o %t.s && cat %t.s/*.json | FileCheck %s --check-prefix=MANIFEST
 // RUN: cat %t.s/*.ptx | FileCheck %s --check-prefix=PTX
+// RUN: cat %t.s/*.ptx | FileCheck %s --check-prefix=NOFENCE
 // RUN: mhc-compile --spec 'pre.fwd;n=2;act=f32;param=bf16;layout=nc;C=64;tf32=0;weight=1;norm_eps=9.99999997e-07;pre_eps=9.99999997e-07;post_mult=2;mode=softmax_eps;iters=20;eps=9.99999997e-07;coop=1;arch=sm_80' --print-ir | FileCheck %s --check-prefix=PRE
 // RUN: rm -rf %t.p && mhc-compile --spec 'pre.fwd;n=2;act=f32;param=bf16;layout=nc;C=64;tf32=0;weight=1;norm_eps=9.99999997e-07;pre_eps=9.99999997e-07;post_mult=2;mode=softmax_eps;iters=20;eps=9.99999997e-07;coop=1;arch=sm_80' -o %t.p && cat %t.p/*.json | FileCheck %s --check-prefix=PREMANIFEST
 // RUN: not mhc-compile --spec 'post_pre.bwd;n=4;act=bf16;param=f32;layout=nc;C=64;tf32=0;weight=0;norm_eps=9.99999997e-07;pre_eps=9.99999997e-07;post_mult=2;mode=log;iters=20;bias=0;coop=1;arch=sm_90a' -o %t.b 2>&1 | FileCheck %s --check-prefix=BWD
@@ -68,6 +69,11 @@
 // PTX: atom.acq_rel.gpu.global.add.u32
 // PTX-NOT: .entry
 // PTX-NOT: atom.global.add.f32
+
+// The grid barriers order the blocks' writes by their release and acquire
+// operations alone: no fence instruction in the kernel.
+// NOFENCE: .entry
+// NOFENCE-NOT: fence.
 
 // The pre step: x read (not computed), 64 blocks for C = 64 (a channel each).
 // PRE: gpu.func @mhc_pre_fwd_n2_{{[0-9a-f]+}}_one(%{{[^:]*}}: memref<?xf32>, %{{[^:]*}}: memref<?xbf16>, %{{[^:]*}}: memref<?xbf16>, {{.*}}, %{{[^:]*}}: i64, %{{[^:]*}}: memref<?xi32>)
