@@ -28,7 +28,7 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
-DEFAULT_VARIANTS = "main=nopdl;pdl=;multi=multi"
+DEFAULT_VARIANTS = "one=;multi=multi"  # the switch's variants need the probe branch's compiler
 
 
 def kernel_stats(kernels):
@@ -107,7 +107,7 @@ def main():
     ap.add_argument("--cs", default="4096,7168")
     ap.add_argument("--variants", default=DEFAULT_VARIANTS)
     ap.add_argument("--trace-dir", default=None)
-    ap.add_argument("--profile", default="main,pdl,multi", help="the variants also traced by torch.profiler")
+    ap.add_argument("--profile", default="one,multi", help="the variants also traced by torch.profiler")
     ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
     a = ap.parse_args()
     ms, cs = [int(v) for v in a.ms.split(",")], [int(v) for v in a.cs.split(",")]
