@@ -104,6 +104,8 @@ std::string Manifest::toJson() const {
     os << "}, \"dynamic_shared_bytes\": " << l.dynamicSharedBytes;
     if (l.cooperative) // (omitted when false: most launches)
       os << ", \"cooperative\": true";
+    if (l.programmatic) // (omitted when false)
+      os << ", \"pdl\": true";
     os
        << ", \"resources\": {\"registers\": " << l.resources.registers
        << ", \"spill_stores\": " << l.resources.spillStores
@@ -372,6 +374,8 @@ void readLaunches(Reader &r, const json::Value &root, Manifest &out) {
         r.integer(l, path, "dynamic_shared_bytes", limits::kDynamicSharedBytes);
     if (l->get("cooperative"))
       d.cooperative = r.boolean(l, path, "cooperative");
+    if (l->get("pdl"))
+      d.programmatic = r.boolean(l, path, "pdl");
     out.launches.push_back(d);
   }
 }

@@ -43,6 +43,8 @@ Driver::Driver() {
   bind(lib, cuLaunchCooperativeKernel, "cuLaunchCooperativeKernel");
   bind(lib, cuMemAlloc, "cuMemAlloc_v2");
   bind(lib, cuMemsetD8, "cuMemsetD8_v2");
+  cuLaunchKernelEx = reinterpret_cast<decltype(cuLaunchKernelEx)>(
+      dlsym(lib, "cuLaunchKernelEx"));
   cuTensorMapEncodeTiled = reinterpret_cast<decltype(cuTensorMapEncodeTiled)>(
       dlsym(lib, "cuTensorMapEncodeTiled"));
   check(cuInit(0), "cuInit");

@@ -192,6 +192,33 @@ void *Runtime::syncWords(int deviceOrdinal, CUstream stream) {
                                   static_cast<CUdeviceptr>(slot) * kSyncSlotBytes);
 }
 
+CUresult Runtime::start(const LaunchDesc &l, CUfunction fn, unsigned grid,
+                        unsigned shared, CUstream stream, void **params) {
+  Driver &d = Driver::get();
+  unsigned block = static_cast<unsigned>(l.block);
+  if (l.programmatic && d.cuLaunchKernelEx) {
+    // Cooperative and programmatic stream serialization in one launch: the
+    // grid may start during the previous kernel's tail and waits for it
+    // itself (griddepcontrol.wait); inside stream capture this becomes a
+    // programmatic edge of the graph.
+    CUlaunchAttribute attrs[2] = {};
+    unsigned count = 0;
+    attrs[count].id = kLaunchAttributeProgrammaticStreamSerialization;
+    attrs[count++].value = 1;
+    if (l.cooperative) {
+      attrs[count].id = kLaunchAttributeCooperative;
+      attrs[count++].value = 1;
+    }
+    CUlaunchConfig config{grid, 1, 1, block, 1, 1, shared, stream, attrs, count};
+    return d.cuLaunchKernelEx(&config, fn, params, nullptr);
+  }
+  return l.cooperative
+             ? d.cuLaunchCooperativeKernel(fn, grid, 1, 1, block, 1, 1, shared,
+                                           stream, params)
+             : d.cuLaunchKernel(fn, grid, 1, 1, block, 1, 1, shared, stream,
+                                params, nullptr);
+}
+
 void Runtime::launch(const LoadedKernel &kernel, int64_t M, int64_t S,
                      void *const *buffers, size_t count, CUstream stream) {
   const Manifest &m = kernel.manifest;
@@ -264,13 +291,9 @@ void Runtime::launch(const LoadedKernel &kernel, int64_t M, int64_t S,
     if (blocks > 0x7fffffff)
       throw Error("mhc: " + l.entry + " needs " + std::to_string(blocks) +
                   " blocks, more than a grid holds");
-    unsigned grid = static_cast<unsigned>(blocks), block = static_cast<unsigned>(l.block);
+    unsigned grid = static_cast<unsigned>(blocks);
     unsigned shared = static_cast<unsigned>(l.dynamicSharedBytes);
-    CUresult r = l.cooperative
-                     ? d.cuLaunchCooperativeKernel(kernel.functions[li], grid, 1, 1,
-                                                   block, 1, 1, shared, stream, params)
-                     : d.cuLaunchKernel(kernel.functions[li], grid, 1, 1, block, 1,
-                                        1, shared, stream, params, nullptr);
+    CUresult r = start(l, kernel.functions[li], grid, shared, stream, params);
     if (r == kCooperativeLaunchTooLarge)
       throw Error("mhc: " + l.entry + " [" + kernel.spec.canonical() +
                   "] is a cooperative launch of " + std::to_string(blocks) +

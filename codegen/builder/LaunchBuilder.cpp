@@ -41,6 +41,10 @@ LaunchBuilder &LaunchBuilder::cooperative() {
   isCooperative = true;
   return *this;
 }
+LaunchBuilder &LaunchBuilder::programmaticDependent() {
+  isProgrammatic = true;
+  return *this;
+}
 LaunchBuilder &LaunchBuilder::minBlocksPerSM(int blocks) {
   minBlocks = blocks;
   return *this;
@@ -188,5 +192,6 @@ Value LaunchBuilder::shared(unsigned i) const {
   int64_t bytes = sharedBytes();
   d.dynamicSharedBytes = bytes > kStaticSharedLimit ? bytes : 0;
   d.cooperative = isCooperative;
+  d.programmatic = isProgrammatic;
   return d;
 }

@@ -32,6 +32,10 @@ public:
   /// Launched cooperatively (LaunchDesc::cooperative): the grid must be
   /// fixed and co-resident; take the "sync" parameter for grid barriers.
   LaunchBuilder &cooperative();
+  /// Launched with programmatic stream serialization
+  /// (LaunchDesc::programmatic; sm_90+): the kernel waits for the previous
+  /// grid itself (SimtBuilder::waitGridDependency).
+  LaunchBuilder &programmaticDependent();
   /// Asks ptxas to fit `blocks` blocks per SM (it caps registers).
   LaunchBuilder &minBlocksPerSM(int blocks);
   /// A workgroup (shared memory) buffer of `elems` f32 values, aligned to
@@ -74,6 +78,7 @@ private:
   int blockThreads = 256;
   int minBlocks = 0;
   bool isCooperative = false;
+  bool isProgrammatic = false;
   ::mhc::GridRule gridRule{1, 0};
   struct SharedBuffer {
     int64_t elems;

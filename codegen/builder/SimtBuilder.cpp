@@ -386,7 +386,12 @@ void SimtBuilder::gridBarrier(Value sync, int64_t blocks) {
   barrier();
   when(eq(threadId(), idx(0)), [&] {
     // The generation is read before arriving: it cannot move until this
-    // block's arrival, so a change means every block has arrived.
+    // block's arrival, so a change means every block has arrived. No
+    // fences: the arrival's release (after the block barrier, so it covers
+    // every thread's writes: causality order) and the generation's release
+    // and acquire order the blocks' writes (CUTLASS's GenericBarrier: the
+    // equivalent fence + red.relaxed, then ld.acquire); the two extra
+    // fence.acq_rel.gpu cost 0.6-1.1 us per seam on the H100.
     // ${:uid} makes the labels unique per inline copy.
     inlinePtx(Type(),
               {globalPtr(sync, idx(0)), globalPtr(sync, idx(1)),
@@ -394,7 +399,6 @@ void SimtBuilder::gridBarrier(Value sync, int64_t blocks) {
               "{\n"
               ".reg .u32 %gen, %old, %now;\n"
               ".reg .pred %last, %same;\n"
-              "fence.acq_rel.gpu;\n"
               "ld.relaxed.gpu.global.u32 %gen, [$1];\n"
               "atom.acq_rel.gpu.global.add.u32 %old, [$0], 1;\n"
               "setp.eq.u32 %last, %old, $2;\n"
@@ -407,11 +411,16 @@ void SimtBuilder::gridBarrier(Value sync, int64_t blocks) {
               "setp.eq.u32 %same, %now, %gen;\n"
               "@%same bra MHC_GRID_WAIT_${:uid};\n"
               "MHC_GRID_DONE_${:uid}:\n"
-              "fence.acq_rel.gpu;\n"
               "}",
               "l,l,r");
   });
   barrier();
+}
+void SimtBuilder::waitGridDependency() {
+  inlinePtx(Type(), {}, "griddepcontrol.wait;", "");
+}
+void SimtBuilder::launchDependents() {
+  inlinePtx(Type(), {}, "griddepcontrol.launch_dependents;", "");
 }
 void SimtBuilder::namedBarrier(Value id, int64_t threads) {
   NVVM::BarrierOp::create(b, loc, TypeRange{}, id, i32(threads),

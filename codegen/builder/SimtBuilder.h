@@ -153,9 +153,18 @@ public:
   /// bumps the generation, which the others wait on. count is 0 again after
   /// every barrier and the generation may hold anything, so the words need
   /// no reset between launches (docs/design/serve.md). Integer atomics
-  /// only; gpu-scope fences make the blocks' writes before the barrier
-  /// visible to every block after it.
+  /// only; the arrival (atom.acq_rel) and the generation's release and
+  /// acquire make the blocks' writes before the barrier visible to every
+  /// block after it (no separate fences).
   void gridBarrier(Value sync, int64_t blocks);
+  /// Programmatic dependent launch (sm_90+; a launch with
+  /// LaunchBuilder::programmaticDependent): waits until the grids this one
+  /// depends on have completed and their writes are visible. A no-op when
+  /// the launch had no programmatic dependency.
+  void waitGridDependency();
+  /// Lets the next launch on the stream start (its blocks are scheduled as
+  /// SMs free up) once every block of this grid has issued it or exited.
+  void launchDependents();
 
 protected:
   /// The address of element `elem` of `mem` in its address space, as an

@@ -8,10 +8,12 @@ different split of the projection's sums, documented), the seam bitwise
 mhc.post then mhc.pre (both one-launch), n 1..8, both layouts, 2- and 4-byte
 activations, M from 1 to the threshold and across it, the kernel each M
 requests, and capture and replay inside a CUDA graph (several seams in one
-graph, replayed twice, the same bits as eager), two streams at once, and (a
+graph, replayed twice, the same bits as eager), back-to-back seams (on
+sm_90+ programmatic dependent launches that overlap) the bits of
+synchronized ones, eager and in a graph, two streams at once, and (a
 child process with the runtime's knob) the one-launch kernel past the
 threshold: its decode path (M <= 16, one grid barrier) and its two-barrier
-path.
+path, and the two paths' bits on the same tokens.
 
 Run on the GPU machine: pytest -q test/gpu/test_serve_gpu.py
 """
@@ -233,6 +235,58 @@ def test_cuda_graph_capture_and_replay(cfg):
             assert torch.equal(u, v), "a replay on new inputs differs from eager"
 
 
+def _pingpong(t, cfg, outs, seams, sync):
+    """`seams` seams into two preallocated output sets in turn (mhc.inference,
+    out=): seam i writes what seam i - 2 wrote and seam i - 1 read. With
+    `sync`, a device synchronize after each seam (no two grids overlap)."""
+    import mhc.inference as mi
+    n, layout, tf32, norm_eps, pre_eps, post_mult, mode, iters, eps = attrs(cfg)
+    f, post, x, P = t["f"], t["post"], t["x"], t["P"]
+    for i in range(seams):
+        x, f, post, P = mi.post_pre(f, post, x, P, t["phi"], t["alpha"], t["beta"], t["weight"], t["bias"],
+                                    out=outs[i % 2], layout=layout, tf32=tf32, norm_eps=norm_eps,
+                                    pre_eps=pre_eps, post_mult=post_mult, mode=mode, iters=iters, eps=eps)
+        if sync:
+            torch.cuda.synchronize()
+    return [v.clone() for v in (x, f, post, P)]
+
+
+@pytest.mark.parametrize("cfg", [CONFIGS[3], cfg_of(4, "bf16", "cn", 7168, 16, tf32=True), CONFIGS[11]], ids=_id)
+def test_overlapped_launches_match_synchronized(cfg):
+    """On sm_90+ the one-launch kernel is a programmatic dependent launch: a
+    seam's grid starts during the previous seam's tail and waits for it
+    (griddepcontrol.wait) before any global access. Eight seams back to
+    back, eager and replayed from one CUDA graph, into two output sets in
+    turn (each seam overwrites what the seam before last wrote and the
+    previous seam read), give the bits of the same seams with a device
+    synchronize after each."""
+    gen = torch.Generator(device="cuda").manual_seed(case_seed("pdl", _id(cfg)))
+    t = inputs(cfg, gen)
+    import mhc.inference as mi
+    with torch.no_grad():
+        outs = [mi.empty_post_pre(t["x"], layout=cfg["layout"]) for _ in range(2)]
+        want = _pingpong(t, cfg, outs, 8, sync=True)
+        assert all(torch.isfinite(v).all() for v in want)
+        for _ in range(3):
+            got = _pingpong(t, cfg, outs, 8, sync=False)
+            torch.cuda.synchronize()
+            for u, v in zip(got, want):
+                assert torch.equal(u, v), "back-to-back seams differ from synchronized ones"
+        s = torch.cuda.Stream()
+        s.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(s):
+            _pingpong(t, cfg, outs, 8, sync=False)
+        torch.cuda.current_stream().wait_stream(s)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            last = _pingpong(t, cfg, outs, 8, sync=False)
+        for _ in range(3):
+            graph.replay()
+            torch.cuda.synchronize()
+            for u, v in zip(last, want):
+                assert torch.equal(u, v), "a replay differs from synchronized seams"
+
+
 def test_two_streams_at_once():
     """Cooperative launches on two streams at once (each stream its own sync
     words): the bits of the same calls one after the other."""
@@ -293,6 +347,48 @@ def test_one_launch_past_the_threshold_under_the_knob():
     env = dict(os.environ, MHC_ONE_LAUNCH_MAX_TOKENS="256")
     r = subprocess.run([sys.executable, "-c", child], env=env, capture_output=True, text=True, timeout=900)
     assert r.returncode == 0 and "knob: ok" in r.stdout, r.stdout[-2000:] + r.stderr[-4000:]
+
+
+# In a child with MHC_ONE_LAUNCH_MAX_TOKENS=256: the decode path (M <= 16: the
+# owner's sums in the same round of loads as every block's pre) against the
+# two-barrier path (M = 33: sumPartials, the order of main's kernel) on the
+# same tokens.
+_PATHS_CHILD = r"""
+import sys
+sys.path.insert(0, {here!r})
+import torch
+import test_serve_gpu as s
+for n, act, layout, C, kw in {cases!r}:
+    big = s.cfg_of(n, act, layout, C, 33, **kw)
+    gen = torch.Generator(device="cuda").manual_seed(s.case_seed("paths", s._id(big)))
+    t = s.inputs(big, gen)
+    a = s.attrs(big)
+    whole = torch.ops.mhc.post_pre_saved(*s._fwd(t), *a)
+    for M in (1, 5, 16):
+        part = dict(t, f=t["f"][:M], post=t["post"][:M], x=t["x"][:M], P=t["P"][:M])
+        assert ";coop=1;" in s.requested("post_pre", s._fwd(part) + a)[0]
+        head = torch.ops.mhc.post_pre_saved(*s._fwd(part), *a)
+        for k, (u, v) in enumerate(zip(head, whole)):
+            assert torch.equal(u, v[:M]), (k, M, s._id(big))
+print("paths: ok")
+"""
+
+
+def test_decode_path_bits_match_the_two_barrier_path():
+    """The one-launch kernel's decode path (M = 1, 5, 16: one grid barrier,
+    the owner's sums loaded with every block's pre) gives, token for token,
+    the bits of its two-barrier path (the same tokens at M = 33, whose
+    finish is main's): every result of post_pre_saved (n 1, 4, 8, both
+    layouts, bf16 and f32, log and softmax_eps, weight and bias)."""
+    cases = [(4, "bf16", "cn", 4096, dict(tf32=True, norm_eps=1.1920929e-07, pre_eps=0.0)),
+             (4, "bf16", "cn", 7168, dict(tf32=True, norm_eps=1.1920929e-07, pre_eps=0.0)),
+             (1, "f32", "nc", 64, dict(bias=True)),
+             (8, "f32", "nc", 96, dict(weight=True, bias=True, mode="softmax_eps")),
+             (3, "bf16", "cn", 1000, dict(weight=True))]
+    child = _PATHS_CHILD.format(here=os.path.dirname(os.path.abspath(__file__)), cases=cases)
+    env = dict(os.environ, MHC_ONE_LAUNCH_MAX_TOKENS="256")
+    r = subprocess.run([sys.executable, "-c", child], env=env, capture_output=True, text=True, timeout=900)
+    assert r.returncode == 0 and "paths: ok" in r.stdout, r.stdout[-2000:] + r.stderr[-4000:]
 
 
 def test_summary():

@@ -45,6 +45,7 @@ static Manifest valid() {
   coop.params = {"x", "y", "M", "sync"};
   coop.grid.fixedBlocks = 132;
   coop.cooperative = true;
+  coop.programmatic = true;
   m.launches = {main, reduce, coop};
   return m;
 }
@@ -88,6 +89,11 @@ static void acceptsWhatToJsonWrites() {
   EXPECT(json.find("\"cooperative\"") == json.rfind("\"cooperative\""));
   EXPECT(rejects(edit(json, "\"cooperative\": true", "\"cooperative\": 1"),
                  "launches[2].cooperative"));
+  // "pdl" (programmatic dependent launch) likewise.
+  EXPECT(back.launches[2].programmatic && !back.launches[0].programmatic);
+  EXPECT(json.find("\"pdl\": true") != std::string::npos);
+  EXPECT(json.find("\"pdl\"") == json.rfind("\"pdl\""));
+  EXPECT(rejects(edit(json, "\"pdl\": true", "\"pdl\": 1"), "launches[2].pdl"));
 }
 
 // The reproductions: a division by zero, a loop of 1e17 splits, an

@@ -35,7 +35,7 @@ using ::mhc::DType;
 namespace {
 
 /// The launch's parameters and shared buffers (their indices: Shared).
-enum Shared { kXs, kPhiS, kWS, kRed, kFin, kRow, kMix, kMixS, kFin2, kPreS, kAbS };
+enum Shared { kXs, kPhiS, kWS, kRed, kFin, kRow, kMix, kMixS, kFin2, kFinOwn, kPreS, kAbS };
 LaunchBuilder &declareLaunch(KernelContext &ctx, bool expand, const Names &names,
                              const Plan &p) {
   int64_t n = ctx.n(), N = ctx.N(), width = p.width;
@@ -55,7 +55,10 @@ LaunchBuilder &declareLaunch(KernelContext &ctx, bool expand, const Names &names
   l.param("alpha").param("beta").param("h").param("ms").param("pre")
       .param(names.post).param("logits").param(names.P).param("y")
       .param("partials").param("M").param(::mhc::kSyncParam)
-      .block(kThreads).grid({0, p.G}).cooperative().minBlocksPerSM(1)
+      .block(kThreads).grid({0, p.G}).cooperative().minBlocksPerSM(1);
+  if (p.dependent)
+    l.programmaticDependent();
+  l
       .sharedF32(p.tile * p.Lp, 16)                       // xs
       .sharedF32(p.stagePhi ? N * p.Ls : 1, 16)            // phiS
       .sharedF32(stageW ? p.Lp : 1, 16)                    // wS
@@ -65,6 +68,7 @@ LaunchBuilder &declareLaunch(KernelContext &ctx, bool expand, const Names &names
       .sharedF32(N, 16)                                    // mix
       .sharedF32(expand ? p.tile * (n + n * n) : 1, 16)    // mixS
       .sharedF32(p.tile * (n + 1) * p.finishRows, 16)      // fin2
+      .sharedF32(ownTokens(p) * (N - n) * p.finishRows, 16) // finOwn
       .sharedF32(p.tile * n, 16)                           // preS
       .sharedF32(2 * n, 16);                               // abS
   return l;
@@ -84,6 +88,12 @@ LogicalResult buildOneLaunch(KernelContext &ctx, bool expand, const Names &names
   Phase1 p1{ctx, l, kb, expand, names, p, c0, cnt,
             l.shared(kXs), l.shared(kPhiS), l.shared(kWS), l.shared(kRed), l.shared(kMixS)};
   p1.zeroXs();
+  if (p.dependent) {
+    // Everything above is this block's own (shared memory, indices): it
+    // overlaps the previous kernel's tail. Every global access is below.
+    kb.waitGridDependency();
+    kb.launchDependents();
+  }
   Value tiles = kb.div(kb.add(M, kb.idx(p.tile - 1)), kb.idx(p.tile));
   kb.loop(kb.idx(0), tiles, kb.idx(1), [&](Value t) {
     Value m0 = kb.mul(t, kb.idx(p.tile));
@@ -109,11 +119,12 @@ LogicalResult buildOneLaunch(KernelContext &ctx, bool expand, const Names &names
   // bid + k G) while the other warps write y.
   Value decode = kb.lt(M, kb.idx(p.tile + 1));
   kb.when(decode, [&] {
-    decodePre(ctx, l, kb, p, l.shared(kFin2), l.shared(kPreS), abS);
+    decodeSums(ctx, l, kb, p, l.shared(kFin2), l.shared(kFinOwn), l.shared(kPreS), abS);
     Value logitsS = l.shared(kRed);
     kb.loop(bid, M, kb.idx(G), [&](Value m) {
-      Value at = kb.mul(kb.div(m, kb.idx(G)), kb.idx(n * n));
-      finishScale(ctx, l, kb, names, p, m, l.shared(kFin), l.shared(kRow), logitsS, at, ab);
+      Value k = kb.div(m, kb.idx(G));
+      decodeFinish(ctx, l, kb, names, p, m, k, l.shared(kFin2), l.shared(kFinOwn),
+                   l.shared(kRow), logitsS, kb.mul(k, kb.idx(n * n)), ab);
     });
     Value m = kb.add(bid, kb.mul(tid, kb.idx(G)));
     kb.when(kb.andi(kb.lt(tid, kb.idx(32)), kb.lt(m, M)), [&] {

@@ -50,6 +50,10 @@ struct Names {
 struct Plan {
   int64_t G, cntMax, L, width, groups, T, Lp, Ls, tile, pass, finishRows, quad, Q;
   bool stagePhi;
+  /// Programmatic dependent launch (sm_90+): the grid may start while the
+  /// stream's previous kernel finishes, and waits for it before its first
+  /// global access (griddepcontrol.wait).
+  bool dependent;
 };
 
 /// The spec's plan: the largest tile (phi's slice staged where it can be)
@@ -99,7 +103,7 @@ SmallVector<Value> rowLoads(LaunchBuilder &l, KernelBuilder &kb, const Plan &p,
 Value addInOrder(KernelBuilder &kb, Value sum, ArrayRef<Value> loads);
 /// Row r's sum of `item` over its B blocks in block order, kFinishLoads
 /// loads in flight. Every sum of the partials over the G slices is these
-/// rows, then the rows in order (sumPartials, decodePre): one order.
+/// rows, then the rows in order (sumPartials, decodeTotal): one order.
 Value rowSum(LaunchBuilder &l, KernelBuilder &kb, const Plan &p, Value item,
              Value r);
 
@@ -123,13 +127,27 @@ void finishToken(KernelContext &ctx, LaunchBuilder &l, KernelBuilder &kb,
 void writeY(KernelContext &ctx, LaunchBuilder &l, KernelBuilder &kb, Phase1 &p1,
             const char *xn);
 
-/// The decode path's pre (M <= tile): every block sums pre's columns (h_i,
-/// i < n, and the squares) of every token itself, in sumPartials' rows and
-/// order (so every block and the token's owner get the same bits), and
-/// squashes pre into preS [M][n]. Two tasks' loads in flight per thread
-/// where a row has <= kFinishLoads blocks. abS: (alpha, beta) of pre's i.
-void decodePre(KernelContext &ctx, LaunchBuilder &l, KernelBuilder &kb,
-               const Plan &p, Value fin2, Value preS, Value abS);
+/// A block's tokens in the decode path (M <= tile): bid + k G, k < this.
+int64_t ownTokens(const Plan &p);
+/// The decode path's sums (M <= tile), one round of loads: every block sums
+/// pre's columns (h_i, i < n, and the squares) of every token into fin2
+/// [M][n + 1][R], and the other columns (post's, the logits') of its own
+/// tokens (bid + k G) into finOwn [own][N - n][R], each column as its R
+/// rows (rowSum, sumPartials' rows: every block and the owner get the same
+/// bits); then squashes pre into preS [M][n]. Two tasks' loads in flight per
+/// thread where a row has <= kFinishLoads blocks. abS: (alpha, beta) of
+/// pre's i.
+void decodeSums(KernelContext &ctx, LaunchBuilder &l, KernelBuilder &kb,
+                const Plan &p, Value fin2, Value finOwn, Value preS, Value abS);
+/// The decode path's finish of the block's k-th token m (after decodeSums):
+/// h and ms from fin2 and finOwn (the rows added in order: sumPartials'
+/// bits) stored and into `row`, then scale (emitTokenScale) with the
+/// thread's alpha and beta: pre, post and logits stored, the logits also
+/// into logitsS[at ..]. Ends with a barrier.
+void decodeFinish(KernelContext &ctx, LaunchBuilder &l, KernelBuilder &kb,
+                  const Names &names, const Plan &p, Value m, Value k, Value fin2,
+                  Value finOwn, Value row, Value logitsS, Value at,
+                  std::pair<Value, Value> ab);
 /// The decode path's y (M <= tile) on threads firstThread.. (warp 0 runs
 /// the Sinkhorn meanwhile): pre from preS and x_next from xs (the block's
 /// own, as phase 1 stored it), with the aggregate's fma chain; the stage's

@@ -18,6 +18,7 @@ Plan onelaunch::planOneLaunch(const KernelContext &ctx) {
   Plan p;
   int64_t n = ctx.n(), N = ctx.N();
   p.G = ::mhc::oneLaunchBlocks(ctx.spec);
+  p.dependent = ctx.spec.arch != "sm_80";
   p.cntMax = (ctx.C() + p.G - 1) / p.G;
   p.L = n * p.cntMax;
   p.width = N + 1;
@@ -29,7 +30,9 @@ Plan onelaunch::planOneLaunch(const KernelContext &ctx) {
   int64_t limit = LaunchBuilder::sharedLimit(ctx.spec.arch) - 256; // alignment
   auto bytes = [&](int64_t tile, bool stage) {
     int64_t phi = stage ? N * p.Ls + (ctx.spec.hasWeight ? p.Lp : 0) : 0;
-    int64_t decode = tile * (n + 1) * p.finishRows + tile * n + 2 * n; // fin2, preS, abS
+    int64_t own = (tile + p.G - 1) / p.G; // a block's tokens in the decode path
+    int64_t decode = tile * (n + 1) * p.finishRows + own * (N - n) * p.finishRows +
+                     tile * n + 2 * n; // fin2, finOwn, preS, abS
     return 4 * (tile * p.Lp + phi + p.groups * tile * p.width +
                 p.finishRows * p.width + p.width + N + tile * (n + n * n) + decode);
   };

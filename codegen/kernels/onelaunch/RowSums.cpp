@@ -1,7 +1,7 @@
 //===- RowSums.cpp - the partials summed in one order ---------------------===//
 //
 // Every sum of the partials [M, N + 1, G] over the G blocks (the finish's
-// sumPartials and the decode path's decodePre): rows of blocks summed in
+// sumPartials and the decode path's decodeSums): rows of blocks summed in
 // block order, then the rows in row order, so that every block that sums a
 // token's partials gets the same bits.
 //
@@ -17,7 +17,7 @@ namespace {
 
 /// The partials' element of block b, item (m * width + col): [M][width][G],
 /// so that a row's blocks (and the rows of one item) are consecutive words:
-/// every block's redundant sums of the decode path (decodePre) read whole
+/// every block's redundant sums of the decode path (decodeSums) read whole
 /// sectors.
 Value partialAt(KernelBuilder &kb, const Plan &p, Value item, Value b) {
   return kb.add(kb.mul(item, kb.idx(p.G)), b);

@@ -27,6 +27,29 @@ using CUfunction = struct CUfunc_st *;
 using CUstream = struct CUstream_st *;
 using CUdeviceptr = unsigned long long;
 
+/// cuda.h's CUlaunchAttribute (an id, padding to 8 bytes, a 64-byte value
+/// union of which the runtime sets one int) and CUlaunchConfig.
+struct CUlaunchAttribute {
+  int id;
+  char pad[4];
+  union {
+    char bytes[64];
+    int value;
+  };
+};
+struct CUlaunchConfig {
+  unsigned gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ;
+  unsigned sharedMemBytes;
+  CUstream hStream;
+  CUlaunchAttribute *attrs;
+  unsigned numAttrs;
+};
+static_assert(sizeof(CUlaunchAttribute) == 72 && sizeof(CUlaunchConfig) == 56,
+              "cuda.h's layouts");
+/// CUlaunchAttributeID values of cuda.h.
+inline constexpr int kLaunchAttributeCooperative = 2;
+inline constexpr int kLaunchAttributeProgrammaticStreamSerialization = 6;
+
 class Driver {
 public:
   /// The process-wide driver; throws Error when libcuda cannot be loaded.
@@ -66,6 +89,11 @@ public:
   CUresult (*cuLaunchCooperativeKernel)(CUfunction, unsigned, unsigned,
                                         unsigned, unsigned, unsigned, unsigned,
                                         unsigned, CUstream, void **) = nullptr;
+  /// A launch with attributes (cooperative, programmatic stream
+  /// serialization); null when the driver lacks it (CUDA < 12.0): then
+  /// programmatic launches fall back to the plain or cooperative launch.
+  CUresult (*cuLaunchKernelEx)(const CUlaunchConfig *, CUfunction, void **,
+                               void **) = nullptr;
   /// The grid barriers' words (Runtime::syncWords): allocated and zeroed
   /// once per device.
   CUresult (*cuMemAlloc)(CUdeviceptr *, size_t) = nullptr;

@@ -80,6 +80,11 @@ private:
   /// launches (docs/design/serve.md).
   void allocateSyncSlots(int deviceOrdinal);
   void *syncWords(int deviceOrdinal, CUstream stream);
+  /// Starts one launch of `l`: plain, cooperative, or (LaunchDesc::
+  /// programmatic) through cuLaunchKernelEx with programmatic stream
+  /// serialization (and cooperative) attributes.
+  static CUresult start(const LaunchDesc &l, CUfunction fn, unsigned grid,
+                        unsigned shared, CUstream stream, void **params);
   /// The device's primary context, retained once per device.
   CUcontext contextOf(int deviceOrdinal);
   KernelCache diskCache;

@@ -187,6 +187,12 @@ struct LaunchDesc {
   /// co-resident, so its blocks may wait on each other (grid barriers on
   /// the "sync" parameter). Written to JSON only when set.
   bool cooperative = false;
+  /// Launched with programmatic stream serialization (sm_90+,
+  /// cuLaunchKernelEx): the grid may start while the stream's previous
+  /// kernel finishes; it issues griddepcontrol.wait before touching memory
+  /// that kernel may write (docs/design/serve.md). Written to JSON ("pdl")
+  /// only when set.
+  bool programmatic = false;
   Resources resources;
 };
 
