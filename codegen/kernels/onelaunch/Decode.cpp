@@ -90,7 +90,7 @@ void onelaunch::decodeFinish(KernelContext &ctx, LaunchBuilder &l, KernelBuilder
                   const Names &names, const Plan &p, Value m, Value k, Value fin2,
                   Value finOwn, Value row, Value logitsS, Value at,
                   std::pair<Value, Value> ab) {
-  int64_t n = ctx.n(), N = ctx.N(), K = ctx.K(), cols = n + 1;
+  int64_t n = ctx.n(), N = ctx.N(), cols = n + 1;
   Value tid = kb.threadId();
   kb.when(kb.lt(tid, kb.idx(p.width)), [&] {
     Value isPre = kb.lt(tid, kb.idx(n)), isMs = kb.eq(tid, kb.idx(N));
@@ -99,15 +99,7 @@ void onelaunch::decodeFinish(KernelContext &ctx, LaunchBuilder &l, KernelBuilder
     Value fromFin2 = decodeTotal(kb, p, fin2, m, cols, cc);
     Value fromOwn = decodeTotal(kb, p, finOwn, k, N - n, jj);
     Value sum = kb.select(isPre, fromFin2, kb.select(isMs, fromFin2, fromOwn));
-    kb.when(isMs, [&] {
-      Value ms = kb.div(sum, kb.f32(static_cast<double>(K)));
-      kb.store(ms, l.arg("ms"), m);
-      kb.store(ms, row, tid);
-    });
-    kb.when(kb.lt(tid, kb.idx(N)), [&] {
-      kb.store(sum, l.arg("h"), kb.add(kb.mul(m, kb.idx(N)), tid));
-      kb.store(sum, row, tid);
-    });
+    storeTokenSum(ctx, l, kb, m, row, sum);
   });
   kb.barrier();
   emitTokenScale(

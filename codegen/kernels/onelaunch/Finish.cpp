@@ -22,7 +22,7 @@ namespace {
 /// and ms into `row`.
 void sumPartials(KernelContext &ctx, LaunchBuilder &l, KernelBuilder &kb,
                  const Plan &p, Value m, Value fin, Value row) {
-  int64_t N = ctx.N(), K = ctx.K(), width = p.width, R = p.finishRows;
+  int64_t width = p.width, R = p.finishRows;
   Value tid = kb.threadId();
   Value col = kb.rem(tid, kb.idx(width)), r = kb.div(tid, kb.idx(width));
   kb.when(kb.lt(r, kb.idx(R)), [&] {
@@ -37,15 +37,7 @@ void sumPartials(KernelContext &ctx, LaunchBuilder &l, KernelBuilder &kb,
     Value sum = kb.load(fin, tid);
     for (int64_t rr = 1; rr < R; ++rr)
       sum = kb.add(sum, kb.load(fin, kb.add(kb.idx(rr * width), tid)));
-    kb.when(kb.eq(tid, kb.idx(N)), [&] {
-      Value ms = kb.div(sum, kb.f32(static_cast<double>(K)));
-      kb.store(ms, l.arg("ms"), m);
-      kb.store(ms, row, tid);
-    });
-    kb.when(kb.lt(tid, kb.idx(N)), [&] {
-      kb.store(sum, l.arg("h"), kb.add(kb.mul(m, kb.idx(N)), tid));
-      kb.store(sum, row, tid);
-    });
+    storeTokenSum(ctx, l, kb, m, row, sum);
   });
   kb.barrier();
 }
