@@ -160,6 +160,16 @@ def seam_inputs(M, C, device, seed):
     return f, post, x, P
 
 
+def fused_configs(cs, ms, device):
+    """(C, M, p, args, chain) per configuration, C outermost: the layer's parameters (detached), the seam's
+    inputs and the "mhc fused" chain over them (the decode probes' setup)."""
+    for C in cs:
+        p = {k: v.detach() for k, v in stack.layer_params(C, device, seed=100).items()}
+        for M in ms:
+            args = seam_inputs(M, C, device, seed=1)
+            yield C, M, p, args, mhc_fused(p, args[2])
+
+
 def eager_us(chain, args, device):
     """Per-seam microseconds of REPEATS chains back to back, then one synchronize (median of 5)."""
     cuda = device.type == "cuda"

@@ -43,21 +43,16 @@ def stack_fwd_us(C, M, device):
 def child(ms, cs):
     import torch
     import serve
-    import stack
     device = torch.device("cuda")
     rows = []
-    for C in cs:
-        p = {k: v.detach() for k, v in stack.layer_params(C, device, seed=100).items()}
-        for M in ms:
-            args = serve.seam_inputs(M, C, device, seed=1)
-            with torch.no_grad():
-                chain = serve.mhc_fused(p, args[2])
-                first = [t.clone() for t in chain(*args, seams=1)]
-                row = dict(C=C, M=M, eager=serve.eager_us(chain, args, device), graph=serve.graph_us(chain, args),
-                           y_abs_max=float(first[1].float().abs().max()))
-            row["stack_fwd"] = stack_fwd_us(C, M, device)
-            rows.append(row)
-            print("ROW " + json.dumps(row), flush=True)
+    for C, M, _, args, chain in serve.fused_configs(cs, ms, device):
+        with torch.no_grad():
+            first = [t.clone() for t in chain(*args, seams=1)]
+            row = dict(C=C, M=M, eager=serve.eager_us(chain, args, device), graph=serve.graph_us(chain, args),
+                       y_abs_max=float(first[1].float().abs().max()))
+        row["stack_fwd"] = stack_fwd_us(C, M, device)
+        rows.append(row)
+        print("ROW " + json.dumps(row), flush=True)
 
 
 def main():

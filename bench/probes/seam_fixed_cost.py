@@ -66,21 +66,16 @@ def child(ms, cs, trace_dir, tag, profile):
     import torch
     import bench
     import serve
-    import stack
     device = torch.device("cuda")
     rows, graphs = [], []
-    for C in cs:
-        p = {k: v.detach() for k, v in stack.layer_params(C, device, seed=100).items()}
-        for M in ms:
-            args = serve.seam_inputs(M, C, device, seed=1)
-            with torch.no_grad():
-                chain = serve.mhc_fused(p, args[2])
-                graph_ms = bench.graph_time(chain, args, reps=30, warmup=5)
-                graph = torch.cuda.CUDAGraph()
-                with torch.cuda.graph(graph):
-                    chain(*args)
-            graphs.append((graph, args, p))
-            rows.append(dict(C=C, M=M, graph=graph_ms * 1e3 / serve.SEAMS))
+    for C, M, p, args, chain in serve.fused_configs(cs, ms, device):
+        with torch.no_grad():
+            graph_ms = bench.graph_time(chain, args, reps=30, warmup=5)
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph):
+                chain(*args)
+        graphs.append((graph, args, p))
+        rows.append(dict(C=C, M=M, graph=graph_ms * 1e3 / serve.SEAMS))
     if profile:
         trace = os.path.join(trace_dir, f"{tag}.json")
         with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
