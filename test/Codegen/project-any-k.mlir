@@ -13,6 +13,7 @@
 // RUN: rm -rf %t.f4 && mhc-compile --spec 'project.fwd;n=4;act=bf16;param=f32;layout=cn;C=5129;tf32=1;weight=0;arch=sm_90a' -o %t.f4 && cat %t.f4/*.json | FileCheck %s --check-prefix=FWD4JSON
 // RUN: cat %t.f4/*.ptx | FileCheck %s --check-prefix=FWD4PTX
 // RUN: rm -rf %t.f6 && mhc-compile --spec 'project.fwd;n=6;act=bf16;param=bf16;layout=cn;C=5126;tf32=1;weight=1;arch=sm_90a' -o %t.f6 && cat %t.f6/mhc*.json %t.f6/*.ptx | FileCheck %s --check-prefix=FWD6
+// RUN: rm -rf %t.f32 && mhc-compile --spec 'project.fwd;n=6;act=bf16;param=f32;layout=cn;C=5124;tf32=1;weight=0;arch=sm_90a' -o %t.f32 && cat %t.f32/mhc*.json %t.f32/*.ptx | FileCheck %s --check-prefix=FWD6K32
 // RUN: rm -rf %t.f3 && mhc-compile --spec 'project.fwd;n=3;act=bf16;param=f32;layout=cn;C=5127;tf32=1;weight=1;arch=sm_90a' -o %t.f3 && cat %t.f3/*.ptx | FileCheck %s --check-prefix=FWDODD
 // RUN: cat %t.f3/mhc*.json | FileCheck %s --check-prefix=FWDODDJSON
 // RUN: rm -rf %t.b4 && mhc-compile --spec 'project.bwd;n=4;act=bf16;param=f32;layout=cn;C=5129;tf32=1;weight=0;arch=sm_90a' -o %t.b4 && cat %t.b4/*.ptx | FileCheck %s --check-prefix=BWD4
@@ -57,6 +58,15 @@
 // FWD6-NOT: ld.global.nc.v4.b32
 // FWD6-LABEL: .entry mhc_project_fwd_n6_{{[0-9a-f]+}}_partial(
 // FWD6: wgmma.mma_async
+
+// K % 8 == 0 with no 32-column chunk dividing K (n = 6, C = 5124): the
+// staged variant too, its last chunk's x masked per word in 16-byte pieces.
+// FWD6K32: "entry": "mhc_project_fwd_n6_{{[0-9a-f]+}}_pack"
+// FWD6K32: "entry": "mhc_project_fwd_n6_{{[0-9a-f]+}}_partial"
+// FWD6K32-LABEL: .entry mhc_project_fwd_n6_{{[0-9a-f]+}}_partial(
+// FWD6K32: ld.global.nc.v4.b32 {{{%r[0-9]+, %r[0-9]+, %r[0-9]+}}, [[W3:%r[0-9]+]]}
+// FWD6K32-NEXT: selp.b32 %r{{[0-9]+}}, [[W3]], 0, %p{{[0-9]+}};
+// FWD6K32: wgmma.mma_async
 
 // Odd K: the tf32 variant (no pack), no vector load of a 2-byte element
 // run.

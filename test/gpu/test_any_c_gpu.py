@@ -147,6 +147,22 @@ def test_staged_forward_at_k_mod_8_is_4(cfg):
     check_on_kernel_path(s, cfg["M"], case_seed("staged", tuple(cfg.values())))
 
 
+# K % 8 == 0 with no 32-column chunk dividing K (n = 6, C = 5124: K % 32 =
+# 24): the staged forward's masked last chunk in 16-byte pieces (the
+# ForwardTf32 kernel before, at half the aligned C's speed).
+STAGED_K32 = [dict(n=n, C=C, act="bf16", layout=("cn", "nc")[i % 2], tf32=bool((i // 2) % 2), weight=bool(i % 3 == 0),
+                   M=(1, 77, 4099, 130)[i % 4])
+              for i, (n, C) in enumerate([(4, 5124), (6, 5124), (6, 3000), (8, 5121), (8, 33), (5, 2192), (6, 5124),
+                                          (8, 5121)])]
+assert all((c["n"] * c["C"]) % 8 == 0 and (c["n"] * c["C"]) % 32 for c in STAGED_K32)
+
+
+@pytest.mark.parametrize("cfg", STAGED_K32, ids=lambda c: "n{n}-C{C}-{layout}-tf32{tf32:d}-w{weight:d}-M{M}".format(**c))
+def test_staged_forward_with_no_dividing_chunk(cfg):
+    s = spec("project", "fwd", cfg["n"], "bf16", cfg["layout"], cfg["C"], tf32=cfg["tf32"], weight=cfg["weight"])
+    check_on_kernel_path(s, cfg["M"], case_seed("staged32", tuple(cfg.values())))
+
+
 ELEMENTWISE = [dict(op=op, d=d, n=n, C=C, act=act, layout=lay)
                for i, (op, d, (n, C), act, lay) in enumerate(itertools.product(
                    ("aggregate", "expand_combine"), ("fwd", "bwd"), ((3, 5127), (4, 5129), (8, 33)), ("bf16", "f32"),
@@ -164,7 +180,7 @@ def test_elementwise_ops_at_odd_c(cfg):
 # sums split differently (docs/design/serve.md; test_serve_gpu.py and
 # test_seam_gpu.py's C = 5129, M = 128 case bound it against float64).
 @pytest.mark.parametrize("n,C,act,layout,M", [(4, 5129, "bf16", "cn", 257), (6, 5126, "bf16", "nc", 301),
-                                              (3, 5127, "bf16", "nc", 300),
+                                              (3, 5127, "bf16", "nc", 300), (6, 5124, "bf16", "cn", 300),
                                               (1, 33, "f32", "cn", 1031), (5, 4097, "f16", "nc", 4099)])
 def test_pre_step_at_odd_c_is_the_four_ops(n, C, act, layout, M):
     """torch.ops.mhc.pre on the kernel path at odd K, bit for bit the four
