@@ -21,6 +21,7 @@ branch that measures stages; the product compiler ignores it) and "multi" runs t
 import argparse
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -46,6 +47,14 @@ def kernel_stats(kernels):
             gaps.append(b["ts"] - (a["ts"] + a["dur"]))
     med = lambda v: statistics.median(v) if v else float("nan")
     return med(durs), med(periods), med(gaps), top, len(kernels), sum(k["dur"] for k in kernels)
+
+
+def per_kernel(kernels):
+    """Median duration (us) per kernel, named by its launch (the name past the spec's hash)."""
+    by = {}
+    for k in kernels:
+        by.setdefault(re.sub(r"^.*_[0-9a-f]{16}_", "", k["name"]), []).append(k["dur"])
+    return {name: round(statistics.median(d), 2) for name, d in sorted(by.items())}
 
 
 def split_configs(trace_path, count):
@@ -74,12 +83,12 @@ def child(ms, cs, trace_dir, tag, profile):
             graph = torch.cuda.CUDAGraph()
             with torch.cuda.graph(graph):
                 chain(*args)
-        graphs.append((graph, args, p))
+        graphs.append((graph, args, p, chain))  # the chain holds the graph's out= buffers
         rows.append(dict(C=C, M=M, graph=graph_ms * 1e3 / serve.SEAMS))
     if profile:
         trace = os.path.join(trace_dir, f"{tag}.json")
         with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
-            for graph, _, _ in graphs:
+            for graph, *_ in graphs:
                 for _ in range(10):
                     graph.replay()
                     torch.cuda.synchronize()
@@ -89,7 +98,7 @@ def child(ms, cs, trace_dir, tag, profile):
         for row, kernels in zip(rows, groups or []):
             d, period, gap, name, count, busy = kernel_stats(kernels)
             row.update(kern=d, period=period, gap=gap, name=name, launches=count / (10 * serve.SEAMS),
-                       busy=busy / (10 * serve.SEAMS))
+                       busy=busy / (10 * serve.SEAMS), per_kernel=per_kernel(kernels))
         if groups is None:
             print("the trace's kernels did not split into one group per config", flush=True)
     for row in rows:
@@ -139,6 +148,8 @@ def main():
                 cell = lambda k: f"{r[k]:6.2f}" if k in r else "     -"
                 print(f"{name:>14} {C:>5} {M:>3} | {cell('graph')} {cell('kern')} {cell('period')} {cell('gap')}"
                       f" {cell('busy')} {cell('launches')}")
+    print("median us per launch (profiler): " + "; ".join(
+        f"{n} C={C} M={M}: {r['per_kernel']}" for (n, C, M), r in results.items() if "per_kernel" in r))
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@ table; writes nothing. docs/design/seam.md, "Loads a chunk ahead", has its
 H100 numbers.
 
     python3 bench/probes/seam_fwd_compilers.py [NAME=COMPILER ...] [--shape 32768,7168] [--tbs 3.02]
+                                               [--n 4] [--layout cn]
 
 Without NAME=COMPILER: $MHC_COMPILER alone (test/gpu/setup-gpu.sh sets it).
 """
@@ -27,8 +28,8 @@ from kernels import Bundle  # noqa: E402
 from kernel_times import device_times  # noqa: E402
 
 
-def spec(C):
-    return (f"post_pre.fwd;n=4;act=bf16;param=f32;layout=cn;C={C};tf32=1;weight=0;norm_eps=1.1920929e-07;"
+def spec(C, n=4, layout="cn"):
+    return (f"post_pre.fwd;n={n};act=bf16;param=f32;layout={layout};C={C};tf32=1;weight=0;norm_eps=1.1920929e-07;"
             "pre_eps=0;post_mult=2;mode=log;iters=20;bias=0;arch=sm_90a")
 
 
@@ -59,12 +60,14 @@ def main():
     ap.add_argument("compilers", nargs="*", metavar="NAME=COMPILER")
     ap.add_argument("--shape", default="32768,7168", metavar="M,C")
     ap.add_argument("--tbs", type=float, default=3.02, help="copy bandwidth for the floor, TB/s")
+    ap.add_argument("--n", type=int, default=4)
+    ap.add_argument("--layout", default="cn", choices=["cn", "nc"])
     a = ap.parse_args()
     M, C = (int(v) for v in a.shape.split(","))
     compilers = dict(c.split("=", 1) for c in a.compilers) or {"mhc": os.environ["MHC_COMPILER"]}
     out = tempfile.mkdtemp()
-    bundles = {name: bundle(c, f"{out}/{name}", spec(C)) for name, c in compilers.items()}
-    t = inputs(M, C)
+    bundles = {name: bundle(c, f"{out}/{name}", spec(C, a.n, a.layout)) for name, c in compilers.items()}
+    t = inputs(M, C, a.n)
     first = None
     for name, b in bundles.items():
         got = b.run(M, t)
@@ -82,7 +85,7 @@ def main():
                     times[name].setdefault("_".join(kernel.split("_")[6:]), []).extend(us)
     # expand_partial moves x, f in and x_next out: 2n + 1 units of 2*M*C bytes.
     floor = 9 * 2 * M * C / (a.tbs * 1e12) * 1e6
-    print(f"{torch.cuda.get_device_name()} M={M} C={C}: median us per kernel (15 calls); "
+    print(f"{torch.cuda.get_device_name()} n={a.n} {a.layout} M={M} C={C}: median us per kernel (15 calls); "
           f"expand_partial floor {floor:.0f} us at {a.tbs} TB/s")
     for name in bundles:
         med = {k: statistics.median(u) for k, u in times[name].items()}

@@ -56,6 +56,44 @@ void mlir::mhc::declarePreTailIO(KernelContext &ctx) {
   ctx.buffer("y", spec.act, BufferRole::Output, {C, 0});
 }
 
+/// y = sum_i pre_i x_i for token m with the aggregate kernel's fma chain,
+/// by warps 1.. (warp 0's thread 0 is in the Sinkhorn; with one warp, by
+/// it after). A thread's chunks, up to 4 a step, are all loaded before the
+/// first is summed: the token's row is one round of loads, not one a chunk.
+static void emitTailAggregate(KernelBuilder &kb, KernelContext &ctx, LaunchBuilder &l,
+                              Value m, ArrayRef<Value> pre, int threads) {
+  int64_t n = ctx.n(), C = ctx.C(), w = ctx.streamWidth(), chunks = C / w;
+  int64_t first = threads > 32 ? 32 : 0, T = threads - first;
+  int64_t U = std::min<int64_t>(4, (chunks + T - 1) / T);
+  Value t = kb.sub(kb.threadId(), kb.idx(first)); // used only where tid >= first
+  auto rows = [&] {
+    kb.loop(t, kb.idx(chunks), kb.idx(T * U), [&](Value c) {
+      SmallVector<Value> chunk, valid;
+      SmallVector<SmallVector<SmallVector<Value>>> xs;
+      for (int64_t u = 0; u < U; ++u) {
+        chunk.push_back(kb.add(c, kb.idx(u * T)));
+        valid.push_back(kb.lt(chunk[u], kb.idx(chunks)));
+        Value at = kb.select(valid[u], chunk[u], c); // c < chunks
+        xs.push_back(loadStreams(kb, ctx, l.arg("x"), m, kb.mul(at, kb.idx(w)), w));
+      }
+      for (int64_t u = 0; u < U; ++u)
+        kb.when(valid[u], [&] {
+          SmallVector<Value> y;
+          for (int64_t e = 0; e < w; ++e) {
+            Value acc = kb.mul(pre[0], xs[u][0][e]);
+            for (int64_t i = 1; i < n; ++i)
+              acc = kb.fma(pre[i], xs[u][i][e], acc);
+            y.push_back(acc);
+          }
+          kb.storeFrom(y, l.arg("y"), kb.add(kb.mul(m, kb.idx(C)), kb.mul(chunk[u], kb.idx(w))));
+        });
+    });
+  };
+  if (first == 0)
+    return rows();
+  kb.when(kb.lt(kb.idx(first - 1), kb.threadId()), rows);
+}
+
 /// The tail launch and its buffers, after the projection's partials.
 static LogicalResult buildTail(KernelContext &ctx) {
   const ::mhc::KernelSpec &spec = ctx.spec;
@@ -109,27 +147,13 @@ static LogicalResult buildTail(KernelContext &ctx) {
       [&](Value k, Value z) { kb.store(z, mix, kb.add(k, kb.idx(2 * n))); });
   kb.barrier();
 
-  // Thread 0 runs the Sinkhorn iterations; the other warps start on y (the
-  // rest of warp 0 follows once thread 0 is done).
+  // Thread 0 runs the Sinkhorn iterations while warps 1.. write y.
   kb.when(kb.eq(tid, kb.idx(0)),
           [&] { emitTokenSinkhorn(kb, spec, l, m, mix, kb.idx(2 * n), "P"); });
   SmallVector<Value> pre;
   for (int64_t i = 0; i < n; ++i)
     pre.push_back(kb.load(mix, kb.idx(i)));
-  // y = sum_i pre_i x_i with the aggregate kernel's fma chain.
-  chunkLoop(kb, chunks, threads, 4, {}, [&](Value chunk, ValueRange) {
-    Value c0 = kb.mul(chunk, kb.idx(w));
-    auto xs = loadStreams(kb, ctx, l.arg("x"), m, c0, w);
-    SmallVector<Value> y;
-    for (int64_t e = 0; e < w; ++e) {
-      Value acc = kb.mul(pre[0], xs[0][e]);
-      for (int64_t i = 1; i < n; ++i)
-        acc = kb.fma(pre[i], xs[i][e], acc);
-      y.push_back(acc);
-    }
-    kb.storeFrom(y, l.arg("y"), kb.add(kb.mul(m, kb.idx(C)), c0));
-    return SmallVector<Value>{};
-  });
+  emitTailAggregate(kb, ctx, l, m, pre, threads);
   return success();
 }
 

@@ -1,8 +1,8 @@
 // Kernels of the fused pre step (mhc.pre): the projection's own launches
 // (here the bf16 pack and the split-K partial) and one tail launch with a
 // block per token that sums the partials in split order, scales the logits
-// into shared memory, runs the Sinkhorn iterations in thread 0 and streams
-// y = pre . x; every intermediate is an output. (The inputs are kernel
+// into shared memory, runs the Sinkhorn iterations in thread 0 while warps
+// 1.. stream y = pre . x; every intermediate is an output. (The inputs are kernel
 // specs; this file has no IR of its own.)
 // RUN: mhc-compile --spec 'pre.fwd;n=4;act=bf16;param=f32;layout=nc;C=2048;tf32=0;weight=1;norm_eps=9.99999997e-07;pre_eps=9.99999997e-07;post_mult=2;mode=softmax_eps;iters=20;eps=9.99999997e-07;arch=sm_90a' --print-ir | FileCheck %s
 // RUN: rm -rf %t && mhc-compile --spec 'pre.fwd;n=4;act=bf16;param=f32;layout=cn;C=4096;tf32=1;weight=0;norm_eps=1.1920929e-07;pre_eps=0;post_mult=2;mode=log;iters=20;arch=sm_90a' -o %t && FileCheck %s --check-prefix=MANIFEST < %t/mhc_pre_fwd_n4_be533d40e1601ef6.json
@@ -13,11 +13,14 @@
 // CHECK: gpu.func @mhc_pre_fwd_n4_8f84e46a152eba4e_pack(
 // CHECK: gpu.func @mhc_pre_fwd_n4_8f84e46a152eba4e_partial(
 // CHECK: gpu.func @mhc_pre_fwd_n4_8f84e46a152eba4e_tail(%[[PART:.*]]: memref<?xf32>, %{{.*}}: memref<?xf32>, %{{.*}}: memref<?xf32>, %[[X:.*]]: memref<?xbf16>, %[[H:.*]]: memref<?xf32>, %[[MS:.*]]: memref<?xf32>, %[[PRE:.*]]: memref<?xf32>, %[[POST:.*]]: memref<?xf32>, %[[LOGITS:.*]]: memref<?xf32>, %[[P:.*]]: memref<?xf32>, %[[Y:.*]]: memref<?xbf16>, %{{.*}}: i64, %{{.*}}: i64) workgroup(%[[ROW:.*]] : memref<25xf32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}, %[[MIX:.*]] : memref<24xf32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}) kernel attributes {known_block_size = array<i32: 256, 1, 1>}
-// The partials of the token's column, in split order: sixteen loads a
-// step (kPartialsInFlight), then the remainder.
-// CHECK: scf.for {{.*}} step %c16{{.*}} iter_args
+// The partials of the token's column, in split order, sixteen a group
+// (kPartialsInFlight): the first group loaded before the loop, each
+// iteration loading the next group (-0.0 past S) before it adds the last.
 // CHECK-COUNT-16: memref.load %[[PART]]
-// CHECK: scf.for
+// CHECK: scf.for {{.*}} iter_args({{.*}}) -> (f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32)
+// CHECK-COUNT-16: memref.load %[[PART]]
+// CHECK-COUNT-16: arith.addf
+// CHECK: scf.yield
 // CHECK: memref.store {{.*}}, %[[MS]]
 // CHECK: memref.store {{.*}}, %[[H]]
 // CHECK: gpu.barrier
@@ -28,8 +31,11 @@
 // softmax_eps: T - 1 = 19 more row/column normalisations after the first.
 // CHECK: scf.for %{{.*}} = %c1 to %c20 step %c1
 // CHECK-COUNT-16: memref.store {{.*}}, %[[P]]
-// CHECK: scf.for %{{.*}} = %thread_id_x to
-// CHECK-COUNT-4: vector.load %[[X]]{{.*}} {alignment = 16 : i64} : memref<?xbf16>, vector<8xbf16>
+// y by warps 1..7 (224 threads), the thread's two chunks loaded before
+// either is summed.
+// CHECK: scf.for %{{.*}} = %{{.*}} to %c256 step %c448
+// CHECK-COUNT-8: vector.load %[[X]]{{.*}} {alignment = 16 : i64} : memref<?xbf16>, vector<8xbf16>
+// CHECK: vector.store {{.*}}, %[[Y]]{{.*}} {alignment = 16 : i64} : memref<?xbf16>, vector<8xbf16>
 // CHECK: vector.store {{.*}}, %[[Y]]{{.*}} {alignment = 16 : i64} : memref<?xbf16>, vector<8xbf16>
 // CHECK-NOT: atomic
 
