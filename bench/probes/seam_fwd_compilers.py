@@ -90,7 +90,8 @@ def main():
     for name in bundles:
         med = {k: statistics.median(u) for k, u in times[name].items()}
         print(f"  {name:5s} " + "  ".join(f"{k} {u:7.1f}" for k, u in sorted(med.items())) +
-              f"  total {sum(med.values()):7.1f}  expand_partial at {floor / med['expand_partial']:.1%} of copy BW")
+              f"  total {sum(med.values()):7.1f}" + (f"  expand_partial at {floor / med['expand_partial']:.1%} of copy BW"
+                                                    if "expand_partial" in med else ""))
 
 
 if __name__ == "__main__":

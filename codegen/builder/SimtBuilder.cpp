@@ -319,32 +319,25 @@ SimtBuilder::loop(Value lb, Value ub, Value step, ValueRange init,
 
 Value SimtBuilder::sumInOrder(Value begin, Value end, int64_t inFlight,
                               function_ref<Value(Value)> load) {
-  // Groups of inFlight values, the next group's loads issued before the
-  // current group's adds. Past `end` a group holds -0.0, which leaves every
-  // f32 sum as it is (x + -0.0 == x, also for x = +-0.0), so the bits are
-  // the plain loop's; those lanes load element begin (needs end > begin).
-  Value negZero = f32(-0.0);
-  auto group = [&](Value first) {
-    SmallVector<Value> v;
-    for (int64_t u = 0; u < inFlight; ++u) {
-      Value i = add(first, idx(u)), in = lt(i, end);
-      v.push_back(select(in, load(select(in, i, begin)), negZero));
-    }
-    return v;
+  Value steps = div(sub(end, begin), idx(inFlight));
+  Value whole = add(begin, mul(steps, idx(inFlight)));
+  auto addAll = [&](Value acc, ArrayRef<Value> values) {
+    for (Value v : values)
+      acc = add(acc, v);
+    return acc;
   };
-  Value groups = div(add(sub(end, begin), idx(inFlight - 1)), idx(inFlight));
-  SmallVector<Value> init = group(begin);
-  init.insert(init.begin(), f32(0.0));
-  SmallVector<Value> out = loop(
-      idx(0), groups, idx(1), init, [&](Value g, ValueRange it) -> SmallVector<Value> {
-        SmallVector<Value> next = group(add(begin, mul(add(g, idx(1)), idx(inFlight))));
-        Value acc = it[0];
-        for (Value v : it.drop_front())
-          acc = add(acc, v);
-        next.insert(next.begin(), acc);
-        return next;
+  SmallVector<Value> sum = loop(
+      begin, whole, idx(inFlight), ValueRange{f32(0.0)},
+      [&](Value i, ValueRange it) -> SmallVector<Value> {
+        SmallVector<Value> v;
+        for (int64_t u = 0; u < inFlight; ++u)
+          v.push_back(load(add(i, idx(u))));
+        return {addAll(it[0], v)};
       });
-  return out[0];
+  return loop(whole, end, idx(1), sum,
+              [&](Value i, ValueRange it) -> SmallVector<Value> {
+                return {add(it[0], load(i))};
+              })[0];
 }
 
 void SimtBuilder::when(Value cond, function_ref<void()> body) {

@@ -110,10 +110,9 @@ public:
   loop(Value lb, Value ub, Value step, ValueRange init,
        function_ref<SmallVector<Value>(Value, ValueRange)> body);
   void when(Value cond, function_ref<void()> body);
-  /// The f32 sum of load(i) over i in [begin, end) (end > begin), added one
-  /// by one in i's order (a plain loop's bits), in groups of `inFlight`
-  /// loads, each group's loads issued before the previous group's adds: a
-  /// split-K reduce's time is its load latency, not one trip per group.
+  /// The f32 sum of load(i) over i in [begin, end), added one by one in i's
+  /// order (a plain loop's bits), `inFlight` loads issued before their adds:
+  /// a split-K reduce's time is its steps' load latency.
   Value sumInOrder(Value begin, Value end, int64_t inFlight,
                    function_ref<Value(Value)> load);
   /// then() where cond holds, else otherwise(): the values of the branch

@@ -1,9 +1,10 @@
 //===- Pre.cpp - one layer's pre step, fused ------------------------------===//
 //
 // project -> scale -> sinkhorn -> aggregate as the projection's partial
-// launches plus one "tail" launch with a block per token: the block sums the
-// token's split-K partials (h, ms), scales the logits, one thread runs the
-// Sinkhorn iterations while the other warps start y = pre . x. Three launches
+// launches plus one "tail" launch with a block per token: the block stages
+// the token's split-K partials in shared memory and sums them (h, ms),
+// scales the logits, one thread runs the Sinkhorn iterations while warps
+// 1.. write y = pre . x. Three launches
 // instead of six: at small M the pre step is bound by the host's launches
 // and allocations, not by the GPU. Every value is computed by the same
 // instructions in the same order as in the separate kernels (the same
@@ -56,6 +57,29 @@ void mlir::mhc::declarePreTailIO(KernelContext &ctx) {
   ctx.buffer("y", spec.act, BufferRole::Output, {C, 0});
 }
 
+/// Token m's partials [S, M, width] into `parts` ([S, width]), every
+/// thread's loads (up to 16) issued before it stores any: at few tokens S
+/// is the SM count, and a thread per column loading its S values in
+/// sequence waited ceil(S / 16) round trips.
+static void stagePartials(KernelBuilder &kb, Value part, Value m, Value stride, Value S,
+                          int64_t width, int threads, Value parts) {
+  constexpr int64_t kInFlight = 16;
+  Value total = kb.mul(S, kb.idx(width)), w = kb.idx(width);
+  kb.loop(kb.threadId(), total, kb.idx(threads * kInFlight), [&](Value e0) {
+    SmallVector<Value> at, ok, v;
+    for (int64_t u = 0; u < kInFlight; ++u) {
+      at.push_back(kb.add(e0, kb.idx(u * threads)));
+      ok.push_back(kb.lt(at[u], total));
+      Value e = kb.select(ok[u], at[u], e0); // e0 < total
+      v.push_back(kb.load(part, kb.add(kb.mul(kb.div(e, w), stride),
+                                       kb.add(kb.mul(m, w), kb.rem(e, w)))));
+    }
+    for (int64_t u = 0; u < kInFlight; ++u)
+      kb.when(ok[u], [&] { kb.store(v[u], parts, at[u]); });
+  });
+  kb.barrier();
+}
+
 /// y = sum_i pre_i x_i for token m with the aggregate kernel's fma chain,
 /// by warps 1.. (warp 0's thread 0 is in the Sinkhorn; with one warp, by
 /// it after). A thread's chunks, up to 4 a step, are all loaded before the
@@ -105,33 +129,43 @@ static LogicalResult buildTail(KernelContext &ctx) {
   // partial column (N + 1 <= 81).
   int64_t want = std::max<int64_t>(std::min<int64_t>(chunks, 256), N + 1);
   int threads = static_cast<int>(std::min<int64_t>(256, (want + 31) / 32 * 32));
+  // Splits staged in shared memory: one token block splits over every SM.
+  const int64_t stagedSplits = std::max<int64_t>(ctx.smCount(), 64);
   LaunchBuilder &l = ctx.launch("tail");
   l.param("partials").param("alpha").param("beta").param("x").param("h")
       .param("ms").param("pre").param("post").param("logits").param("P")
       .param("y").param("M").param("S").block(threads).grid({1, 0})
-      .sharedF32(N + 1, 16).sharedF32(N, 16); // 16: read back as vectors
+      .sharedF32(N + 1, 16).sharedF32(N, 16) // 16: read back as vectors
+      .sharedF32(stagedSplits * (N + 1));
   KernelBuilder kb = ctx.begin(l);
   Value M = l.tokens(), S = l.splits(), tid = kb.threadId();
-  Value m = kb.blockId(), row = l.shared(0), mix = l.shared(1);
+  Value m = kb.blockId(), row = l.shared(0), mix = l.shared(1), parts = l.shared(2);
   Value width = kb.idx(N + 1);
 
   // h and ms: a thread per column sums the S partials in split order, as
-  // the projection's reduce launch does (kPartialsInFlight loads a step).
+  // the projection's reduce launch does (sumInOrder, the same bits); the
+  // block's threads first stage them in shared memory where S fits.
+  Value part = l.arg("partials"), stride = kb.mul(M, width);
+  Value staged = kb.lt(S, kb.idx(stagedSplits + 1)); // uniform: the barrier inside
+  kb.when(staged, [&] { stagePartials(kb, part, m, stride, S, N + 1, threads, parts); });
   kb.when(kb.lt(tid, width), [&] {
     Value item = kb.add(kb.mul(m, width), tid);
-    Value stride = kb.mul(M, width);
-    Value part = l.arg("partials");
-    SmallVector<Value> sum = {kb.sumInOrder(
-        kb.idx(0), S, kPartialsInFlight,
-        [&](Value sp) { return kb.load(part, kb.add(kb.mul(sp, stride), item)); })};
+    auto columnSum = [&](Value from, Value rowStride, Value at) {
+      return SmallVector<Value>{kb.sumInOrder(kb.idx(0), S, kPartialsInFlight, [&](Value sp) {
+        return kb.load(from, kb.add(kb.mul(sp, rowStride), at));
+      })};
+    };
+    Value sum = kb.ifElse(
+        staged, [&] { return columnSum(parts, width, tid); },
+        [&] { return columnSum(part, stride, item); })[0];
     kb.when(kb.eq(tid, kb.idx(N)), [&] {
-      Value ms = kb.div(sum[0], kb.f32(static_cast<double>(K)));
+      Value ms = kb.div(sum, kb.f32(static_cast<double>(K)));
       kb.store(ms, l.arg("ms"), m);
       kb.store(ms, row, tid);
     });
     kb.when(kb.lt(tid, kb.idx(N)), [&] {
-      kb.store(sum[0], l.arg("h"), kb.add(kb.mul(m, kb.idx(N)), tid));
-      kb.store(sum[0], row, tid);
+      kb.store(sum, l.arg("h"), kb.add(kb.mul(m, kb.idx(N)), tid));
+      kb.store(sum, row, tid);
     });
   });
   kb.barrier();
