@@ -35,9 +35,21 @@ LaunchBuilder &KernelContext::launch(const std::string &suffix) {
   return launches.back();
 }
 
+LaunchBuilder &KernelContext::dependentLaunch(const std::string &suffix) {
+  LaunchBuilder &l = launch(suffix);
+  if (dependentLaunches())
+    l.programmaticDependent(/*atEntry=*/true);
+  return l;
+}
+
 KernelBuilder KernelContext::begin(LaunchBuilder &launch) {
   gpu::GPUFuncOp func = launch.create(b, module);
-  return KernelBuilder(b, func.getLoc());
+  KernelBuilder kb(b, func.getLoc());
+  if (launch.waitsAtEntry()) {
+    kb.waitGridDependency();
+    kb.launchDependents();
+  }
+  return kb;
 }
 
 void KernelContext::finish() {

@@ -41,8 +41,9 @@ LaunchBuilder &LaunchBuilder::cooperative() {
   isCooperative = true;
   return *this;
 }
-LaunchBuilder &LaunchBuilder::programmaticDependent() {
+LaunchBuilder &LaunchBuilder::programmaticDependent(bool atEntry) {
   isProgrammatic = true;
+  entryWait = atEntry;
   return *this;
 }
 LaunchBuilder &LaunchBuilder::minBlocksPerSM(int blocks) {
