@@ -35,21 +35,9 @@ LaunchBuilder &KernelContext::launch(const std::string &suffix) {
   return launches.back();
 }
 
-LaunchBuilder &KernelContext::dependentLaunch(const std::string &suffix) {
-  LaunchBuilder &l = launch(suffix);
-  if (dependentLaunches())
-    l.programmaticDependent(/*atEntry=*/true);
-  return l;
-}
-
 KernelBuilder KernelContext::begin(LaunchBuilder &launch) {
   gpu::GPUFuncOp func = launch.create(b, module);
-  KernelBuilder kb(b, func.getLoc());
-  if (launch.waitsAtEntry()) {
-    kb.waitGridDependency();
-    kb.launchDependents();
-  }
-  return kb;
+  return KernelBuilder(b, func.getLoc());
 }
 
 void KernelContext::finish() {

@@ -57,19 +57,11 @@ struct KernelContext {
   /// The flagship part's SMs (persistentBlocks() / 2): resident blocks per
   /// wave are smCount() * blocks per SM.
   int64_t smCount() const { return persistentBlocks() / 2; }
-  /// Whether the spec's arch has programmatic dependent launch (sm_90+):
-  /// the small-M forward's launches start during the previous kernel's
-  /// tail (LaunchBuilder::programmaticDependent).
-  bool dependentLaunches() const { return spec.arch != "sm_80"; }
 
   void buffer(const std::string &name, ::mhc::DType dtype,
               ::mhc::BufferRole role, ::mhc::Extent elems);
   /// Starts a launch named <launchPrefix>_<suffix>.
   LaunchBuilder &launch(const std::string &suffix);
-  /// launch(suffix), programmatic where dependentLaunches(): its grid starts
-  /// during the previous kernel's tail and waits for it at entry (the small-M
-  /// forward's launches, whose time is mostly launch latency).
-  LaunchBuilder &dependentLaunch(const std::string &suffix);
   /// Creates the gpu.func of `launch` and returns a builder positioned in it.
   KernelBuilder begin(LaunchBuilder &launch);
   /// Records every launch in the manifest (after all were built).

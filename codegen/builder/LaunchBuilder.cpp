@@ -41,9 +41,8 @@ LaunchBuilder &LaunchBuilder::cooperative() {
   isCooperative = true;
   return *this;
 }
-LaunchBuilder &LaunchBuilder::programmaticDependent(bool atEntry) {
+LaunchBuilder &LaunchBuilder::programmaticDependent() {
   isProgrammatic = true;
-  entryWait = atEntry;
   return *this;
 }
 LaunchBuilder &LaunchBuilder::minBlocksPerSM(int blocks) {

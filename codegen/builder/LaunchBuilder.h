@@ -34,11 +34,8 @@ public:
   LaunchBuilder &cooperative();
   /// Launched with programmatic stream serialization
   /// (LaunchDesc::programmatic; sm_90+): the kernel waits for the previous
-  /// grid itself (SimtBuilder::waitGridDependency). `atEntry`: the wait and
-  /// the next grid's release are the kernel's first instructions
-  /// (KernelContext::begin); otherwise the kernel places them.
-  LaunchBuilder &programmaticDependent(bool atEntry = false);
-  bool waitsAtEntry() const { return entryWait; }
+  /// grid itself (SimtBuilder::waitGridDependency).
+  LaunchBuilder &programmaticDependent();
   /// Asks ptxas to fit `blocks` blocks per SM (it caps registers).
   LaunchBuilder &minBlocksPerSM(int blocks);
   /// A workgroup (shared memory) buffer of `elems` f32 values, aligned to
@@ -82,7 +79,6 @@ private:
   int minBlocks = 0;
   bool isCooperative = false;
   bool isProgrammatic = false;
-  bool entryWait = false;
   ::mhc::GridRule gridRule{1, 0};
   struct SharedBuffer {
     int64_t elems;

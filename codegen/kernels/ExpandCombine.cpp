@@ -40,7 +40,7 @@ static void declareInputs(KernelContext &ctx) {
 
 /// The forward's main launch and its parameters, in the runtime's order.
 static LaunchBuilder &forwardLaunch(KernelContext &ctx) {
-  LaunchBuilder &l = ctx.dependentLaunch("main");
+  LaunchBuilder &l = ctx.launch("main");
   l.param("f").param("post").param("x").param("P");
   if (ctx.spec.hasBias)
     l.param("bias");

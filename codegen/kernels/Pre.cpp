@@ -131,7 +131,7 @@ static LogicalResult buildTail(KernelContext &ctx) {
   int threads = static_cast<int>(std::min<int64_t>(256, (want + 31) / 32 * 32));
   // Splits staged in shared memory: one token block splits over every SM.
   const int64_t stagedSplits = std::max<int64_t>(ctx.smCount(), 64);
-  LaunchBuilder &l = ctx.dependentLaunch("tail");
+  LaunchBuilder &l = ctx.launch("tail");
   l.param("partials").param("alpha").param("beta").param("x").param("h")
       .param("ms").param("pre").param("post").param("logits").param("P")
       .param("y").param("M").param("S").block(threads).grid({1, 0})

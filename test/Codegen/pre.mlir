@@ -7,7 +7,6 @@
 // RUN: mhc-compile --spec 'pre.fwd;n=4;act=bf16;param=f32;layout=nc;C=2048;tf32=0;weight=1;norm_eps=9.99999997e-07;pre_eps=9.99999997e-07;post_mult=2;mode=softmax_eps;iters=20;eps=9.99999997e-07;arch=sm_90a' --print-ir | FileCheck %s
 // RUN: rm -rf %t && mhc-compile --spec 'pre.fwd;n=4;act=bf16;param=f32;layout=cn;C=4096;tf32=1;weight=0;norm_eps=1.1920929e-07;pre_eps=0;post_mult=2;mode=log;iters=20;arch=sm_90a' -o %t && FileCheck %s --check-prefix=MANIFEST < %t/mhc_pre_fwd_n4_be533d40e1601ef6.json
 // RUN: FileCheck %s --check-prefix=PTX < %t/mhc_pre_fwd_n4_be533d40e1601ef6.ptx
-// RUN: rm -rf %t.a && mhc-compile --spec 'pre.fwd;n=4;act=bf16;param=f32;layout=cn;C=4096;tf32=1;weight=0;norm_eps=1.1920929e-07;pre_eps=0;post_mult=2;mode=log;iters=20;arch=sm_80' -o %t.a && cat %t.a/*.json %t.a/*.ptx | FileCheck %s --check-prefix=AMPERE
 // RUN: not mhc-compile --spec 'pre.bwd;n=4;act=bf16;param=f32;layout=nc;C=2048;tf32=0;weight=0;norm_eps=9.99999997e-07;pre_eps=9.99999997e-07;post_mult=2;mode=log;iters=20;arch=sm_90a' -o %t 2>&1 | FileCheck %s --check-prefix=BWD
 
 // CHECK: gpu.module @mhc_pre_fwd_n4_8f84e46a152eba4e
@@ -55,9 +54,6 @@
 // MANIFEST: "entry": "mhc_pre_fwd_n4_be533d40e1601ef6_tail"
 // MANIFEST-SAME: "params": ["partials", "alpha", "beta", "x", "h", "ms", "pre", "post", "logits", "P", "y", "M", "S"]
 // MANIFEST-SAME: "grid": {"tokens_per_block": 1,
-// Every launch is a programmatic dependent launch on sm_90+: it starts
-// during the previous kernel's tail and waits for it first thing.
-// MANIFEST-SAME: "pdl": true
 
 // Each launch is lowered as its own LLVM module, on its own thread; the PTX
 // is one module again: one header, the launches in order.
@@ -68,14 +64,6 @@
 // PTX: .visible .entry mhc_pre_fwd_n4_be533d40e1601ef6_partial(
 // PTX-NOT: .version
 // PTX: .visible .entry mhc_pre_fwd_n4_be533d40e1601ef6_tail(
-// PTX-NOT: ld.global
-// PTX: griddepcontrol.wait;
-// PTX-NOT: ld.global
-// PTX: griddepcontrol.launch_dependents;
 // PTX-NOT: .version
 
 // BWD: the pre step's backward kernel is the flagship's (n = 4, bf16 activations, f32 parameters, sm_90a, layout cn)
-
-// sm_80 has no programmatic dependent launch.
-// AMPERE-NOT: "pdl"
-// AMPERE-NOT: griddepcontrol

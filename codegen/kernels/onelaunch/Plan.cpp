@@ -18,7 +18,7 @@ Plan onelaunch::planOneLaunch(const KernelContext &ctx) {
   Plan p;
   int64_t n = ctx.n(), N = ctx.N();
   p.G = ::mhc::oneLaunchBlocks(ctx.spec);
-  p.dependent = ctx.dependentLaunches();
+  p.dependent = ctx.spec.arch != "sm_80";
   p.cntMax = (ctx.C() + p.G - 1) / p.G;
   p.L = n * p.cntMax;
   p.width = N + 1;

@@ -102,7 +102,7 @@ static void emitReduce(KernelContext &ctx) {
   // and a thread per token would add S * (N + 1) values in sequence.
   const int rthreads = 256;
   int64_t width = N + 1, rows = rthreads / width;
-  LaunchBuilder &l = ctx.dependentLaunch("reduce");
+  LaunchBuilder &l = ctx.launch("reduce");
   l.param("partials").param("h").param("ms").param("M").param("S")
       .block(rthreads).grid({rows, 0});
   KernelBuilder kb = ctx.begin(l);

@@ -20,7 +20,7 @@ namespace {
 void packLaunch(KernelContext &ctx, const StagedPlan &p, int64_t items,
                 function_ref<void(LaunchBuilder &, KernelBuilder &, Value)> body) {
   const int pthreads = 256;
-  LaunchBuilder &l = ctx.dependentLaunch("pack");
+  LaunchBuilder &l = ctx.launch("pack");
   l.param("phi");
   if (p.hasWeight)
     l.param("weight");

@@ -154,7 +154,7 @@ void StagedPartial::storePartials(ArrayRef<Value> result) {
 }
 
 void mlir::mhc::emitStagedPartial(KernelContext &ctx, const StagedPlan &p) {
-  LaunchBuilder &l = ctx.dependentLaunch("partial");
+  LaunchBuilder &l = ctx.launch("partial");
   l.param("x");
   if (p.expand) {
     l.param("f").param("post").param("P");

@@ -291,7 +291,7 @@ void storeTf32Partials(KernelBuilder &kb, LaunchBuilder &l, const Tf32Plan &p,
 /// The partial launch: a block per (token block, split), reading x and phi
 /// (and weight) straight into registers.
 void emitTf32Partial(KernelContext &ctx, const Tf32Plan &p) {
-  LaunchBuilder &l = ctx.dependentLaunch("partial");
+  LaunchBuilder &l = ctx.launch("partial");
   l.param("x").param("phi");
   if (p.hasWeight)
     l.param("weight");
