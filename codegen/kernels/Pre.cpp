@@ -57,10 +57,10 @@ void mlir::mhc::declarePreTailIO(KernelContext &ctx) {
   ctx.buffer("y", spec.act, BufferRole::Output, {C, 0});
 }
 
-/// Token m's partials [S, M, width] into `parts` ([S, width]), every
-/// thread's loads (up to 16) issued before it stores any: at few tokens S
-/// is the SM count, and a thread per column loading its S values in
-/// sequence waited ceil(S / 16) round trips.
+/// Token m's partials [S, M, width] into `parts` ([S, width]; S <=
+/// forwardSplitBound), every thread's loads (up to 16) issued before it
+/// stores any: at few tokens S is the SM count, and a thread per column
+/// loading its S values in sequence waited ceil(S / 16) round trips.
 static void stagePartials(KernelBuilder &kb, Value part, Value m, Value stride, Value S,
                           int64_t width, int threads, Value parts) {
   constexpr int64_t kInFlight = 16;
@@ -129,35 +129,25 @@ static LogicalResult buildTail(KernelContext &ctx) {
   // partial column (N + 1 <= 81).
   int64_t want = std::max<int64_t>(std::min<int64_t>(chunks, 256), N + 1);
   int threads = static_cast<int>(std::min<int64_t>(256, (want + 31) / 32 * 32));
-  // Splits staged in shared memory: one token block splits over every SM.
-  const int64_t stagedSplits = std::max<int64_t>(ctx.smCount(), 64);
   LaunchBuilder &l = ctx.launch("tail");
   l.param("partials").param("alpha").param("beta").param("x").param("h")
       .param("ms").param("pre").param("post").param("logits").param("P")
       .param("y").param("M").param("S").block(threads).grid({1, 0})
       .sharedF32(N + 1, 16).sharedF32(N, 16) // 16: read back as vectors
-      .sharedF32(stagedSplits * (N + 1));
+      .sharedF32(forwardSplitBound(ctx) * (N + 1)); // the partials of every split
   KernelBuilder kb = ctx.begin(l);
   Value M = l.tokens(), S = l.splits(), tid = kb.threadId();
   Value m = kb.blockId(), row = l.shared(0), mix = l.shared(1), parts = l.shared(2);
   Value width = kb.idx(N + 1);
 
-  // h and ms: a thread per column sums the S partials in split order, as
-  // the projection's reduce launch does (sumInOrder, the same bits); the
-  // block's threads first stage them in shared memory where S fits.
-  Value part = l.arg("partials"), stride = kb.mul(M, width);
-  Value staged = kb.lt(S, kb.idx(stagedSplits + 1)); // uniform: the barrier inside
-  kb.when(staged, [&] { stagePartials(kb, part, m, stride, S, N + 1, threads, parts); });
+  // h and ms: the token's partials staged in shared memory, then a thread
+  // per column sums them in split order, as the projection's reduce launch
+  // does (sumInOrder: the same bits).
+  stagePartials(kb, l.arg("partials"), m, kb.mul(M, width), S, N + 1, threads, parts);
   kb.when(kb.lt(tid, width), [&] {
-    Value item = kb.add(kb.mul(m, width), tid);
-    auto columnSum = [&](Value from, Value rowStride, Value at) {
-      return SmallVector<Value>{kb.sumInOrder(kb.idx(0), S, kPartialsInFlight, [&](Value sp) {
-        return kb.load(from, kb.add(kb.mul(sp, rowStride), at));
-      })};
-    };
-    Value sum = kb.ifElse(
-        staged, [&] { return columnSum(parts, width, tid); },
-        [&] { return columnSum(part, stride, item); })[0];
+    Value sum = kb.sumInOrder(kb.idx(0), S, kPartialsInFlight, [&](Value sp) {
+      return kb.load(parts, kb.add(kb.mul(sp, width), tid));
+    });
     kb.when(kb.eq(tid, kb.idx(N)), [&] {
       Value ms = kb.div(sum, kb.f32(static_cast<double>(K)));
       kb.store(ms, l.arg("ms"), m);

@@ -82,7 +82,7 @@ std::optional<StagedPlan> mlir::mhc::planStaged(const KernelContext &ctx) {
   if (!(s.K % 8 == 0 && pick(true)) && !pick(false))
     return std::nullopt;
   s.split = {s.tokensPerBlock(), ctx.persistentBlocks(),
-             std::min<int64_t>(64, s.chunks())};
+             std::min<int64_t>(kMaxForwardSplit, s.chunks())};
   // S fills the waves of the flagship's SMs: a partial last wave runs its
   // blocks on few SMs at a fraction of the bandwidth
   // (docs/design/project.md).

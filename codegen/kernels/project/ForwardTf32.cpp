@@ -86,7 +86,7 @@ Tf32Plan planTf32(const KernelContext &ctx) {
   p.tailSteps = (p.K - p.chunks() * p.chunkK() + 7) / 8;
   // At least one split: K < 8 has no whole chunk, only the tail.
   p.split = {p.tokensPerBlock(), ctx.persistentBlocks(),
-             std::clamp<int64_t>(p.chunks(), 1, 64)};
+             std::clamp<int64_t>(p.chunks(), 1, kMaxForwardSplit)};
   return p;
 }
 

@@ -10,6 +10,8 @@
 
 #include "builder/KernelContext.h"
 
+#include <algorithm>
+
 namespace mlir::mhc {
 
 /// The projection forward (Forward.cpp): a variant's partial launches,
@@ -25,6 +27,14 @@ LogicalResult buildProjectForwardPartials(KernelContext &ctx);
 /// launch, the pre step's tail): S reaches 64 at few tokens, where the sum's
 /// steps of dependent L2 round trips are most of the launch.
 inline constexpr int64_t kPartialsInFlight = 16;
+/// The most splits of a forward partial launch beyond one token block (its
+/// split rule's maxSplit); one token block splits over at most the
+/// flagship's SMs (singleBlock).
+inline constexpr int64_t kMaxForwardSplit = 64;
+/// The largest S of any forward partial launch of the spec's arch.
+inline int64_t forwardSplitBound(const KernelContext &ctx) {
+  return std::max(ctx.smCount(), kMaxForwardSplit);
+}
 /// Bytes to which every row of K = n*C elements of `dtype` starts aligned,
 /// at most 16: below 16 where K % (16 / bytes) != 0 (any C, issue 35).
 int64_t projectRowAlignBytes(const KernelContext &ctx, ::mhc::DType dtype);
