@@ -143,6 +143,9 @@ static LogicalResult buildTail(KernelContext &ctx) {
   // h and ms: the token's partials staged in shared memory, then a thread
   // per column sums them in split order, as the projection's reduce launch
   // does (sumInOrder: the same bits).
+  // S <= forwardSplitBound by the split rules; the min tells LLVM, whose
+  // index arithmetic is then narrow (64-bit divisions cost 26 registers).
+  S = kb.min(S, kb.idx(forwardSplitBound(ctx)));
   stagePartials(kb, l.arg("partials"), m, kb.mul(M, width), S, N + 1, threads, parts);
   kb.when(kb.lt(tid, width), [&] {
     Value sum = kb.sumInOrder(kb.idx(0), S, kPartialsInFlight, [&](Value sp) {
