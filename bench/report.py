@@ -4,7 +4,7 @@
     python3 bench/report.py merge OUT.json bench-1.json ... bench-4.json --kernels k_*.json \\
         [--setup key=value ...]
     python3 bench/report.py merge-stack docs/perf/results.json stack.json [--setup key=value ...]
-    python3 bench/report.py merge-serve docs/perf/results.json serve.json [--setup key=value ...]
+    python3 bench/report.py merge-serve docs/perf/results.json serve.json [more.json ...] [--setup key=value ...]
 
 `merge` gathers one complete run of bench/run-table.sh (its four bench/bench.py
 perf.json files and the bench/kernel_times.py files of part 4) into one results
@@ -43,11 +43,27 @@ def merge(argv):
         f.write("\n")
 
 
+def combine_runs(runs):
+    """Runs of one benchmark on one machine, back to back (e.g. one process per C), as one: their rows and
+    skipped configurations in order, their commands as a list; device, torch and columns must agree."""
+    first = runs[0]
+    for r in runs[1:]:
+        for key in ("device", "torch", "columns", "seams"):
+            if r.get(key) != first.get(key):
+                raise SystemExit(f"report.py: the runs differ in {key}: {first.get(key)} vs {r.get(key)}")
+    done = {(row["M"], row["C"]) for r in runs for row in r["rows"]}
+    return {**first, "rows": [row for r in runs for row in r["rows"]],
+            "skipped": [s for r in runs for s in r.get("skipped", []) if (s["M"], s["C"]) not in done],
+            "command": [r["command"] for r in runs], "processes": len(runs)}
+
+
 def merge_section(section, argv):
-    """report.py merge-<section> RESULTS <section>.json [--setup key=value ...]: the run as the results
-    file's `section`, replacing any earlier one."""
-    results, run = argv[0], json.load(open(argv[1]))
-    setup = dict(arg.split("=", 1) for arg in argv[2:] if arg != "--setup")
+    """report.py merge-<section> RESULTS <section>.json ... [--setup key=value ...]: the run (several runs
+    of one machine, back to back, combined) as the results file's `section`, replacing any earlier one."""
+    results = argv[0]
+    files = [a for a in argv[1:] if a.endswith(".json")]
+    run = combine_runs([json.load(open(f)) for f in files]) if len(files) > 1 else json.load(open(files[0]))
+    setup = dict(arg.split("=", 1) for arg in argv[1:] if arg != "--setup" and not arg.endswith(".json"))
     run["setup"] = {**run.get("setup", {}), **setup}
     with open(results) as f:
         d = json.load(f)
@@ -63,7 +79,7 @@ def merge_stack(argv):
 
 
 def merge_serve(argv):
-    """report.py merge-serve RESULTS serve.json [--setup key=value ...]"""
+    """report.py merge-serve RESULTS serve.json [more.json ...] [--setup key=value ...]"""
     merge_section("serve", argv)
 
 
@@ -302,7 +318,9 @@ def serve_section(serve):
     setup = serve.get("setup", {})
     columns = serve["columns"]
     yield "\n## The layer seam at decode batch sizes (inference)\n"
-    yield (f"**Setup.** bench/serve.py in one process on {serve['device']}, {serve['date']};"
+    where = (f"in {serve['processes']} processes back to back (one per command)" if serve.get("processes", 1) > 1
+             else "in one process")
+    yield (f"**Setup.** bench/serve.py {where} on {serve['device']}, {serve['date']};"
            f" mhc {setup.get('mhc', serve.get('mhc_revision') or '?')}; torch {serve['torch']};"
            f" Transformer Engine {setup.get('te', serve.get('te_revision') or serve['te'])}.\n")
     yield ("**Method.** The seam = layer l's post step then layer l+1's pre step, forward only; n = 4, bf16"
@@ -417,9 +435,12 @@ def report(d):
                " merge-stack docs/perf/results.json stack.json --setup mhc=... te=...`; its run:"
                f" `{command(d['stack']['command'])}`")
     if "serve" in d:
-        yield ("\nThe seam at decode sizes: `bash bench/run-serve.sh <TE checkout>` (one call), then `python3"
-               " bench/report.py merge-serve docs/perf/results.json serve.json --setup mhc=... te=...`; its run:"
-               f" `{command(d['serve']['command'])}`")
+        cmds = d["serve"]["command"]
+        cmds = cmds if isinstance(cmds, list) else [cmds]
+        yield ("\nThe seam at decode sizes: `bash bench/run-serve.sh <TE checkout> [--config M,C ...]` (one call"
+               " per run), then `python3 bench/report.py merge-serve docs/perf/results.json serve.json [more.json"
+               " ...] --setup mhc=... te=...`; " + ("its run: " if len(cmds) == 1 else "its runs: ")
+               + "; ".join(f"`{command(c)}`" for c in cmds))
 
 
 def status_word(status):

@@ -72,3 +72,30 @@ def test_report_renders_the_serve_section(cpu_run, tmp_path):
     # The targets need the GPU rows this run lacks: each says so rather than failing.
     assert "| seam in a CUDA graph <= 12 us at M = 128, C = 7168 | - | - |" in page
     assert "decode batch sizes" not in report_without(d, "serve")
+
+
+def test_two_runs_merge_as_one_section(cpu_run, tmp_path):
+    """Two runs of one machine back to back (e.g. one per C) become one serve section: every row, both
+    commands, and a skipped configuration only where no run measured it."""
+    result, _ = cpu_run
+    first = {**result, "rows": [r for r in result["rows"] if r["M"] == 1],
+             "skipped": [{"M": 5, "C": 24}, {"M": 9, "C": 24}], "command": "python3 bench/serve.py --config 1,16"}
+    second = {**result, "rows": [r for r in result["rows"] if r["M"] == 5], "skipped": [],
+              "command": "python3 bench/serve.py --config 5,24"}
+    paths = []
+    for i, run in enumerate((first, second)):
+        paths.append(tmp_path / f"serve-{i}.json")
+        paths[-1].write_text(json.dumps(run))
+    results = tmp_path / "results.json"
+    results.write_text((ROOT / "docs" / "perf" / "results.json").read_text())
+    report.main(["merge-serve", str(results), *map(str, paths), "--setup", "mhc=abc1234"])
+    serve_section = json.loads(results.read_text())["serve"]
+    assert serve_section["rows"] == result["rows"] and serve_section["processes"] == 2
+    assert serve_section["skipped"] == [{"M": 9, "C": 24}]
+    page = "\n".join(report.report(json.loads(results.read_text())))
+    assert "bench/serve.py in 2 processes back to back" in page
+    assert "`python3 bench/serve.py --config 1,16`; `python3 bench/serve.py --config 5,24`" in page
+    second["torch"] = "other"
+    paths[1].write_text(json.dumps(second))
+    with pytest.raises(SystemExit, match="differ in torch"):
+        report.main(["merge-serve", str(results), *map(str, paths)])
