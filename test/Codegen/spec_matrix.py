@@ -5,7 +5,8 @@ variants (weight, bias, tf32, both Sinkhorn modes, acc), the fused pre step
 and the layer seam, mhc-compile must produce
 PTX, a cubin and a manifest whose launch parameter lists match the PTX entry
 points exactly. The main n = 4 bf16 sm_90a kernels must not spill or use a
-local-memory stack.
+local-memory stack, and the pre tail must have shared memory for the partials
+of the largest split its manifest's rule gives.
 
   python3 spec_matrix.py --compiler build/bin/mhc-compile --out DIR
 """
@@ -155,7 +156,19 @@ def check(compiler, out_dir, s):
             errors.append(f"{s}: no ptxas report for {l['entry']}")
         if main_kernel(s) and (res["spill_stores"] or res["spill_loads"] or res["stack_bytes"]):
             errors.append(f"{s}: {l['entry']} spills ({res})")
+        if l["entry"].endswith("tail"):
+            errors += tail_fits_splits(s, manifest["split"], l)
     return errors
+
+
+def tail_fits_splits(s, split, launch):
+    """The pre tail stages a token's partials of every split in shared memory: its launch must have room for
+    N + 1 f32 columns of the largest S the split rule gives."""
+    n = int(re.search(r";n=(\d+);", s).group(1))
+    largest = max(split["max"], split.get("single_block", 0))
+    need = 4 * (2 * n + n * n + 1) * largest
+    have = launch["resources"]["shared_bytes"]
+    return [] if have >= need else [f"{s}: {launch['entry']} has {have} shared bytes, the partials of S = {largest} need {need}"]
 
 
 def main():
