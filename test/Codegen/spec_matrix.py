@@ -163,10 +163,10 @@ def check(compiler, out_dir, s):
 
 def tail_fits_splits(s, split, launch):
     """The pre tail stages a token's partials of every split in shared memory: its launch must have room for
-    N + 1 f32 columns of the largest S the split rule gives."""
+    N + 1 f32 columns of the largest S the split rule gives, beside its row (N + 1) and mix (N) buffers."""
     n = int(re.search(r";n=(\d+);", s).group(1))
-    largest = max(split["max"], split.get("single_block", 0))
-    need = 4 * (2 * n + n * n + 1) * largest
+    N, largest = 2 * n + n * n, max(split["max"], split.get("single_block", 0))
+    need = 4 * ((N + 1) * largest + 2 * N + 1)
     have = launch["resources"]["shared_bytes"]
     return [] if have >= need else [f"{s}: {launch['entry']} has {have} shared bytes, the partials of S = {largest} need {need}"]
 
