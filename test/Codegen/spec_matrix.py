@@ -167,7 +167,7 @@ def tail_fits_splits(s, split, launch):
     n = int(re.search(r";n=(\d+);", s).group(1))
     N, largest = 2 * n + n * n, max(split["max"], split.get("single_block", 0))
     need = 4 * ((N + 1) * largest + 2 * N + 1)
-    have = launch["resources"]["shared_bytes"]
+    have = launch["resources"]["shared_bytes"] + launch.get("dynamic_shared_bytes", 0)
     return [] if have >= need else [f"{s}: {launch['entry']} has {have} shared bytes, the partials of S = {largest} need {need}"]
 
 
