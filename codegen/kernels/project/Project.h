@@ -24,8 +24,9 @@ LogicalResult buildProjectForward(KernelContext &ctx);
 /// adds the reduce launch; the fused pre step its tail.
 LogicalResult buildProjectForwardPartials(KernelContext &ctx);
 /// Loads in flight per step of the sums over the S partials (the reduce
-/// launch, the pre step's tail): S reaches 64 at few tokens, where the sum's
-/// steps of dependent L2 round trips are most of the launch.
+/// launch from global memory, the pre step's tail from shared memory once
+/// staged): at few tokens S is the SM count, where the reduce's steps of
+/// dependent L2 round trips are most of the launch.
 inline constexpr int64_t kPartialsInFlight = 16;
 /// The most splits of a forward partial launch beyond one token block (its
 /// split rule's maxSplit); one token block splits over at most the
