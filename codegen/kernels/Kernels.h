@@ -37,6 +37,12 @@ void emitSinkhornPlan(KernelBuilder &kb, const ::mhc::KernelSpec &spec,
 /// kernel's.
 void declarePreTailIO(KernelContext &ctx);
 
+/// Thread tid's column sum of token m (tid <= N), shared by the pre tail and
+/// the one-launch kernels: ms (tid == N: the sum of squares over K) or
+/// h_tid, stored and into `row`.
+void storeTokenSum(KernelContext &ctx, LaunchBuilder &l, KernelBuilder &kb,
+                   Value m, Value row, Value sum);
+
 /// The pre step's per-token tail after the split-K sums, shared by the
 /// fused pre step's tail launch and the one-launch kernels (the same bits):
 /// a thread per logit k < N: z = scaleLogit(alpha, h_k, scaleRsqrt(ms),

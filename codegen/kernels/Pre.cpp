@@ -151,15 +151,7 @@ static LogicalResult buildTail(KernelContext &ctx) {
     Value sum = kb.sumInOrder(kb.idx(0), S, kPartialsInFlight, [&](Value sp) {
       return kb.load(parts, kb.add(kb.mul(sp, width), tid));
     });
-    kb.when(kb.eq(tid, kb.idx(N)), [&] {
-      Value ms = kb.div(sum, kb.f32(static_cast<double>(K)));
-      kb.store(ms, l.arg("ms"), m);
-      kb.store(ms, row, tid);
-    });
-    kb.when(kb.lt(tid, kb.idx(N)), [&] {
-      kb.store(sum, l.arg("h"), kb.add(kb.mul(m, kb.idx(N)), tid));
-      kb.store(sum, row, tid);
-    });
+    storeTokenSum(ctx, l, kb, m, row, sum);
   });
   kb.barrier();
 
@@ -182,6 +174,21 @@ static LogicalResult buildTail(KernelContext &ctx) {
     pre.push_back(kb.load(mix, kb.idx(i)));
   emitTailAggregate(kb, ctx, l, m, pre, threads);
   return success();
+}
+
+void mlir::mhc::storeTokenSum(KernelContext &ctx, LaunchBuilder &l, KernelBuilder &kb,
+                              Value m, Value row, Value sum) {
+  int64_t N = ctx.N(), K = ctx.K();
+  Value tid = kb.threadId();
+  kb.when(kb.eq(tid, kb.idx(N)), [&] {
+    Value ms = kb.div(sum, kb.f32(static_cast<double>(K)));
+    kb.store(ms, l.arg("ms"), m);
+    kb.store(ms, row, tid);
+  });
+  kb.when(kb.lt(tid, kb.idx(N)), [&] {
+    kb.store(sum, l.arg("h"), kb.add(kb.mul(m, kb.idx(N)), tid));
+    kb.store(sum, row, tid);
+  });
 }
 
 void mlir::mhc::emitTokenScale(

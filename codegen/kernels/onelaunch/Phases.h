@@ -107,10 +107,6 @@ Value addInOrder(KernelBuilder &kb, Value sum, ArrayRef<Value> loads);
 Value rowSum(LaunchBuilder &l, KernelBuilder &kb, const Plan &p, Value item,
              Value r);
 
-/// Thread tid's column sum of token m (tid <= N): ms (tid == N: the sum of
-/// squares over K) or h_tid, stored and into `row`.
-void storeTokenSum(KernelContext &ctx, LaunchBuilder &l, KernelBuilder &kb,
-                   Value m, Value row, Value sum);
 /// Token m's partials summed (sumPartials), then scale with the thread's
 /// alpha and beta (`ab`), emitTokenScale: h, ms, pre, post and logits
 /// stored, the logits also into logitsS[at ..]. Ends with a barrier.

@@ -61,17 +61,3 @@ Value onelaunch::rowSum(LaunchBuilder &l, KernelBuilder &kb, const Plan &p,
   return sum;
 }
 
-void onelaunch::storeTokenSum(KernelContext &ctx, LaunchBuilder &l,
-                              KernelBuilder &kb, Value m, Value row, Value sum) {
-  int64_t N = ctx.N(), K = ctx.K();
-  Value tid = kb.threadId();
-  kb.when(kb.eq(tid, kb.idx(N)), [&] {
-    Value ms = kb.div(sum, kb.f32(static_cast<double>(K)));
-    kb.store(ms, l.arg("ms"), m);
-    kb.store(ms, row, tid);
-  });
-  kb.when(kb.lt(tid, kb.idx(N)), [&] {
-    kb.store(sum, l.arg("h"), kb.add(kb.mul(m, kb.idx(N)), tid));
-    kb.store(sum, row, tid);
-  });
-}
