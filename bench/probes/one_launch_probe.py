@@ -13,12 +13,12 @@ n = 4, bf16 activations, fp32 phi, layout (C, n). Prints a table; writes nothing
 import argparse
 import json
 import os
-import subprocess
 import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
+from children import child_rows  # noqa: E402  (beside this file)
 PATHS = {"multi": "0", "one": "256"}
 
 
@@ -67,16 +67,8 @@ def main():
     results = {}
     for name, limit in PATHS.items():
         env = dict(os.environ, MHC_ONE_LAUNCH_MAX_TOKENS=limit)
-        # Rows are echoed as they come (a run cut short still leaves them in the log).
-        run = subprocess.Popen([sys.executable, __file__, "--child", "--ms", a.ms, "--cs", a.cs], env=env,
-                               stdout=subprocess.PIPE, text=True)
-        for ln in run.stdout:
-            print(f"{name} {ln}", end="", flush=True)
-            if ln.startswith("ROW "):
-                r = json.loads(ln[4:])
-                results[(name, r["C"], r["M"])] = r
-        if run.wait():
-            print(f"{name}: exit {run.returncode}")
+        rows = child_rows(name, [__file__, "--child", "--ms", a.ms, "--cs", a.cs], env)
+        results.update({(name, C, M): r for (C, M), r in rows.items()})
     print("us per seam (graph, eager) and per layer (training stack forward); multi = MHC_ONE_LAUNCH_MAX_TOKENS=0,"
           " one = 256")
     print(f"{'C':>5} {'M':>4} | {'graph multi':>11} {'graph one':>9} | {'eager multi':>11} {'eager one':>9} |"

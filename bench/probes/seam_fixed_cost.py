@@ -23,12 +23,12 @@ import json
 import os
 import re
 import statistics
-import subprocess
 import sys
 import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
+from children import child_rows  # noqa: E402  (beside this file)
 DEFAULT_VARIANTS = "one=;multi=multi"  # the switch's variants need the probe branch's compiler
 
 
@@ -126,15 +126,9 @@ def main():
         env = dict(os.environ, MHC_ONE_LAUNCH_MAX_TOKENS="0" if flags == "multi" else "256",
                    MHC_ONE_LAUNCH_DEBUG="" if flags == "multi" else flags,
                    MHC_CACHE_DIR=os.path.join(cache_root, f"fixed-cost-{name}"))
-        run = subprocess.Popen([sys.executable, __file__, "--child", name, "--ms", a.ms, "--cs", a.cs,
-                                "--trace-dir", trace_dir, "--profile", a.profile], env=env, stdout=subprocess.PIPE, text=True)
-        for ln in run.stdout:
-            print(f"{name} {ln}", end="", flush=True)
-            if ln.startswith("ROW "):
-                r = json.loads(ln[4:])
-                results[(name, r["C"], r["M"])] = r
-        if run.wait():
-            print(f"{name}: exit {run.returncode}", flush=True)
+        rows = child_rows(name, [__file__, "--child", name, "--ms", a.ms, "--cs", a.cs, "--trace-dir", trace_dir,
+                                 "--profile", a.profile], env)
+        results.update({(name, C, M): r for (C, M), r in rows.items()})
     print("us per seam: graph replay / kernel duration / kernel period / gap (profiler, inside a replay)")
     print(f"{'variant':>14} {'C':>5} {'M':>3} | {'graph':>6} {'kern':>6} {'period':>6} {'gap':>6} {'busy':>6}"
           f" {'launch':>6}")
