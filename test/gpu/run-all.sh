@@ -18,8 +18,10 @@ note() { echo "$*" | tee -a "$summary"; }
 
 run_suite() {
   OUT="$logs" bash "$root/test/gpu/run-torch-suite.sh" "$@" > "$logs/suite.log" 2>&1
-  note "suite (run-torch-suite.sh $*): rc $?"
+  local rc=$?
+  note "suite (run-torch-suite.sh $*): rc $rc"
   grep -E "passed|failed|compute-sanitizer|^device|seed" "$logs/suite.log" | tail -6 | tee -a "$summary"
+  return $rc
 }
 
 run_tests() {
@@ -58,4 +60,6 @@ case $part in
   probes) run_probes ;;
   *) echo "unknown part $part (suite, tests or probes)"; exit 2 ;;
 esac
+rc=$? # the suite's status (a failed test fails the call); tests and probes report theirs in the summary
 (cd "$out" && tar -czf "$part.tgz" "$part" && rm -rf "$part")
+exit $rc

@@ -18,12 +18,15 @@
 
 namespace mlir::mhc {
 
-/// The mma.sync layout's 16-byte piece (chunk c, pair j, n-tile nt, lane)
-/// of every part: parts[p][e], e the piece's 8 columns.
-SmallVector<SmallVector<Value>> pieceParts(KernelBuilder &kb,
-                                           const StagedPlan &sp, Value phi,
-                                           Value weight, Value c, Value j,
-                                           Value nt, Value lane);
+/// The mma.sync layout's 16-byte piece (chunk c, pair j, n-tile nt, lane):
+/// the f32 values it is made of (phi's 8 columns of the piece's row,
+/// clamped to N - 1, then the weight's 8 where the spec has one), and from
+/// them every part's piece, parts[p][e] (e the piece's 8 columns; rows past
+/// N are zeros).
+SmallVector<Value> pieceLoads(KernelBuilder &kb, const StagedPlan &sp, Value phi,
+                              Value weight, Value c, Value j, Value nt, Value lane);
+SmallVector<SmallVector<Value>> piecePartsOf(KernelBuilder &kb, const StagedPlan &sp,
+                                             ArrayRef<Value> loads, Value nt, Value lane);
 /// The pack launch for wgmma's B layout: per chunk, k-step s and part p, an
 /// [N, 16] tile in core matrices (n-block nb, k-half kb) of 8 rows x 16
 /// bytes at byte nb * 256 + kb * 128 (the descriptors' SBO and LBO). Logical
@@ -52,22 +55,29 @@ private:
   /// A chunk's loads, a chunk ahead with prefetch: x's 16 bytes per (row,
   /// pair) and, for the seam's expand, f's per (row, pair) and the bias'
   /// per pair, raw (the expand converts them).
+  /// With one token block, also the f32 values of the thread's pieces of
+  /// the chunk's phi w (pieceLoads, `fillRounds` of them), in the launch's
+  /// first loads so that the fill does not wait for them.
   struct ChunkLoads {
     Rows xs, fs;
-    SmallVector<Value> bias;
+    SmallVector<Value> bias, pieces;
     void appendTo(SmallVector<Value> &values) const;
   };
   ChunkLoads chunkLoadsFrom(ValueRange values) const;
   void issueCopy(Value i, Value st);
-  void fillChunk(Value i, Value st);
+  int64_t fillRounds() const;
+  SmallVector<Value> loadPieces(Value i);
+  void fillChunk(Value st, ArrayRef<Value> pieces);
   void locateRows();
+  void stageMixing();
   Value chunkColumn(Value i);
   ChunkLoads loadChunk(Value i);
   Rows loadXAnyK(Value chunk);
   void expandRows(Value col, ChunkLoads &in);
-  SmallVector<Value> emitKLoop();
+  SmallVector<Value> firstLoopValues();
+  SmallVector<Value> emitKLoop(ArrayRef<Value> init);
   SmallVector<Value> emitChunk(Value i, ValueRange it, Value zero);
-  Value acquireChunk(Value i);
+  Value acquireChunk(Value i, const ChunkLoads &in);
   Rows pairWords(const Rows &xs, int64_t j, MutableArrayRef<Value> next);
   void wgmmaProducts(const Rows &xs, Value ringBase, MutableArrayRef<Value> next);
   void mmaSyncProducts(const Rows &xs, Value ringBase, MutableArrayRef<Value> next);
@@ -86,6 +96,9 @@ private:
   /// [mt * 2 + h]: token g + 8h of m-tile mt, the same clamped to M - 1
   /// (for loads), and its x row's offset.
   SmallVector<Value> rows, loadRows, xRow;
+  /// The seam's expand: post and P of the block's tokens in shared memory,
+  /// [tokensPerBlock, n + n^2] (stageMixing).
+  Value mixing;
 };
 
 } // namespace mlir::mhc

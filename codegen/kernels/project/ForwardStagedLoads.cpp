@@ -35,6 +35,28 @@ void StagedPartial::locateRows() {
     xRow.push_back(kb.add(kb.mul(r, kb.idx(p.K)), kb.mul(sk.t, kb.idx(8))));
 }
 
+/// The block's tokens' post and P (rows past M - 1 as M - 1) into `mixing`,
+/// every thread's loads issued before it stores any: the expand reads them
+/// every chunk, and from global memory each chunk waited an L2 round trip.
+void StagedPartial::stageMixing() {
+  int64_t n = p.n, width = n + n * n, threads = 32 * kWarps, tokens = p.tokensPerBlock();
+  mixing = l.shared(2);
+  Value first = kb.mul(sk.mBlock, kb.idx(tokens)), last = kb.sub(sk.M, kb.idx(1));
+  SmallVector<std::tuple<Value, Value, Value>> loaded; // (in range, offset, value)
+  for (auto [name, count, at] : {std::make_tuple("post", n, int64_t(0)),
+                                 std::make_tuple("P", n * n, n)})
+    for (int64_t u = 0; u < tokens * count; u += threads) {
+      Value e = kb.add(kb.threadId(), kb.idx(u));
+      Value token = kb.div(e, kb.idx(count)), k = kb.rem(e, kb.idx(count));
+      Value m = kb.min(kb.add(first, token), last);
+      loaded.push_back({kb.lt(e, kb.idx(tokens * count)),
+                        kb.add(kb.mul(token, kb.idx(width)), kb.add(k, kb.idx(at))),
+                        kb.load(l.arg(name), kb.add(kb.mul(m, kb.idx(count)), k))});
+    }
+  for (auto [ok, off, v] : loaded)
+    kb.when(ok, [&, off = off, v = v] { kb.store(v, mixing, off); });
+}
+
 /// The first column of chunk i of the block's range.
 Value StagedPartial::chunkColumn(Value i) {
   return kb.mul(kb.add(sk.cBegin, i), kb.idx(p.chunk()));
@@ -45,6 +67,7 @@ Value StagedPartial::chunkColumn(Value i) {
 /// channels of those positions per (r, j) and the bias' per j.
 StagedPartial::ChunkLoads StagedPartial::loadChunk(Value i) {
   ChunkLoads in;
+  in.pieces = loadPieces(i);
   if (p.anyK()) { // (never with the expand)
     in.xs = loadXAnyK(kb.add(sk.cBegin, i));
     return in;
@@ -74,6 +97,7 @@ void StagedPartial::ChunkLoads::appendTo(SmallVector<Value> &values) const {
     for (const auto &row : *rs)
       values.append(row.begin(), row.end());
   values.append(bias.begin(), bias.end());
+  values.append(pieces.begin(), pieces.end());
 }
 
 /// The loads that appendTo put in `values` (the loop's carried values).
@@ -92,7 +116,7 @@ StagedPartial::ChunkLoads StagedPartial::chunkLoadsFrom(ValueRange values) const
   if (p.hasBias)
     for (int64_t j = 0; j < pairs; ++j)
       in.bias.push_back(values[at++]);
-  assert(at == static_cast<int64_t>(values.size()));
+  in.pieces.assign(values.begin() + at, values.end());
   return in;
 }
 
@@ -137,10 +161,10 @@ void StagedPartial::expandRows(Value col, ChunkLoads &in) {
       out.push_back(kb.extract(v, c));
     return out;
   };
+  Value first = kb.mul(sk.mBlock, kb.idx(p.tokensPerBlock()));
   for (int64_t r = 0; r < 2 * p.mTiles; ++r) {
-    Value m = loadRows[r];
-    SmallVector<Value> post = loadRow(kb, l.arg("post"), m, n);
-    SmallVector<Value> P = loadRow(kb, l.arg("P"), m, n * n);
+    SmallVector<Value> mix = loadRow(kb, mixing, kb.sub(loadRows[r], first), n + n * n);
+    ArrayRef<Value> post = ArrayRef<Value>(mix).take_front(n), P = ArrayRef<Value>(mix).drop_front(n);
     for (int64_t j = 0; j < p.pairs(); ++j) {
       SmallVector<Value> fb = f32s(in.fs[r][j]);
       if (p.hasBias) {

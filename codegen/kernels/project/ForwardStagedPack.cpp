@@ -35,31 +35,36 @@ void packLaunch(KernelContext &ctx, const StagedPlan &p, int64_t items,
 
 } // namespace
 
-SmallVector<SmallVector<Value>> mlir::mhc::pieceParts(KernelBuilder &kb,
-                                                      const StagedPlan &sp,
-                                                      Value phi, Value weight,
-                                                      Value c, Value j,
-                                                      Value nt, Value lane) {
-  int64_t N = sp.N, K = sp.K, P = sp.parts;
-  Value row = kb.add(kb.mul(nt, kb.idx(8)), kb.div(lane, kb.idx(4)));
+SmallVector<Value> mlir::mhc::pieceLoads(KernelBuilder &kb, const StagedPlan &sp,
+                                         Value phi, Value weight, Value c,
+                                         Value j, Value nt, Value lane) {
+  int64_t N = sp.N, K = sp.K;
+  Value row = kb.min(kb.add(kb.mul(nt, kb.idx(8)), kb.div(lane, kb.idx(4))), kb.idx(N - 1));
   Value col = kb.add(kb.add(kb.mul(c, kb.idx(sp.chunk())), kb.mul(j, kb.idx(32))),
                      kb.mul(kb.rem(lane, kb.idx(4)), kb.idx(8)));
-  Value valid = kb.lt(row, kb.idx(N));
   SmallVector<Value> v, w;
   if (sp.anyK()) {
-    v = loadStagedParams(kb, sp, phi, kb.mul(kb.min(row, kb.idx(N - 1)), kb.idx(K)), col, 8);
+    v = loadStagedParams(kb, sp, phi, kb.mul(row, kb.idx(K)), col, 8);
     if (sp.hasWeight)
       w = loadStagedParams(kb, sp, weight, kb.idx(0), col, 8);
   } else {
-    Value off = kb.add(kb.mul(kb.min(row, kb.idx(N - 1)), kb.idx(K)), col);
-    v = kb.loadF32(phi, off, 8);
+    v = kb.loadF32(phi, kb.add(kb.mul(row, kb.idx(K)), col), 8);
     if (sp.hasWeight)
       w = kb.loadF32(weight, col, 8);
   }
-  SmallVector<SmallVector<Value>> parts(P);
+  v.append(w.begin(), w.end());
+  return v;
+}
+
+SmallVector<SmallVector<Value>> mlir::mhc::piecePartsOf(KernelBuilder &kb, const StagedPlan &sp,
+                                                        ArrayRef<Value> loads, Value nt,
+                                                        Value lane) {
+  Value row = kb.add(kb.mul(nt, kb.idx(8)), kb.div(lane, kb.idx(4)));
+  Value valid = kb.lt(row, kb.idx(sp.N));
+  SmallVector<SmallVector<Value>> parts(sp.parts);
   for (int64_t e = 0; e < 8; ++e) {
-    SmallVector<Value> pe = bf16Parts(kb, v[e], sp.hasWeight ? w[e] : Value(), valid, P);
-    for (int64_t p = 0; p < P; ++p)
+    SmallVector<Value> pe = bf16Parts(kb, loads[e], sp.hasWeight ? loads[8 + e] : Value(), valid, sp.parts);
+    for (int64_t p = 0; p < sp.parts; ++p)
       parts[p].push_back(pe[p]);
   }
   return parts;
@@ -119,7 +124,7 @@ void mlir::mhc::emitMmaSyncPack(KernelContext &ctx, const StagedPlan &sp) {
     q = kb.div(q, kb.idx(P));
     Value j = kb.rem(q, kb.idx(pairs)), c = kb.div(q, kb.idx(pairs));
     SmallVector<SmallVector<Value>> parts =
-        pieceParts(kb, sp, l.arg("phi"), sp.hasWeight ? l.arg("weight") : Value(), c, j, nt, lane);
+        piecePartsOf(kb, sp, pieceLoads(kb, sp, l.arg("phi"), sp.hasWeight ? l.arg("weight") : Value(), c, j, nt, lane), nt, lane);
     SmallVector<Value> out;
     for (int64_t e = 0; e < 8; ++e) {
       Value sel = parts[0][e];

@@ -29,9 +29,15 @@ StagedPartial::StagedPartial(const StagedPlan &p, LaunchBuilder &l,
 
 void StagedPartial::emit() {
   auto issue = [&](Value i, Value st) { issueCopy(i, st); };
-  bulk.start(kb.select(small, kb.idx(0), count), issue);
   locateRows();
-  storePartials(emitKLoop());
+  // The first chunk's loads go out before the expand's post and P are
+  // staged (their round trips overlap); the ring's start ends in a block
+  // barrier, after which the staged values are read.
+  SmallVector<Value> init = firstLoopValues();
+  if (p.expand)
+    stageMixing();
+  bulk.start(kb.select(small, kb.idx(0), count), issue);
+  storePartials(emitKLoop(init));
 }
 
 /// Thread 0: the copy of chunk `i` (of this block's range) into buffer `st`.
@@ -45,20 +51,49 @@ void StagedPartial::issueCopy(Value i, Value st) {
   kb.bulkCopy(dst, src, chunkBytes, bar);
 }
 
-/// Chunk i of the block's range into buffer st, split by every thread:
-/// the pieces the pack launch would write there.
-void StagedPartial::fillChunk(Value i, Value st) {
+/// Items of fillChunk each thread takes: the chunk's pieces (pairs x
+/// n-tiles x 32 lanes) over the block's threads.
+int64_t StagedPartial::fillRounds() const {
+  const int threads = 32 * kWarps;
+  return (p.pairs() * p.nTiles * 32 + threads - 1) / threads;
+}
+
+/// The f32 values of the thread's pieces of chunk i of the block's range
+/// (zeros without one token block, which copies packed chunks instead).
+SmallVector<Value> StagedPartial::loadPieces(Value i) {
+  if (!p.inlineSplit())
+    return {};
+  const int threads = 32 * kWarps;
+  int64_t items = p.pairs() * p.nTiles * 32, per = p.hasWeight ? 16 : 8;
+  Value gc = kb.add(sk.cBegin, i);
+  return kb.ifElse(
+      small,
+      [&] {
+        SmallVector<Value> v;
+        for (int64_t r = 0; r < fillRounds(); ++r) {
+          Value q = kb.min(kb.add(kb.threadId(), kb.idx(r * threads)), kb.idx(items - 1));
+          Value pl = kb.rem(q, kb.idx(32)), pq = kb.div(q, kb.idx(32));
+          Value nt = kb.rem(pq, kb.idx(p.nTiles)), j = kb.div(pq, kb.idx(p.nTiles));
+          v.append(pieceLoads(kb, p, l.arg("phi"), p.hasWeight ? l.arg("weight") : Value(), gc, j, nt, pl));
+        }
+        return v;
+      },
+      [&] { return SmallVector<Value>(fillRounds() * per, kb.f32(0.0)); });
+}
+
+/// A chunk into buffer st from the thread's pieces (loadPieces): the
+/// pieces the pack launch would write there.
+void StagedPartial::fillChunk(Value st, ArrayRef<Value> pieces) {
   const int threads = 32 * kWarps;
   int64_t NT = p.nTiles, P = p.parts, chunkBytes = p.chunkBytes();
-  int64_t items = p.pairs() * NT * 32;
-  Value gc = kb.add(sk.cBegin, i);
-  for (int64_t r = 0; r < (items + threads - 1) / threads; ++r) {
+  int64_t items = p.pairs() * NT * 32, per = p.hasWeight ? 16 : 8;
+  for (int64_t r = 0; r < fillRounds(); ++r) {
     Value q = kb.add(kb.threadId(), kb.idx(r * threads));
     kb.when(kb.lt(q, kb.idx(items)), [&] {
       Value pl = kb.rem(q, kb.idx(32)), pq = kb.div(q, kb.idx(32));
       Value nt = kb.rem(pq, kb.idx(NT)), j = kb.div(pq, kb.idx(NT));
-      SmallVector<SmallVector<Value>> parts = pieceParts(
-          kb, p, l.arg("phi"), p.hasWeight ? l.arg("weight") : Value(), gc, j, nt, pl);
+      SmallVector<SmallVector<Value>> parts =
+          piecePartsOf(kb, p, pieces.slice(r * per, per), nt, pl);
       for (int64_t part = 0; part < P; ++part) {
         Value piece = kb.add(kb.mul(kb.add(kb.mul(kb.add(kb.mul(j, kb.idx(P)), kb.idx(part)),
                                                   kb.idx(NT)), nt), kb.idx(32)), pl);
@@ -71,14 +106,19 @@ void StagedPartial::fillChunk(Value i, Value st) {
   }
 }
 
-/// The loop over the block's chunks. Its values: 4 accumulators per
-/// (m-tile, n-tile) (rows g, g + 8 x columns 2t, 2t + 1), then the sums of
-/// squares of the rows, then (with prefetch) the next chunk's loads.
-SmallVector<Value> StagedPartial::emitKLoop() {
-  Value zero = kb.f32(0.0);
-  SmallVector<Value> init(p.accs() + 2 * p.mTiles, zero);
+/// The chunk loop's first values: 4 accumulators per (m-tile, n-tile)
+/// (rows g, g + 8 x columns 2t, 2t + 1), then the sums of squares of the
+/// rows, then (with prefetch) the first chunk's loads.
+SmallVector<Value> StagedPartial::firstLoopValues() {
+  SmallVector<Value> init(p.accs() + 2 * p.mTiles, kb.f32(0.0));
   if (p.prefetch())
     loadChunk(kb.idx(0)).appendTo(init);
+  return init;
+}
+
+/// The loop over the block's chunks, from firstLoopValues.
+SmallVector<Value> StagedPartial::emitKLoop(ArrayRef<Value> init) {
+  Value zero = kb.f32(0.0);
   return kb.loop(kb.idx(0), count, kb.idx(1), init,
                  [&](Value i, ValueRange it) { return emitChunk(i, it, zero); });
 }
@@ -101,7 +141,7 @@ SmallVector<Value> StagedPartial::emitChunk(Value i, ValueRange it, Value zero) 
   if (p.expand)
     expandRows(chunkColumn(i), in);
   const Rows &xs = in.xs;
-  Value st = acquireChunk(i);
+  Value st = acquireChunk(i, in);
   SmallVector<Value> total;
   if (p.precise)
     for (int64_t e = 0; e < accs; ++e) {
@@ -123,7 +163,7 @@ SmallVector<Value> StagedPartial::emitChunk(Value i, ValueRange it, Value zero) 
 }
 
 /// The buffer that holds chunk i once every thread may read it.
-Value StagedPartial::acquireChunk(Value i) {
+Value StagedPartial::acquireChunk(Value i, const ChunkLoads &in) {
   auto issue = [&](Value c, Value buf) { issueCopy(c, buf); };
   // Small: three buffers and a barrier after each fill (a thread
   // filling chunk i's buffer has passed the barrier after chunk
@@ -131,7 +171,7 @@ Value StagedPartial::acquireChunk(Value i) {
   Value st = bulk.stage(i);
   if (p.inlineSplit()) {
     kb.when(small, [&] {
-      fillChunk(i, st);
+      fillChunk(st, in.pieces);
       kb.barrier();
     });
     kb.when(bulkMode, [&] { bulk.acquire(i, count, issue); });
@@ -174,6 +214,8 @@ void mlir::mhc::emitStagedPartial(KernelContext &ctx, const StagedPlan &p) {
       .sharedF32(kStages * p.chunkBytes() / 4, /*align=*/128)
       .sharedI64(2 * kStages)
       .minBlocksPerSM(p.expand ? 1 : p.blocksPerSM);
+  if (p.expand)
+    l.sharedF32(p.tokensPerBlock() * (p.n + p.n * p.n)); // post | P per token
   KernelBuilder kb = ctx.begin(l);
   limitRowAccesses(ctx, kb, l, {"x"});
   StagedPartial(p, l, kb).emit();
