@@ -63,15 +63,28 @@
 // pairs x 2 rows of 8 values: each one 4-stream fma chain after post * fb,
 // rounded to bf16 once, stored to x_next (rows < M) and fed to mma.sync.
 // x, f and the bias are loaded a chunk ahead: chunk 0's before the loop,
-// chunk i + 1's in iteration i, carried in the loop's values.
+// chunk i + 1's in iteration i, carried in the loop's values. The block's
+// post and P (128 tokens: 2 and 8 loads per thread) go to shared memory
+// once, after chunk 0's loads and before the ring's barrier; the loop reads
+// neither from global memory.
 // FUSED: gpu.func @mhc_post_pre_fwd_n4_f0241967ad395345_expand_pack(
 // FUSED: gpu.func @mhc_post_pre_fwd_n4_f0241967ad395345_expand_partial(%[[X:[a-z0-9]+]]: memref<?xbf16>, %[[F:[a-z0-9]+]]: memref<?xbf16>, %[[POST:[a-z0-9]+]]: memref<?xf32>, %[[P:[a-z0-9]+]]: memref<?xf32>, %[[BIAS:[a-z0-9]+]]: memref<?xf32>, %[[XN:[a-z0-9]+]]: memref<?xbf16>,
 // FUSED-COUNT-8: vector.load %[[X]]{{.*}} : memref<?xbf16>, vector<8xbf16>
 // FUSED-COUNT-8: vector.load %[[F]]{{.*}} : memref<?xbf16>, vector<2xbf16>
+// FUSED-COUNT-2: memref.load %[[POST]][{{.*}}] : memref<?xf32>
+// FUSED-COUNT-8: memref.load %[[P]][{{.*}}] : memref<?xf32>
+// FUSED-COUNT-10: memref.store {{.*}} : memref<2560xf32, #gpu.address_space<workgroup>>
+// FUSED: gpu.barrier
 // FUSED: scf.for {{.*}} iter_args(
+// FUSED-NOT: memref.load %[[POST]]
+// FUSED-NOT: memref.load %[[P]]
 // FUSED-COUNT-8: vector.load %[[X]]{{.*}} : memref<?xbf16>, vector<8xbf16>
 // FUSED-COUNT-8: vector.load %[[F]]{{.*}} : memref<?xbf16>, vector<2xbf16>
+// FUSED-NOT: memref.load %[[POST]]
+// FUSED-NOT: memref.load %[[P]]
 // FUSED-COUNT-8: vector.store %{{.*}}, %[[XN]]{{.*}} : memref<?xbf16>, vector<8xbf16>
+// FUSED-NOT: memref.load %[[POST]]
+// FUSED-NOT: memref.load %[[P]]
 // FUSED: nvvm.mma.sync
 // FUSED-NOT: vector.load %[[XN]]
 // FUSED: scf.yield {{.*}} : {{.*}}, vector<8xbf16>, {{.*}}, vector<2xbf16>, {{.*}}, vector<2xf32>
