@@ -4,7 +4,9 @@
 // writes on every arch, in upstream dialects (arith, math, memref, vector,
 // scf, gpu). Index and float arithmetic dispatch on the operand type, loops
 // and branches take lambdas, and the compile-time parts of a spec (n, C,
-// vector width) become C++ loops that unroll into the IR.
+// vector width) become C++ loops that unroll into the IR. Defined in
+// SimtBuilder.cpp (values), SimtMemory.cpp, SimtControl.cpp and
+// SimtThreads.cpp.
 //
 //===----------------------------------------------------------------------===//
 
