@@ -90,10 +90,10 @@
 
 // The same spec for sm_100a (no wgmma) keeps mma.sync: two m-tiles per
 // warp, each 8-byte B read from the ring feeding both m-tiles' mma's. The
-// chunk loop carries 80 accumulators, 4 sums of squares, the next chunk's
-// x (8) and its phi pieces (3 rounds of 8, for the one-token-block fill).
+// chunk loop carries 80 accumulators, 4 sums of squares and the next
+// chunk's x (8); the one-token-block fill loads its phi pieces itself.
 // FWD8B: gpu.func @mhc_project_fwd_n8_{{.*}}_partial({{.*}}nvvm.minctasm = 1
-// FWD8B: %{{.*}}:116 = scf.for
+// FWD8B: %{{.*}}:92 = scf.for
 // FWD8B-NOT: wgmma
 // FWD8B: llvm.load {{.*}} : !llvm.ptr<3> -> vector<2xi32>
 // FWD8B: nvvm.mma.sync A[{{.*}}]  B{{\[}}[[B0:%[0-9]+, %[0-9]+]]]

@@ -18,11 +18,14 @@
 
 namespace mlir::mhc {
 
-/// The mma.sync layout's 16-byte piece (chunk c, pair j, n-tile nt, lane):
-/// the f32 values it is made of (phi's 8 columns of the piece's row,
-/// clamped to N - 1, then the weight's 8 where the spec has one), and from
-/// them every part's piece, parts[p][e] (e the piece's 8 columns; rows past
-/// N are zeros).
+/// The mma.sync layout's 16-byte piece (chunk c, pair j, n-tile nt, lane)
+/// of every part: parts[p][e], e the piece's 8 columns (rows past N are
+/// zeros). pieceLoads and piecePartsOf are its two halves, for a fill that
+/// loads a chunk ahead: the f32 values it is made of (phi's 8 columns of the
+/// piece's row, clamped to N - 1, then the weight's 8 where the spec has
+/// one), and the parts from them.
+SmallVector<SmallVector<Value>> pieceParts(KernelBuilder &kb, const StagedPlan &sp, Value phi,
+                                           Value weight, Value c, Value j, Value nt, Value lane);
 SmallVector<Value> pieceLoads(KernelBuilder &kb, const StagedPlan &sp, Value phi,
                               Value weight, Value c, Value j, Value nt, Value lane);
 SmallVector<SmallVector<Value>> piecePartsOf(KernelBuilder &kb, const StagedPlan &sp,
@@ -55,9 +58,11 @@ private:
   /// A chunk's loads, a chunk ahead with prefetch: x's 16 bytes per (row,
   /// pair) and, for the seam's expand, f's per (row, pair) and the bias'
   /// per pair, raw (the expand converts them).
-  /// With one token block, also the f32 values of the thread's pieces of
-  /// the chunk's phi w (pieceLoads, `fillRounds` of them), in the launch's
-  /// first loads so that the fill does not wait for them.
+  /// With the seam's expand and one token block, also the f32 values of
+  /// the thread's pieces of the chunk's phi w (pieceLoads, `fillRounds` x 8
+  /// or 16), loaded with its x (a chunk ahead) so that the fill, after the
+  /// expand, does not wait for them. (Carried through the loop they cost
+  /// the plans with two m-tiles spills on sm_100a; those load in the fill.)
   struct ChunkLoads {
     Rows xs, fs;
     SmallVector<Value> bias, pieces;
@@ -66,8 +71,10 @@ private:
   ChunkLoads chunkLoadsFrom(ValueRange values) const;
   void issueCopy(Value i, Value st);
   int64_t fillRounds() const;
+  bool piecesAhead() const { return p.inlineSplit() && p.expand; }
+  SmallVector<Value> pieceValues(Value gc, Value j, Value nt, Value pl);
   SmallVector<Value> loadPieces(Value i);
-  void fillChunk(Value st, ArrayRef<Value> pieces);
+  void fillChunk(Value i, Value st, ArrayRef<Value> pieces);
   void locateRows();
   void stageMixing();
   Value chunkColumn(Value i);

@@ -43,15 +43,15 @@ void StagedPartial::stageMixing() {
   mixing = l.shared(2);
   Value first = kb.mul(sk.mBlock, kb.idx(tokens)), last = kb.sub(sk.M, kb.idx(1));
   SmallVector<std::tuple<Value, Value, Value>> loaded; // (in range, offset, value)
-  for (auto [name, count, at] : {std::make_tuple("post", n, int64_t(0)),
-                                 std::make_tuple("P", n * n, n)})
-    for (int64_t u = 0; u < tokens * count; u += threads) {
+  for (auto [name, values, at] : {std::make_tuple("post", n, int64_t(0)),
+                                  std::make_tuple("P", n * n, n)})
+    for (int64_t u = 0; u < tokens * values; u += threads) {
       Value e = kb.add(kb.threadId(), kb.idx(u));
-      Value token = kb.div(e, kb.idx(count)), k = kb.rem(e, kb.idx(count));
+      Value token = kb.div(e, kb.idx(values)), k = kb.rem(e, kb.idx(values));
       Value m = kb.min(kb.add(first, token), last);
-      loaded.push_back({kb.lt(e, kb.idx(tokens * count)),
+      loaded.push_back({kb.lt(e, kb.idx(tokens * values)),
                         kb.add(kb.mul(token, kb.idx(width)), kb.add(k, kb.idx(at))),
-                        kb.load(l.arg(name), kb.add(kb.mul(m, kb.idx(count)), k))});
+                        kb.load(l.arg(name), kb.add(kb.mul(m, kb.idx(values)), k))});
     }
   for (auto [ok, off, v] : loaded)
     kb.when(ok, [&, off = off, v = v] { kb.store(v, mixing, off); });

@@ -35,20 +35,29 @@ void packLaunch(KernelContext &ctx, const StagedPlan &p, int64_t items,
 
 } // namespace
 
-SmallVector<Value> mlir::mhc::pieceLoads(KernelBuilder &kb, const StagedPlan &sp,
-                                         Value phi, Value weight, Value c,
-                                         Value j, Value nt, Value lane) {
-  int64_t N = sp.N, K = sp.K;
-  Value row = kb.min(kb.add(kb.mul(nt, kb.idx(8)), kb.div(lane, kb.idx(4))), kb.idx(N - 1));
+namespace {
+
+/// Piece (chunk c, pair j, n-tile nt, lane)'s row of phi (not clamped) and
+/// its first column.
+std::pair<Value, Value> pieceAt(KernelBuilder &kb, const StagedPlan &sp, Value c, Value j,
+                                Value nt, Value lane) {
+  Value row = kb.add(kb.mul(nt, kb.idx(8)), kb.div(lane, kb.idx(4)));
   Value col = kb.add(kb.add(kb.mul(c, kb.idx(sp.chunk())), kb.mul(j, kb.idx(32))),
                      kb.mul(kb.rem(lane, kb.idx(4)), kb.idx(8)));
+  return {row, col};
+}
+
+/// phi's 8 f32 values at (row clamped to N - 1, col), then the weight's.
+SmallVector<Value> loadPiece(KernelBuilder &kb, const StagedPlan &sp, Value phi, Value weight,
+                             Value row, Value col) {
+  Value rowOff = kb.mul(kb.min(row, kb.idx(sp.N - 1)), kb.idx(sp.K));
   SmallVector<Value> v, w;
   if (sp.anyK()) {
-    v = loadStagedParams(kb, sp, phi, kb.mul(row, kb.idx(K)), col, 8);
+    v = loadStagedParams(kb, sp, phi, rowOff, col, 8);
     if (sp.hasWeight)
       w = loadStagedParams(kb, sp, weight, kb.idx(0), col, 8);
   } else {
-    v = kb.loadF32(phi, kb.add(kb.mul(row, kb.idx(K)), col), 8);
+    v = kb.loadF32(phi, kb.add(rowOff, col), 8);
     if (sp.hasWeight)
       w = kb.loadF32(weight, col, 8);
   }
@@ -56,11 +65,9 @@ SmallVector<Value> mlir::mhc::pieceLoads(KernelBuilder &kb, const StagedPlan &sp
   return v;
 }
 
-SmallVector<SmallVector<Value>> mlir::mhc::piecePartsOf(KernelBuilder &kb, const StagedPlan &sp,
-                                                        ArrayRef<Value> loads, Value nt,
-                                                        Value lane) {
-  Value row = kb.add(kb.mul(nt, kb.idx(8)), kb.div(lane, kb.idx(4)));
-  Value valid = kb.lt(row, kb.idx(sp.N));
+/// Every part's piece from its f32 values; zeros where !valid (row >= N).
+SmallVector<SmallVector<Value>> partsOf(KernelBuilder &kb, const StagedPlan &sp,
+                                        ArrayRef<Value> loads, Value valid) {
   SmallVector<SmallVector<Value>> parts(sp.parts);
   for (int64_t e = 0; e < 8; ++e) {
     SmallVector<Value> pe = bf16Parts(kb, loads[e], sp.hasWeight ? loads[8 + e] : Value(), valid, sp.parts);
@@ -68,6 +75,30 @@ SmallVector<SmallVector<Value>> mlir::mhc::piecePartsOf(KernelBuilder &kb, const
       parts[p].push_back(pe[p]);
   }
   return parts;
+}
+
+} // namespace
+
+SmallVector<Value> mlir::mhc::pieceLoads(KernelBuilder &kb, const StagedPlan &sp,
+                                         Value phi, Value weight, Value c,
+                                         Value j, Value nt, Value lane) {
+  auto [row, col] = pieceAt(kb, sp, c, j, nt, lane);
+  return loadPiece(kb, sp, phi, weight, row, col);
+}
+
+SmallVector<SmallVector<Value>> mlir::mhc::piecePartsOf(KernelBuilder &kb, const StagedPlan &sp,
+                                                        ArrayRef<Value> loads, Value nt,
+                                                        Value lane) {
+  Value row = kb.add(kb.mul(nt, kb.idx(8)), kb.div(lane, kb.idx(4)));
+  return partsOf(kb, sp, loads, kb.lt(row, kb.idx(sp.N)));
+}
+
+SmallVector<SmallVector<Value>> mlir::mhc::pieceParts(KernelBuilder &kb, const StagedPlan &sp,
+                                                      Value phi, Value weight, Value c,
+                                                      Value j, Value nt, Value lane) {
+  auto [row, col] = pieceAt(kb, sp, c, j, nt, lane);
+  Value valid = kb.lt(row, kb.idx(sp.N));
+  return partsOf(kb, sp, loadPiece(kb, sp, phi, weight, row, col), valid);
 }
 
 void mlir::mhc::emitWgmmaPack(KernelContext &ctx, const StagedPlan &sp) {
@@ -124,7 +155,7 @@ void mlir::mhc::emitMmaSyncPack(KernelContext &ctx, const StagedPlan &sp) {
     q = kb.div(q, kb.idx(P));
     Value j = kb.rem(q, kb.idx(pairs)), c = kb.div(q, kb.idx(pairs));
     SmallVector<SmallVector<Value>> parts =
-        piecePartsOf(kb, sp, pieceLoads(kb, sp, l.arg("phi"), sp.hasWeight ? l.arg("weight") : Value(), c, j, nt, lane), nt, lane);
+        pieceParts(kb, sp, l.arg("phi"), sp.hasWeight ? l.arg("weight") : Value(), c, j, nt, lane);
     SmallVector<Value> out;
     for (int64_t e = 0; e < 8; ++e) {
       Value sel = parts[0][e];

@@ -29,14 +29,20 @@ StagedPartial::StagedPartial(const StagedPlan &p, LaunchBuilder &l,
 
 void StagedPartial::emit() {
   auto issue = [&](Value i, Value st) { issueCopy(i, st); };
+  Value first = kb.select(small, kb.idx(0), count);
+  if (!p.expand) {
+    bulk.start(first, issue);
+    locateRows();
+    storePartials(emitKLoop(firstLoopValues()));
+    return;
+  }
+  // The expand's first chunk's loads go out before its post and P are
+  // staged (their round trips overlap); the ring's initialisation, at the
+  // start of bulk.start, ends in a block barrier, after which they are read.
   locateRows();
-  // The first chunk's loads go out before the expand's post and P are
-  // staged (their round trips overlap); the ring's start ends in a block
-  // barrier, after which the staged values are read.
   SmallVector<Value> init = firstLoopValues();
-  if (p.expand)
-    stageMixing();
-  bulk.start(kb.select(small, kb.idx(0), count), issue);
+  stageMixing();
+  bulk.start(first, issue);
   storePartials(emitKLoop(init));
 }
 
@@ -58,10 +64,16 @@ int64_t StagedPartial::fillRounds() const {
   return (p.pairs() * p.nTiles * 32 + threads - 1) / threads;
 }
 
-/// The f32 values of the thread's pieces of chunk i of the block's range
-/// (zeros without one token block, which copies packed chunks instead).
+/// The f32 values of piece (j, nt, pl) of chunk gc (of all chunks).
+SmallVector<Value> StagedPartial::pieceValues(Value gc, Value j, Value nt, Value pl) {
+  return pieceLoads(kb, p, l.arg("phi"), p.hasWeight ? l.arg("weight") : Value(), gc, j, nt, pl);
+}
+
+/// With the seam's expand: the thread's pieces of chunk i (every round,
+/// clamped to the last piece), zeros without one token block (which copies
+/// packed chunks instead). Other plans load their pieces in fillChunk.
 SmallVector<Value> StagedPartial::loadPieces(Value i) {
-  if (!p.inlineSplit())
+  if (!piecesAhead())
     return {};
   const int threads = 32 * kWarps;
   int64_t items = p.pairs() * p.nTiles * 32, per = p.hasWeight ? 16 : 8;
@@ -74,26 +86,30 @@ SmallVector<Value> StagedPartial::loadPieces(Value i) {
           Value q = kb.min(kb.add(kb.threadId(), kb.idx(r * threads)), kb.idx(items - 1));
           Value pl = kb.rem(q, kb.idx(32)), pq = kb.div(q, kb.idx(32));
           Value nt = kb.rem(pq, kb.idx(p.nTiles)), j = kb.div(pq, kb.idx(p.nTiles));
-          v.append(pieceLoads(kb, p, l.arg("phi"), p.hasWeight ? l.arg("weight") : Value(), gc, j, nt, pl));
+          v.append(pieceValues(gc, j, nt, pl));
         }
         return v;
       },
       [&] { return SmallVector<Value>(fillRounds() * per, kb.f32(0.0)); });
 }
 
-/// A chunk into buffer st from the thread's pieces (loadPieces): the
-/// pieces the pack launch would write there.
-void StagedPartial::fillChunk(Value st, ArrayRef<Value> pieces) {
+/// Chunk i of the block's range into buffer st, split by every thread: the
+/// pieces the pack launch would write there, from `pieces` (loadPieces)
+/// where the chunk's loads brought them, else loaded here.
+void StagedPartial::fillChunk(Value i, Value st, ArrayRef<Value> pieces) {
   const int threads = 32 * kWarps;
   int64_t NT = p.nTiles, P = p.parts, chunkBytes = p.chunkBytes();
   int64_t items = p.pairs() * NT * 32, per = p.hasWeight ? 16 : 8;
+  assert(pieces.empty() || static_cast<int64_t>(pieces.size()) == fillRounds() * per);
+  Value gc = kb.add(sk.cBegin, i);
   for (int64_t r = 0; r < fillRounds(); ++r) {
     Value q = kb.add(kb.threadId(), kb.idx(r * threads));
     kb.when(kb.lt(q, kb.idx(items)), [&] {
       Value pl = kb.rem(q, kb.idx(32)), pq = kb.div(q, kb.idx(32));
       Value nt = kb.rem(pq, kb.idx(NT)), j = kb.div(pq, kb.idx(NT));
       SmallVector<SmallVector<Value>> parts =
-          piecePartsOf(kb, p, pieces.slice(r * per, per), nt, pl);
+          pieces.empty() ? pieceParts(kb, p, l.arg("phi"), p.hasWeight ? l.arg("weight") : Value(), gc, j, nt, pl)
+                         : piecePartsOf(kb, p, pieces.slice(r * per, per), nt, pl);
       for (int64_t part = 0; part < P; ++part) {
         Value piece = kb.add(kb.mul(kb.add(kb.mul(kb.add(kb.mul(j, kb.idx(P)), kb.idx(part)),
                                                   kb.idx(NT)), nt), kb.idx(32)), pl);
@@ -171,7 +187,7 @@ Value StagedPartial::acquireChunk(Value i, const ChunkLoads &in) {
   Value st = bulk.stage(i);
   if (p.inlineSplit()) {
     kb.when(small, [&] {
-      fillChunk(st, in.pieces);
+      fillChunk(i, st, in.pieces);
       kb.barrier();
     });
     kb.when(bulkMode, [&] { bulk.acquire(i, count, issue); });
