@@ -45,6 +45,8 @@ sources = [
     "runtime/Runtime.cpp",
     "lib/Bundle.cpp",
     "lib/KernelSpec.cpp",
+    "lib/KernelSpecParse.cpp",
+    "lib/KernelSpecRules.cpp",
     "lib/Manifest.cpp",
     "lib/Json.cpp",
     "lib/OpContract.cpp",

@@ -37,6 +37,8 @@ const char *toString(DType);
 const char *toString(Layout);
 const char *toString(SinkhornMode);
 unsigned byteWidth(DType);
+/// A float field as the canonical text writes it (%.9g: round-trips f32).
+std::string formatFloat(float v);
 
 /// The architectures codegen targets (ptxas-verified in CI).
 bool isSupportedArch(std::string_view arch);
