@@ -28,7 +28,11 @@ void mlir::mhc::addNVVMLoweringPasses(OpPassManager &pm) {
   OpPassManager &gpm = pm.nest<gpu::GPUModuleOp>();
   gpm.addPass(createConvertNVGPUToNVVMPass());
   gpm.addPass(createSCFToControlFlowPass());
-  gpm.addPass(createConvertVectorToLLVMPass());
+  // vector, ub, arith, math and memref lower inside gpu-to-nvvm (their
+  // ConvertToLLVM interfaces, registerCodegenDialects), where shared
+  // memory's address space is mapped: a convert-vector-to-llvm pass ahead of
+  // it printed "conversion of memref memory space" errors on workgroup
+  // memrefs that it then left to gpu-to-nvvm (the PTX is the same).
   ConvertGpuOpsToNVVMOpsOptions options;
   options.indexBitwidth = 64;
   gpm.addPass(createConvertGpuOpsToNVVMOps(options));
