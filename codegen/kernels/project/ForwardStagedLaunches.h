@@ -70,9 +70,17 @@ private:
   };
   ChunkLoads chunkLoadsFrom(ValueRange values) const;
   void issueCopy(Value i, Value st);
+  /// Item q of a chunk's fill: piece (pair j, n-tile nt, lane pl).
+  struct PieceIndex {
+    Value j, nt, pl;
+  };
+  int64_t fillItems() const;
   int64_t fillRounds() const;
+  /// f32 values per piece: phi's 8, then the weight's 8 where it has one.
+  int64_t pieceWidth() const { return p.hasWeight ? 16 : 8; }
+  PieceIndex pieceIndex(Value q);
+  Value weightArg();
   bool piecesAhead() const { return p.inlineSplit() && p.expand; }
-  SmallVector<Value> pieceValues(Value gc, Value j, Value nt, Value pl);
   SmallVector<Value> loadPieces(Value i);
   void fillChunk(Value i, Value st, ArrayRef<Value> pieces);
   void locateRows();

@@ -37,11 +37,16 @@ void packLaunch(KernelContext &ctx, const StagedPlan &p, int64_t items,
 
 namespace {
 
+/// The row of phi (not clamped) of n-tile nt's piece in `lane`.
+Value pieceRow(KernelBuilder &kb, Value nt, Value lane) {
+  return kb.add(kb.mul(nt, kb.idx(8)), kb.div(lane, kb.idx(4)));
+}
+
 /// Piece (chunk c, pair j, n-tile nt, lane)'s row of phi (not clamped) and
 /// its first column.
 std::pair<Value, Value> pieceAt(KernelBuilder &kb, const StagedPlan &sp, Value c, Value j,
                                 Value nt, Value lane) {
-  Value row = kb.add(kb.mul(nt, kb.idx(8)), kb.div(lane, kb.idx(4)));
+  Value row = pieceRow(kb, nt, lane);
   Value col = kb.add(kb.add(kb.mul(c, kb.idx(sp.chunk())), kb.mul(j, kb.idx(32))),
                      kb.mul(kb.rem(lane, kb.idx(4)), kb.idx(8)));
   return {row, col};
@@ -89,8 +94,7 @@ SmallVector<Value> mlir::mhc::pieceLoads(KernelBuilder &kb, const StagedPlan &sp
 SmallVector<SmallVector<Value>> mlir::mhc::piecePartsOf(KernelBuilder &kb, const StagedPlan &sp,
                                                         ArrayRef<Value> loads, Value nt,
                                                         Value lane) {
-  Value row = kb.add(kb.mul(nt, kb.idx(8)), kb.div(lane, kb.idx(4)));
-  return partsOf(kb, sp, loads, kb.lt(row, kb.idx(sp.N)));
+  return partsOf(kb, sp, loads, kb.lt(pieceRow(kb, nt, lane), kb.idx(sp.N)));
 }
 
 SmallVector<SmallVector<Value>> mlir::mhc::pieceParts(KernelBuilder &kb, const StagedPlan &sp,

@@ -57,17 +57,24 @@ void StagedPartial::issueCopy(Value i, Value st) {
   kb.bulkCopy(dst, src, chunkBytes, bar);
 }
 
-/// Items of fillChunk each thread takes: the chunk's pieces (pairs x
-/// n-tiles x 32 lanes) over the block's threads.
+/// The chunk's pieces: pairs x n-tiles x 32 lanes.
+int64_t StagedPartial::fillItems() const { return p.pairs() * p.nTiles * 32; }
+
+/// Items of fillChunk each thread takes: the chunk's pieces over the
+/// block's threads.
 int64_t StagedPartial::fillRounds() const {
   const int threads = 32 * kWarps;
-  return (p.pairs() * p.nTiles * 32 + threads - 1) / threads;
+  return (fillItems() + threads - 1) / threads;
 }
 
-/// The f32 values of piece (j, nt, pl) of chunk gc (of all chunks).
-SmallVector<Value> StagedPartial::pieceValues(Value gc, Value j, Value nt, Value pl) {
-  return pieceLoads(kb, p, l.arg("phi"), p.hasWeight ? l.arg("weight") : Value(), gc, j, nt, pl);
+/// Item q's piece: pair j, n-tile nt, lane pl.
+StagedPartial::PieceIndex StagedPartial::pieceIndex(Value q) {
+  Value pl = kb.rem(q, kb.idx(32)), pq = kb.div(q, kb.idx(32));
+  Value nt = kb.rem(pq, kb.idx(p.nTiles)), j = kb.div(pq, kb.idx(p.nTiles));
+  return {j, nt, pl};
 }
+
+Value StagedPartial::weightArg() { return p.hasWeight ? l.arg("weight") : Value(); }
 
 /// With the seam's expand: the thread's pieces of chunk i (every round,
 /// clamped to the last piece), zeros without one token block (which copies
@@ -76,21 +83,19 @@ SmallVector<Value> StagedPartial::loadPieces(Value i) {
   if (!piecesAhead())
     return {};
   const int threads = 32 * kWarps;
-  int64_t items = p.pairs() * p.nTiles * 32, per = p.hasWeight ? 16 : 8;
   Value gc = kb.add(sk.cBegin, i);
   return kb.ifElse(
       small,
       [&] {
         SmallVector<Value> v;
         for (int64_t r = 0; r < fillRounds(); ++r) {
-          Value q = kb.min(kb.add(kb.threadId(), kb.idx(r * threads)), kb.idx(items - 1));
-          Value pl = kb.rem(q, kb.idx(32)), pq = kb.div(q, kb.idx(32));
-          Value nt = kb.rem(pq, kb.idx(p.nTiles)), j = kb.div(pq, kb.idx(p.nTiles));
-          v.append(pieceValues(gc, j, nt, pl));
+          Value q = kb.min(kb.add(kb.threadId(), kb.idx(r * threads)), kb.idx(fillItems() - 1));
+          PieceIndex at = pieceIndex(q);
+          v.append(pieceLoads(kb, p, l.arg("phi"), weightArg(), gc, at.j, at.nt, at.pl));
         }
         return v;
       },
-      [&] { return SmallVector<Value>(fillRounds() * per, kb.f32(0.0)); });
+      [&] { return SmallVector<Value>(fillRounds() * pieceWidth(), kb.f32(0.0)); });
 }
 
 /// Chunk i of the block's range into buffer st, split by every thread: the
@@ -98,17 +103,15 @@ SmallVector<Value> StagedPartial::loadPieces(Value i) {
 /// where the chunk's loads brought them, else loaded here.
 void StagedPartial::fillChunk(Value i, Value st, ArrayRef<Value> pieces) {
   const int threads = 32 * kWarps;
-  int64_t NT = p.nTiles, P = p.parts, chunkBytes = p.chunkBytes();
-  int64_t items = p.pairs() * NT * 32, per = p.hasWeight ? 16 : 8;
+  int64_t NT = p.nTiles, P = p.parts, chunkBytes = p.chunkBytes(), per = pieceWidth();
   assert(pieces.empty() || static_cast<int64_t>(pieces.size()) == fillRounds() * per);
   Value gc = kb.add(sk.cBegin, i);
   for (int64_t r = 0; r < fillRounds(); ++r) {
     Value q = kb.add(kb.threadId(), kb.idx(r * threads));
-    kb.when(kb.lt(q, kb.idx(items)), [&] {
-      Value pl = kb.rem(q, kb.idx(32)), pq = kb.div(q, kb.idx(32));
-      Value nt = kb.rem(pq, kb.idx(NT)), j = kb.div(pq, kb.idx(NT));
+    kb.when(kb.lt(q, kb.idx(fillItems())), [&] {
+      auto [j, nt, pl] = pieceIndex(q);
       SmallVector<SmallVector<Value>> parts =
-          pieces.empty() ? pieceParts(kb, p, l.arg("phi"), p.hasWeight ? l.arg("weight") : Value(), gc, j, nt, pl)
+          pieces.empty() ? pieceParts(kb, p, l.arg("phi"), weightArg(), gc, j, nt, pl)
                          : piecePartsOf(kb, p, pieces.slice(r * per, per), nt, pl);
       for (int64_t part = 0; part < P; ++part) {
         Value piece = kb.add(kb.mul(kb.add(kb.mul(kb.add(kb.mul(j, kb.idx(P)), kb.idx(part)),
