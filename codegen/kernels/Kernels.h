@@ -55,6 +55,11 @@ void emitTokenScale(KernelBuilder &kb, const ::mhc::KernelSpec &spec,
                     function_ref<std::pair<Value, Value>()> alphaBeta,
                     function_ref<void(Value, Value)> keepPre,
                     function_ref<void(Value, Value)> keepLogit);
+/// Thread k's alpha and beta for emitTokenScale (k = tid clamped to N - 1,
+/// so every thread loads valid words), as f32: issued ahead of the token's
+/// sums so their round trip is off the scale's path.
+std::pair<Value, Value> loadScaleParams(KernelBuilder &kb, const ::mhc::KernelSpec &spec,
+                                        LaunchBuilder &l);
 /// Token m's Sinkhorn in this thread (emitSinkhornPlan) from its n*n logits
 /// at logitsS[at ..]: the plan stored into buffer `P` at m.
 void emitTokenSinkhorn(KernelBuilder &kb, const ::mhc::KernelSpec &spec,

@@ -146,6 +146,7 @@ static LogicalResult buildTail(KernelContext &ctx) {
   // S <= forwardSplitBound by the split rules; the min tells LLVM, whose
   // index arithmetic is then narrow (64-bit divisions cost 26 registers).
   S = kb.min(S, kb.idx(forwardSplitBound(ctx)));
+  std::pair<Value, Value> ab = loadScaleParams(kb, spec, l); // ahead of the sums
   stagePartials(kb, l.arg("partials"), m, kb.mul(M, width), S, N + 1, threads, parts);
   kb.when(kb.lt(tid, width), [&] {
     Value sum = kb.sumInOrder(kb.idx(0), S, kPartialsInFlight, [&](Value sp) {
@@ -158,10 +159,7 @@ static LogicalResult buildTail(KernelContext &ctx) {
   // Scale, a thread per logit k: mix = [pre | post | logits].
   emitTokenScale(
       kb, spec, l, m, row, "post",
-      [&] {
-        Value a = kb.toF32(kb.load(l.arg("alpha"), scaleSegment(kb, n, tid)));
-        return std::make_pair(a, kb.toF32(kb.load(l.arg("beta"), tid)));
-      },
+      [&] { return ab; },
       [&](Value k, Value pre) { kb.store(pre, mix, k); },
       [&](Value k, Value z) { kb.store(z, mix, kb.add(k, kb.idx(2 * n))); });
   kb.barrier();

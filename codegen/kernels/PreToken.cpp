@@ -56,6 +56,15 @@ void mlir::mhc::emitTokenScale(
   });
 }
 
+std::pair<Value, Value> mlir::mhc::loadScaleParams(KernelBuilder &kb,
+                                                   const ::mhc::KernelSpec &spec,
+                                                   LaunchBuilder &l) {
+  int64_t n = spec.n, N = 2 * n + n * n;
+  Value k = kb.min(kb.threadId(), kb.idx(N - 1));
+  return {kb.toF32(kb.load(l.arg("alpha"), scaleSegment(kb, n, k))),
+          kb.toF32(kb.load(l.arg("beta"), k))};
+}
+
 void mlir::mhc::emitTokenSinkhorn(KernelBuilder &kb, const ::mhc::KernelSpec &spec,
                                   LaunchBuilder &l, Value m, Value logitsS,
                                   Value at, StringRef P) {

@@ -75,7 +75,7 @@ LaunchBuilder &declareLaunch(KernelContext &ctx, bool expand, const Names &names
 }
 
 LogicalResult buildOneLaunch(KernelContext &ctx, bool expand, const Names &names) {
-  int64_t n = ctx.n(), N = ctx.N(), C = ctx.C();
+  int64_t n = ctx.n(), C = ctx.C();
   Plan p = planOneLaunch(ctx);
   int64_t G = p.G;
   ctx.buffer("partials", DType::F32, BufferRole::Workspace, {G * p.width, 0});
@@ -103,9 +103,7 @@ LogicalResult buildOneLaunch(KernelContext &ctx, bool expand, const Names &names
   });
   // Thread k's alpha and beta (k < N; clamped), loaded before the barrier;
   // pre's (k < n) into abS for the decode path.
-  Value kq = kb.min(tid, kb.idx(N - 1));
-  std::pair<Value, Value> ab{kb.toF32(kb.load(l.arg("alpha"), scaleSegment(kb, n, kq))),
-                             kb.toF32(kb.load(l.arg("beta"), kq))};
+  std::pair<Value, Value> ab = loadScaleParams(kb, ctx.spec, l);
   Value abS = l.shared(kAbS);
   kb.when(kb.lt(tid, kb.idx(n)), [&] {
     kb.store(ab.first, abS, kb.mul(tid, kb.idx(2)));
