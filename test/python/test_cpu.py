@@ -7,10 +7,9 @@ import math
 
 import pytest
 import torch
-from torch.overrides import TorchFunctionMode
-from torch.utils._python_dispatch import TorchDispatchMode
 
 import mhc
+from dispatch_modes import DispatchMode, FunctionMode
 from mhc import reference as ref
 
 torch.manual_seed(0)  # reproducible failures; every test draws fresh data
@@ -150,29 +149,6 @@ def test_pre_is_the_four_ops(layout):
     g = [torch.randn_like(o) for o in got]
     for a, b in zip(torch.autograd.grad(got, leaves, g), torch.autograd.grad(want, leaves, g)):
         assert torch.equal(a, b)
-
-
-class _Seen:
-    """Records the functions a mode sees."""
-
-    def __init__(self):
-        self.funcs = []
-
-    def __torch_function__(self, func, types, args=(), kwargs=None):
-        self.funcs.append(func)
-        return func(*args, **(kwargs or {}))
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        self.funcs.append(func)
-        return func(*args, **(kwargs or {}))
-
-
-class FunctionMode(_Seen, TorchFunctionMode):
-    pass
-
-
-class DispatchMode(_Seen, TorchDispatchMode):
-    pass
 
 
 def test_eager_entry_points_are_the_dispatcher_ops():

@@ -10,10 +10,10 @@ import math
 import pytest
 import torch
 from torch import nn
-from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
 import mhc
+from dispatch_modes import DispatchMode, FunctionMode
 from mhc import reference as ref
 
 torch.manual_seed(0)  # reproducible failures; every test draws fresh data
@@ -184,29 +184,6 @@ def test_leading_dims_and_empty_tokens():
         assert g.shape == leaves[name].shape
         if name in ("bias", "phi", "alpha", "beta", "weight"):
             assert torch.equal(g, torch.zeros_like(g)), name
-
-
-class _Seen:
-    """Records the functions a mode sees."""
-
-    def __init__(self):
-        self.funcs = []
-
-    def __torch_function__(self, func, types, args=(), kwargs=None):
-        self.funcs.append(func)
-        return func(*args, **(kwargs or {}))
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        self.funcs.append(func)
-        return func(*args, **(kwargs or {}))
-
-
-class FunctionMode(_Seen, TorchFunctionMode):
-    pass
-
-
-class DispatchMode(_Seen, TorchDispatchMode):
-    pass
 
 
 def test_eager_entry_point_is_the_dispatcher_op():
