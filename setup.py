@@ -48,6 +48,7 @@ sources = [
     "lib/KernelSpecParse.cpp",
     "lib/KernelSpecRules.cpp",
     "lib/Manifest.cpp",
+    "lib/ManifestRead.cpp",
     "lib/Json.cpp",
     "lib/OpContract.cpp",
 ]
