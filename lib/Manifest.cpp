@@ -103,6 +103,8 @@ std::string Manifest::toJson() const {
        << ", \"items_per_block\": " << l.grid.itemsPerBlock;
     if (l.grid.minTokens > 0) // (omitted when 0: most launches)
       os << ", \"min_tokens\": " << l.grid.minTokens;
+    if (l.grid.maxTokens > 0) // (omitted when 0: no limit)
+      os << ", \"max_tokens\": " << l.grid.maxTokens;
     os << "}, \"dynamic_shared_bytes\": " << l.dynamicSharedBytes;
     if (l.cooperative) // (omitted when false: most launches)
       os << ", \"cooperative\": true";

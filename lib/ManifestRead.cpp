@@ -248,6 +248,7 @@ void readGrid(Reader &r, const json::Value *launch, const std::string &path,
   if (g.itemsPerToken > 0 && g.itemsPerBlock < 1)
     r.fail(field(at, "items_per_block"), "is 0 with items_per_token > 0");
   g.minTokens = r.optionalInteger(grid, at, "min_tokens", limits::kMinTokens, 0);
+  g.maxTokens = r.optionalInteger(grid, at, "max_tokens", limits::kMinTokens, 0);
 }
 
 void readLaunches(Reader &r, const json::Value &root, Manifest &out) {

@@ -101,6 +101,13 @@
 // FWD8B: nvvm.mma.sync A[{{.*}}]  B{{\[}}[[B0]]]
 // FWD8B-COUNT-158: nvvm.mma.sync
 // FWD8B-NOT: nvvm.mma.sync
+// Then its copy for M <= 128 (one token block, at least half of its warps
+// without a token below M): the same products under the warp's branch.
+// FWD8B: gpu.func @mhc_project_fwd_n8_{{.*}}_partial_few({{.*}}nvvm.minctasm = 1
+// FWD8B: scf.for
+// FWD8B: scf.if
+// FWD8B-COUNT-160: nvvm.mma.sync
+// FWD8B-NOT: nvvm.mma.sync
 // FWD8B: gpu.func @mhc_project_fwd_n8_{{.*}}_reduce(
 
 // The pack writes wgmma's layout: per (chunk, pair, row of phi) one thread
@@ -125,8 +132,12 @@
 // The pack launch runs only past one token block (the partial splits phi
 // itself below that); wgmma's pack always runs.
 // FWD4SPLIT: "entry": "mhc_project_fwd_n4_{{[0-9a-f]+}}_pack"{{.*}}"items_per_block": 0, "min_tokens": 129}
-// FWD4SPLIT: "entry": "mhc_project_fwd_n4_{{[0-9a-f]+}}_partial", "params": ["x", "packed", "phi", "partials", "M", "S"]
+// The mma.sync partial in two copies, exactly one launched for any M: the
+// plain one past 64 tokens, "partial_few" up to 64 (half a token block).
+// FWD4SPLIT: "entry": "mhc_project_fwd_n4_{{[0-9a-f]+}}_partial", "params": ["x", "packed", "phi", "partials", "M", "S"]{{.*}}"times_split": true{{.*}}"min_tokens": 65}
+// FWD4SPLIT: "entry": "mhc_project_fwd_n4_{{[0-9a-f]+}}_partial_few", "params": ["x", "packed", "phi", "partials", "M", "S"]{{.*}}"times_split": true{{.*}}"max_tokens": 64}
 // FWD8SPLIT-NOT: min_tokens
+// FWD8SPLIT-NOT: _partial_few
 
 // Three parts of 128-column chunks: a 54 KB ring, past the 48 KB of static
 // shared memory, so a view of the dynamic allocation.

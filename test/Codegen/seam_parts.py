@@ -37,7 +37,7 @@ STAGES = {
                   ("project", "project", {"zero", "partials_final"}), ("post", "expand_combine", None)],
 }
 # Launches of a variant that no part has.
-OWN = {"fwd": set(), "fused": {"expand_partial"}, "bwd": set(),
+OWN = {"fwd": set(), "fused": {"expand_partial", "expand_partial_few"}, "bwd": set(),
        "fused_bwd": {"aggregate_main", "project_main"}}
 # The spec fields each part takes from the seam's (specs.spec prints them);
 # the backward's aggregate and project take acc.

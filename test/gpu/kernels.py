@@ -122,7 +122,7 @@ class Bundle:
                 blocks = -(-m // g["tokens_per_block"]) if g["tokens_per_block"] > 0 else g["fixed_blocks"]
             if g["times_split"]:
                 blocks *= s
-            if m < g.get("min_tokens", 0):
+            if m < g.get("min_tokens", 0) or m > (g.get("max_tokens", 0) or m):
                 blocks = 0
             if blocks == 0:
                 continue

@@ -268,7 +268,7 @@ def test_bulk_ring_kernels(cfg):
     assert after["reference_calls"] == before["reference_calls"], (before, after)
 
 
-ONE_BLOCK = [dict(n=4, act="bf16", layout="cn", C=4096, M=M, tf32=True, weight=False) for M in (1, 128, 129)] + [
+ONE_BLOCK = [dict(n=4, act="bf16", layout="cn", C=4096, M=M, tf32=True, weight=False) for M in (1, 64, 65, 128, 129)] + [
     dict(n=4, act="bf16", layout="nc", C=7168, M=100, tf32=False, weight=True),
     dict(n=2, act="bf16", layout="cn", C=2048, M=64, tf32=True, weight=True),
     dict(n=6, act="bf16", layout="nc", C=1024, M=128, tf32=False, weight=True)]
@@ -278,8 +278,10 @@ ONE_BLOCK = [dict(n=4, act="bf16", layout="cn", C=4096, M=M, tf32=True, weight=F
 def test_projection_forward_within_one_token_block_splits_phi_in_place(cfg):
     """Up to one token block (M <= 128) the mma.sync forward's partial
     launch splits phi w into its bf16 parts itself and the pack launch is
-    skipped; past it the pack runs. Both against float64 MATH.md, and the
-    launches that ran as the manifest's min_tokens says."""
+    skipped; past it the pack runs. Up to half a token block the partial's
+    copy whose warps without a token skip their products runs instead of the
+    plain one. Against float64 MATH.md, and the launches that ran as the
+    manifest's min_tokens and max_tokens say."""
     s = spec("project", "fwd", cfg["n"], act=cfg["act"], layout=cfg["layout"], C=cfg["C"], tf32=cfg["tf32"],
              weight=cfg["weight"])
     check(s, cfg["M"], case_seed("one-block", tuple(cfg.values())))
@@ -291,7 +293,8 @@ def test_projection_forward_within_one_token_block_splits_phi_in_place(cfg):
         call(s, t)
         torch.cuda.synchronize()
     names = [e.name for e in prof.events() if e.name.startswith("mhc_project_fwd")]
-    assert any(k.endswith("_partial") for k in names), names
+    assert any(k.endswith("_partial_few") for k in names) == (cfg["M"] <= 64), names
+    assert any(k.endswith("_partial") for k in names) == (cfg["M"] > 64), names
     assert any(k.endswith("_pack") for k in names) == (cfg["M"] > 128), names
 
 

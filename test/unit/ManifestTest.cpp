@@ -40,6 +40,7 @@ static Manifest valid() {
   reduce.grid.itemsPerToken = 64;
   reduce.grid.itemsPerBlock = 256;
   reduce.grid.minTokens = 2;
+  reduce.grid.maxTokens = 1000;
   LaunchDesc coop; // a cooperative launch with the runtime's sync words
   coop.entry = "k_one";
   coop.params = {"x", "y", "M", "sync"};
@@ -138,6 +139,7 @@ static void rejectsEachBadField() {
   EXPECT(rejects(edit(json, "\"items_per_block\": 256", "\"items_per_block\": 0"),
                  "launches[1].grid.items_per_block"));
   EXPECT(rejects(edit(json, "\"min_tokens\": 2", "\"min_tokens\": 1e30"), "launches[1].grid.min_tokens"));
+  EXPECT(rejects(edit(json, "\"max_tokens\": 1000", "\"max_tokens\": -1"), "launches[1].grid.max_tokens"));
   EXPECT(rejects(edit(json, "\"times_split\": true", "\"times_split\": 1"), "launches[0].grid.times_split"));
   EXPECT(rejects(edit(json, "\"fixed_blocks\": 0", "\"fixed_blocks\": 4294967296"),
                  "launches[0].grid.fixed_blocks"));

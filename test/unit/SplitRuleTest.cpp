@@ -4,7 +4,8 @@
 // must depend on M alone; where the manifest gives wave slots, S fills the
 // waves of the flagship part's SMs (the smallest S filling at least 90% of
 // its waves, else the fullest). A launch's grid is a function of M and S,
-// empty below its min_tokens (a launch only larger M needs).
+// empty below its min_tokens (a launch only larger M needs) and past its
+// max_tokens (a variant for small M).
 //
 //===----------------------------------------------------------------------===//
 
@@ -126,6 +127,19 @@ static void gridSkipsBelowMinTokens() {
   EXPECT(split.blocksFor(129, 4) == 8);
 }
 
+// The staged partial's two copies: "partial_few" up to 64 tokens, "partial"
+// past them; every M runs exactly one.
+static void gridSkipsPastMaxTokens() {
+  GridRule few{128, 0, /*timesSplit=*/true}, plain = few;
+  few.maxTokens = 64;
+  plain.minTokens = 65;
+  for (int64_t m : {1, 63, 64, 65, 128, 129, 4099})
+    EXPECT((few.blocksFor(m, 132) > 0) != (plain.blocksFor(m, 132) > 0));
+  EXPECT(few.blocksFor(64, 132) == 132);
+  EXPECT(few.blocksFor(65, 132) == 0);
+  EXPECT(plain.blocksFor(129, 4) == 8);
+}
+
 // min_tokens survives the manifest's JSON, and is omitted when 0.
 static void minTokensRoundTrips() {
   Manifest m;
@@ -150,11 +164,34 @@ static void minTokensRoundTrips() {
   EXPECT(back.launches[0].grid.minTokens == 129);
   EXPECT(back.launches[1].grid.minTokens == 0);
   EXPECT(back.launches[0].grid.blocksFor(128) == 0);
+  EXPECT(json.find("\"max_tokens\"") == std::string::npos);
+}
+
+// max_tokens likewise.
+static void maxTokensRoundTrips() {
+  Manifest m;
+  m.spec = "aggregate.fwd;n=4;act=bf16;layout=cn;C=64;arch=sm_90a";
+  m.buffers.push_back({"a", DType::F32, BufferRole::Input, {1, 0, 0}});
+  LaunchDesc few;
+  few.entry = "k_partial_few";
+  few.params = {"a", "M", "S"};
+  few.grid = GridRule{128, 0, /*timesSplit=*/true};
+  few.grid.maxTokens = 64;
+  m.launches = {few};
+  std::string json = m.toJson();
+  EXPECT(json.find("\"max_tokens\": 64") != std::string::npos);
+  Manifest back;
+  std::string error;
+  EXPECT(Manifest::fromJson(json, back, error));
+  EXPECT(back.launches[0].grid.maxTokens == 64);
+  EXPECT(back.launches[0].grid.blocksFor(65, 2) == 0);
 }
 
 int main() {
   gridSkipsBelowMinTokens();
+  gridSkipsPastMaxTokens();
   minTokensRoundTrips();
+  maxTokensRoundTrips();
   withoutWaves();
   fillsWavesOfTwoBlocksPerSM();
   fillsWavesOfOneBlockPerSM();

@@ -93,6 +93,8 @@ private:
   SmallVector<Value> emitKLoop(ArrayRef<Value> init);
   SmallVector<Value> emitChunk(Value i, ValueRange it, Value zero);
   Value acquireChunk(Value i, const ChunkLoads &in);
+  void onLiveWarps(function_ref<SmallVector<Value>()> values,
+                   function_ref<void(ArrayRef<Value>)> set, function_ref<void()> body);
   Rows pairWords(const Rows &xs, int64_t j, MutableArrayRef<Value> next);
   void wgmmaProducts(const Rows &xs, Value ringBase, MutableArrayRef<Value> next);
   void mmaSyncProducts(const Rows &xs, Value ringBase, MutableArrayRef<Value> next);
@@ -111,6 +113,8 @@ private:
   /// [mt * 2 + h]: token g + 8h of m-tile mt, the same clamped to M - 1
   /// (for loads), and its x row's offset.
   SmallVector<Value> rows, loadRows, xRow;
+  /// Whether the warp has a token below M (its first row).
+  Value liveWarp;
   /// The seam's expand: post and P of the block's tokens in shared memory,
   /// [tokensPerBlock, n + n^2] (stageMixing).
   Value mixing;

@@ -28,6 +28,7 @@ void StagedPartial::locateRows() {
   Value base = kb.add(kb.mul(sk.mBlock, kb.idx(p.tokensPerBlock())), kb.add(inBlock, sk.g));
   for (int64_t r = 0; r < 2 * MT; ++r)
     rows.push_back(r == 0 ? base : kb.add(base, kb.idx(tileStride * (r / 2) + 8 * (r % 2))));
+  liveWarp = kb.lt(kb.sub(base, sk.g), sk.M);
   Value lastRow = kb.sub(sk.M, kb.idx(1));
   for (Value r : rows)
     loadRows.push_back(kb.min(r, lastRow));

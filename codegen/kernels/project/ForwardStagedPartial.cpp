@@ -23,8 +23,9 @@ StagedPartial::StagedPartial(const StagedPlan &p, LaunchBuilder &l,
     : p(p), l(l), kb(kb), sk(projectSplitK(kb, l, p.chunks())),
       count(kb.sub(sk.cEnd, sk.cBegin)), ring(l.shared(0)),
       bulk(kb, l.shared(1), kStages, kWarps),
-      small(p.inlineSplit() ? kb.lt(sk.M, kb.idx(p.tokensPerBlock() + 1))
-                            : kb.boolean(false)),
+      small(p.fewOnly        ? kb.boolean(true)
+            : p.inlineSplit() ? kb.lt(sk.M, kb.idx(p.tokensPerBlock() + 1))
+                              : kb.boolean(false)),
       bulkMode(kb.eq(small, kb.boolean(false))) {}
 
 void StagedPartial::emit() {
@@ -161,24 +162,46 @@ SmallVector<Value> StagedPartial::emitChunk(Value i, ValueRange it, Value zero) 
     expandRows(chunkColumn(i), in);
   const Rows &xs = in.xs;
   Value st = acquireChunk(i, in);
-  SmallVector<Value> total;
-  if (p.precise)
-    for (int64_t e = 0; e < accs; ++e) {
-      total.push_back(next[e]);
-      next[e] = zero;
-    }
   Value ringBase = kb.mul(st, kb.idx(p.chunkBytes() / 4));
-  if (p.wgmma)
-    wgmmaProducts(xs, ringBase, next);
-  else
-    mmaSyncProducts(xs, ringBase, next);
-  if (p.precise)
-    for (int64_t e = 0; e < accs; ++e)
-      next[e] = kb.add(total[e], next[e]);
+  onLiveWarps([&] { return next; }, [&](ArrayRef<Value> v) { next.assign(v.begin(), v.end()); }, [&] {
+    SmallVector<Value> total;
+    if (p.precise)
+      for (int64_t e = 0; e < accs; ++e) {
+        total.push_back(next[e]);
+        next[e] = zero;
+      }
+    if (p.wgmma)
+      wgmmaProducts(xs, ringBase, next);
+    else
+      mmaSyncProducts(xs, ringBase, next);
+    if (p.precise)
+      for (int64_t e = 0; e < accs; ++e)
+        next[e] = kb.add(total[e], next[e]);
+  });
   kb.when(bulkMode, [&] { bulk.release(i, sk.lane); });
   if (ahead)
     ahead->appendTo(next);
   return next;
+}
+
+/// body(), in "partial_few" only where the warp has a token below M:
+/// `values()` are what body changes, `set` takes the branch's. A warp whose
+/// rows are all past M would only repeat row M - 1's expand and products,
+/// which nothing stores (mma.sync is per warp; wgmma plans have no few
+/// copy).
+void StagedPartial::onLiveWarps(function_ref<SmallVector<Value>()> values,
+                                function_ref<void(ArrayRef<Value>)> set,
+                                function_ref<void()> body) {
+  if (!p.fewOnly)
+    return body();
+  SmallVector<Value> before = values();
+  set(kb.ifElse(
+      liveWarp,
+      [&] {
+        body();
+        return values();
+      },
+      [&] { return before; }));
 }
 
 /// The buffer that holds chunk i once every thread may read it.
@@ -212,8 +235,10 @@ void StagedPartial::storePartials(ArrayRef<Value> result) {
                            });
 }
 
-void mlir::mhc::emitStagedPartial(KernelContext &ctx, const StagedPlan &p) {
-  LaunchBuilder &l = ctx.launch("partial");
+/// One copy of the partial launch (`name`, with `grid`).
+static void emitPartialLaunch(KernelContext &ctx, const StagedPlan &p, StringRef name,
+                              ::mhc::GridRule grid) {
+  LaunchBuilder &l = ctx.launch(name.str());
   l.param("x");
   if (p.expand) {
     l.param("f").param("post").param("P");
@@ -229,7 +254,7 @@ void mlir::mhc::emitStagedPartial(KernelContext &ctx, const StagedPlan &p) {
   }
   l.param("partials").param("M").param("S")
       .block(32 * kWarps)
-      .grid({p.tokensPerBlock(), 0, /*timesSplit=*/true})
+      .grid(grid)
       .sharedF32(kStages * p.chunkBytes() / 4, /*align=*/128)
       .sharedI64(2 * kStages)
       .minBlocksPerSM(p.expand ? 1 : p.blocksPerSM);
@@ -238,4 +263,17 @@ void mlir::mhc::emitStagedPartial(KernelContext &ctx, const StagedPlan &p) {
   KernelBuilder kb = ctx.begin(l);
   limitRowAccesses(ctx, kb, l, {"x"});
   StagedPartial(p, l, kb).emit();
+}
+
+void mlir::mhc::emitStagedPartial(KernelContext &ctx, const StagedPlan &p) {
+  ::mhc::GridRule grid{p.tokensPerBlock(), 0, /*timesSplit=*/true};
+  if (p.wgmma)
+    return emitPartialLaunch(ctx, p, "partial", grid);
+  ::mhc::GridRule few = grid;
+  grid.minTokens = p.fewTokens() + 1;
+  few.maxTokens = p.fewTokens();
+  StagedPlan fewPlan = p;
+  fewPlan.fewOnly = true;
+  emitPartialLaunch(ctx, p, "partial", grid);
+  emitPartialLaunch(ctx, fewPlan, "partial_few", few);
 }

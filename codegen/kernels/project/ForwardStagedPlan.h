@@ -57,6 +57,13 @@ struct StagedPlan {
   /// launch is skipped: one launch fewer, and launches are most of what a
   /// call that small costs.
   bool inlineSplit() const { return !wgmma; }
+  /// The mma.sync partial is built twice: "partial_few" for M up to
+  /// fewTokens() (one token block, at least half of its warps without a
+  /// token below M, which skip their products) and "partial" past it (no
+  /// such check in its chunk loop: it cost the full blocks 0.2-0.6 us,
+  /// docs/design/serve.md). fewOnly marks the first.
+  bool fewOnly = false;
+  int64_t fewTokens() const { return tokensPerBlock() / 2; }
   /// x is loaded a chunk ahead (see planStaged); the seam's expand loads
   /// x and f a chunk ahead too: loaded in the chunk, the expand waits for
   /// them at one block (8 warps) per SM.

@@ -136,8 +136,11 @@ struct GridRule {
   int64_t itemsPerToken = 0;
   int64_t itemsPerBlock = 0;
   int64_t minTokens = 0;
+  /// No blocks past it (0: no limit): a variant for small M only, beside a
+  /// launch whose minTokens is maxTokens + 1.
+  int64_t maxTokens = 0;
   int64_t blocksFor(int64_t m, int64_t s = 1) const {
-    if (m < minTokens)
+    if (m < minTokens || (maxTokens > 0 && m > maxTokens))
       return 0;
     int64_t b = itemsPerToken > 0
                     ? (m * itemsPerToken + itemsPerBlock - 1) / itemsPerBlock
