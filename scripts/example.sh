@@ -51,6 +51,8 @@ for path in sorted(glob.glob(os.path.join(sys.argv[1], "mhc_*.json"))):
             grid += " x S"
         if g.get("min_tokens", 0):
             grid += f" if M >= {g['min_tokens']}"
+        if g.get("max_tokens", 0):
+            grid += f" if M <= {g['max_tokens']}"
         print(f"{l['entry']:58s} {r['registers']:4d} {r['spill_stores']:5d} {r['shared_bytes'] + l['dynamic_shared_bytes']:6d} {grid}")
 print(f"bundle: {sys.argv[1]} ({len(glob.glob(os.path.join(sys.argv[1], '*.cubin')))} cubins, {m['ptxas']})")
 PY
