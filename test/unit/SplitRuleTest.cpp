@@ -66,11 +66,17 @@ static void singleBlockSpreadsOverTheSMs() {
   EXPECT(r.splitFor(100) == 16 && r.largest() == 64);
 }
 
-// single_block survives the manifest's JSON; absent, it reads as 0.
-static void singleBlockRoundTrips() {
+// A manifest of one buffer, for the launches a test adds.
+static Manifest oneBufferManifest() {
   Manifest m;
   m.spec = "aggregate.fwd;n=4;act=bf16;layout=cn;C=64;arch=sm_90a";
   m.buffers.push_back({"a", DType::F32, BufferRole::Input, {1, 0, 0}});
+  return m;
+}
+
+// single_block survives the manifest's JSON; absent, it reads as 0.
+static void singleBlockRoundTrips() {
+  Manifest m = oneBufferManifest();
   LaunchDesc main;
   main.entry = "k_main";
   main.params = {"a", "M"};
@@ -142,9 +148,7 @@ static void gridSkipsPastMaxTokens() {
 
 // min_tokens survives the manifest's JSON, and is omitted when 0.
 static void minTokensRoundTrips() {
-  Manifest m;
-  m.spec = "aggregate.fwd;n=4;act=bf16;layout=cn;C=64;arch=sm_90a";
-  m.buffers.push_back({"a", DType::F32, BufferRole::Input, {1, 0, 0}});
+  Manifest m = oneBufferManifest();
   LaunchDesc pack, main;
   pack.entry = "k_pack";
   pack.params = {"a"};
@@ -169,9 +173,7 @@ static void minTokensRoundTrips() {
 
 // max_tokens likewise.
 static void maxTokensRoundTrips() {
-  Manifest m;
-  m.spec = "aggregate.fwd;n=4;act=bf16;layout=cn;C=64;arch=sm_90a";
-  m.buffers.push_back({"a", DType::F32, BufferRole::Input, {1, 0, 0}});
+  Manifest m = oneBufferManifest();
   LaunchDesc few;
   few.entry = "k_partial_few";
   few.params = {"a", "M", "S"};
