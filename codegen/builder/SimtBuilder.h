@@ -105,6 +105,9 @@ public:
   Value globalPtr(Value mem, Value elem);
   /// `ptr` (any address space) advanced by `bytes` (index).
   Value bytePtr(Value ptr, Value bytes);
+  /// Asks L1 for the line holding global `ptr` (prefetch.global.L1); the
+  /// thread does not wait for it.
+  void prefetchL1(Value ptr);
 
   // Control flow.
   void loop(Value lb, Value ub, Value step, function_ref<void(Value)> body);

@@ -60,6 +60,9 @@ void SimtBuilder::gridBarrier(Value sync, int64_t blocks) {
   });
   barrier();
 }
+void SimtBuilder::prefetchL1(Value ptr) {
+  inlinePtx(Type(), {ptr}, "prefetch.global.L1 [$0];", "l");
+}
 void SimtBuilder::waitGridDependency() {
   inlinePtx(Type(), {}, "griddepcontrol.wait;", "");
 }
