@@ -80,14 +80,25 @@ static void stagePartials(KernelBuilder &kb, Value part, Value m, Value stride, 
   kb.barrier();
 }
 
+/// The tail's threads that write y: warps 1.. (warp 0's thread 0 is in the
+/// Sinkhorn), or the block's one warp (after it). `first` is the first of
+/// them, `count` how many; the prefetch of their x takes the same split.
+struct TailYThreads {
+  int64_t first, count;
+};
+static TailYThreads tailYThreads(int threads) {
+  int64_t first = threads > 32 ? 32 : 0;
+  return {first, threads - first};
+}
+
 /// y = sum_i pre_i x_i for token m with the aggregate kernel's fma chain,
-/// by warps 1.. (warp 0's thread 0 is in the Sinkhorn; with one warp, by
-/// it after). A thread's chunks, up to 4 a step, are all loaded before the
+/// by tailYThreads. A thread's chunks, up to 4 a step, are all loaded before the
 /// first is summed: the token's row is one round of loads, not one a chunk.
 static void emitTailAggregate(KernelBuilder &kb, KernelContext &ctx, LaunchBuilder &l,
                               Value m, ArrayRef<Value> pre, int threads) {
   int64_t n = ctx.n(), C = ctx.C(), w = ctx.streamWidth(), chunks = C / w;
-  int64_t first = threads > 32 ? 32 : 0, T = threads - first;
+  TailYThreads ys = tailYThreads(threads);
+  int64_t first = ys.first, T = ys.count;
   int64_t U = std::min<int64_t>(4, (chunks + T - 1) / T);
   Value t = kb.sub(kb.threadId(), kb.idx(first)); // used only where tid >= first
   auto rows = [&] {
@@ -129,7 +140,8 @@ static void prefetchTailRow(KernelBuilder &kb, KernelContext &ctx, LaunchBuilder
   if (ctx.spec.layout != ::mhc::Layout::CN)
     return;
   int64_t n = ctx.n(), C = ctx.C(), w = ctx.streamWidth(), chunks = C / w;
-  int64_t first = threads > 32 ? 32 : 0, T = threads - first;
+  TailYThreads ys = tailYThreads(threads);
+  int64_t first = ys.first, T = ys.count;
   Value t = kb.sub(kb.threadId(), kb.idx(first));
   Value fits = kb.lt(l.tokens(), kb.idx(ctx.smCount() + 1));
   Value mine = first ? kb.lt(kb.idx(first - 1), kb.threadId()) : kb.boolean(true);
