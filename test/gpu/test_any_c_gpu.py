@@ -148,6 +148,23 @@ def test_staged_forward_at_k_mod_8_is_4(cfg):
     check_on_kernel_path(s, cfg["M"], case_seed("staged", tuple(cfg.values())))
 
 
+# The staged forward where x's rows are 4-byte aligned (K % 8 = 2 or 6:
+# n = 6 at odd C, n = 2 at odd C): x in four 4-byte loads per lane and pair,
+# the last chunk masked at K. C = 11 at n = 6: K = 66, one 64-column chunk
+# and 2 columns (tf32 wgmma at n = 6; mma.sync at n = 2).
+STAGED_4B = [dict(n=n, C=C, act="bf16", layout=("cn", "nc")[i % 2], tf32=bool((i // 2) % 2), weight=bool(i % 3 == 0),
+                  M=(1, 77, 4099, 130)[i % 4])
+             for i, (n, C) in enumerate([(6, 5127), (6, 5121), (6, 5127), (6, 5121), (2, 5121), (2, 5123), (6, 11),
+                                         (6, 11)])]
+assert all((c["n"] * c["C"]) % 8 in (2, 6) for c in STAGED_4B)
+
+
+@pytest.mark.parametrize("cfg", STAGED_4B, ids=lambda c: "n{n}-C{C}-{layout}-tf32{tf32:d}-w{weight:d}-M{M}".format(**c))
+def test_staged_forward_at_4_byte_rows(cfg):
+    s = spec("project", "fwd", cfg["n"], "bf16", cfg["layout"], cfg["C"], tf32=cfg["tf32"], weight=cfg["weight"])
+    check_on_kernel_path(s, cfg["M"], case_seed("staged4", tuple(cfg.values())))
+
+
 # K % 8 == 0 with no 32-column chunk dividing K (n = 6, C = 5124: K % 32 =
 # 24): the staged forward's masked last chunk in 16-byte pieces (the
 # ForwardTf32 kernel before, at half the aligned C's speed).
@@ -182,7 +199,8 @@ def test_elementwise_ops_at_odd_c(cfg):
 # test_seam_gpu.py's C = 5129, M = 128 case bound it against float64).
 @pytest.mark.parametrize("n,C,act,layout,M", [(4, 5129, "bf16", "cn", 257), (6, 5126, "bf16", "nc", 301),
                                               (3, 5127, "bf16", "nc", 300), (6, 5124, "bf16", "cn", 300),
-                                              (1, 33, "f32", "cn", 1031), (5, 4097, "f16", "nc", 4099)])
+                                              (1, 33, "f32", "cn", 1031), (5, 4097, "f16", "nc", 4099),
+                                              (6, 5127, "bf16", "cn", 300)])
 def test_pre_step_at_odd_c_is_the_four_ops(n, C, act, layout, M):
     """torch.ops.mhc.pre on the kernel path at odd K, bit for bit the four
     separate ops (each of which the tests above bound against float64)."""
