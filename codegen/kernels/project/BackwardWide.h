@@ -28,8 +28,11 @@ constexpr int64_t kMinStages = 4;  // even: the consumers take steps in pairs
 constexpr int64_t kMaxStages = 8;
 constexpr int64_t kAlign = 1024;   // the swizzle's period in shared memory
 constexpr int64_t kEpoch = 2;      // pacing: steps per epoch (fastest measured)
-// Registers per thread after setmaxnreg: 128 x (24 + 2 x 240) = 64512.
+// Registers per thread after setmaxnreg: 128 x (24 + 2 x 240) = 64512; a
+// producer that copies x in pieces (its 128 threads' addresses) takes 40,
+// and its consumers 232.
 constexpr int64_t kProducerRegs = 24, kConsumerRegs = 240;
+constexpr int64_t kPiecesProducerRegs = 40, kPiecesConsumerRegs = 232;
 
 /// Bytes of one part of a step's gh image: 16 tokens x N 2-byte values.
 inline int64_t planeBytes(int64_t N) { return kRows * N * 2; }

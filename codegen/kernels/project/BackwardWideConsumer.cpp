@@ -174,7 +174,7 @@ void WideMain::storeGphi(const WideConsumer &cs, ArrayRef<Value> total) {
 /// 0 with gphi's products, the others in a loop (unrolled, the JIT took
 /// longer still).
 void WideMain::consume(int64_t c, int64_t first, int64_t nb) {
-  kb.setMaxRegisters(kConsumerRegs, /*increase=*/true);
+  kb.setMaxRegisters(p.pieces() ? kPiecesConsumerRegs : kConsumerRegs, /*increase=*/true);
   WideConsumer cs = consumerValues(c, first, nb);
   // Accumulator i of a m64nN fragment: row 16w + g + 8((i / 2) % 2),
   // column 8(i / 4) + 2t + i % 2.

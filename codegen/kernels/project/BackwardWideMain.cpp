@@ -170,7 +170,7 @@ void WideMain::issueStep(Value i, Value st) {
 /// Producer: thread 0 of warpgroup 0, paced against the other blocks (the
 /// whole warpgroup where x goes in pieces: producePieces).
 void WideMain::produce() {
-  kb.setMaxRegisters(kProducerRegs, /*increase=*/false);
+  kb.setMaxRegisters(p.pieces() ? kPiecesProducerRegs : kProducerRegs, /*increase=*/false);
   if (p.pieces()) {
     producePieces();
     return;

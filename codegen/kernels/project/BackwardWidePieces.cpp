@@ -23,10 +23,6 @@ using namespace mlir;
 using namespace mlir::mhc;
 using namespace mlir::mhc::wide;
 
-namespace {
-constexpr int64_t kProducerBarrier = 3; // named barriers 1, 2: the consumers'
-} // namespace
-
 /// Piece t + 128 r of a step's boxes from box `firstBox` on (t < 128 a
 /// thread of a warpgroup, r a constant): piece t % perRow of token row
 /// t / perRow + (r rowsPerR) % 16 of box firstBox + r rowsPerR / 16, where
@@ -65,21 +61,21 @@ void WideMain::copyPieces(Value i, Value st) {
   kb.copyAsyncArrive(ring.full(st));
 }
 
-/// The producer warpgroup in pieces: thread 0 paces, waits for the stage
-/// to be free and bulk-copies the step's image of gh; after a barrier of
-/// the warpgroup every thread copies its pieces of x.
+/// The producer warpgroup in pieces: each thread waits for the stage to
+/// be free and copies its pieces of x; thread 0 first paces and
+/// bulk-copies the step's image of gh (the stage's phase needs its arrival,
+/// so the others run at most the ring ahead of it).
 void WideMain::producePieces() {
   Value leader = kb.eq(tid, kb.idx(0));
   Value steps = kb.mul(pairsOf(l.tokens()), kb.idx(2));
   std::optional<WavePacer> pacer;
   kb.when(leader, [&] { pacer.emplace(makePacer()); });
   kb.loop(kb.idx(0), steps, kb.idx(1), [&](Value i) {
-    kb.when(leader, [&] {
-      pacer->before(i);
-      ring.produce(i, [&](Value st) { issueStep(i, st); });
+    kb.when(leader, [&] { pacer->before(i); });
+    ring.produce(i, [&](Value st) {
+      kb.when(leader, [&] { issueStep(i, st); });
+      copyPieces(i, st);
     });
-    kb.namedBarrier(kb.i32(kProducerBarrier), 128);
-    copyPieces(i, ring.stage(i));
     kb.when(leader, [&] { pacer->after(i); });
   });
   kb.when(leader, [&] { pacer->finish(steps, steps); });
