@@ -60,6 +60,9 @@ for n, C in ((8, 256), (8, 2192), (6, 258), (6, 257)):  # n = 6: the one-wave ke
     o.project_backward(*args)
     o.project_backward(*args, torch.randn_like(x))
     direct += 2
+    if n == 6:  # the staged forward at 8- and 4-byte rows
+        o.project(x, args[3], None, n, "cn", True)
+        direct += 1
 # The layer seam's backward, n = 4, bf16, (C, n) (on sm_90a the fused one:
 # the token pass and aggregate's gx in the projection backward), at the
 # benchmark's conventions (tf32, no weight) and precise with a weight and
