@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # On the GPU machine, after test/gpu/setup-gpu.sh: Nsight Compute's view of
 # the projection backward's main launch at each C given (issue 35, any C:
-# K % 8 = 4 next to the aligned C), n = 4, M = 32768, bf16 x, tf32, cn:
+# K % 8 = 4 next to the aligned C), n = 4 (or $N), M = 32768, bf16 x, tf32, cn:
 # DRAM and L2 bytes, shared-memory wavefronts and bank conflicts, issue
-# and stall reasons. The full report goes to $OUT/ncu-any-c-C<C>.txt, a
+# and stall reasons. The full report goes to $OUT/ncu-any-c-n<n>-C<C>.txt, a
 # summary of chosen metrics to stdout.
 #   bash bench/probes/any_c_ncu.sh 5120 5129
+#   N=6 bash bench/probes/any_c_ncu.sh 5120 5126
 set -uo pipefail
-out="${OUT:-/tmp}"
+out="${OUT:-/tmp}"; n="${N:-4}"
 metrics=gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum,\
 lts__t_sectors_op_read.sum,lts__t_sectors_op_write.sum,\
 lts__t_sectors_srcunit_tex_op_read.sum,lts__t_sectors_srcunit_tex_op_write.sum,\
@@ -22,12 +23,17 @@ smsp__average_warps_issue_stalled_mio_throttle_per_issue_active.ratio,\
 smsp__average_warps_issue_stalled_lg_throttle_per_issue_active.ratio,\
 smsp__average_warps_issue_stalled_math_pipe_throttle_per_issue_active.ratio,\
 smsp__average_warps_issue_stalled_wait_per_issue_active.ratio,\
-smsp__average_warps_issue_stalled_membar_per_issue_active.ratio
+smsp__average_warps_issue_stalled_membar_per_issue_active.ratio,\
+smsp__average_warps_issue_stalled_no_instruction_per_issue_active.ratio,\
+smsp__average_warps_issue_stalled_sleeping_per_issue_active.ratio,\
+smsp__average_warps_issue_stalled_dispatch_stall_per_issue_active.ratio,\
+smsp__average_warps_issue_stalled_branch_resolving_per_issue_active.ratio,\
+smsp__issue_active.avg.pct_of_peak_sustained_elapsed
 for C in "$@"; do
   cd /tmp && ncu --kernel-name "regex:project_bwd.*_main" --launch-skip 2 --launch-count 1 \
     --metrics "$metrics" python3 -c "
 import torch, mhc
-n, M, C = 4, 32768, $C
+n, M, C = $n, 32768, $C
 K, N = n * C, 2 * n + n * n
 x = torch.randn(M, C, n, device='cuda').to(torch.bfloat16)
 phi = torch.randn(N, K, device='cuda') / K ** 0.5
@@ -35,7 +41,7 @@ gh, gms = torch.randn(M, N, device='cuda'), torch.randn(M, device='cuda')
 for _ in range(4):
     torch.ops.mhc.project_backward(gh, gms, x, phi, None, n, 'cn', True)
 torch.cuda.synchronize()
-" > "$out/ncu-any-c-C$C.txt" 2>&1
-  echo "== C=$C (K % 8 = $(( 4 * C % 8 )))"
-  grep -E "^\s+(gpu__|dram__|lts__|l1tex__|smsp__|sm__)" "$out/ncu-any-c-C$C.txt" | awk '{print "  " $1, $(NF-1), $NF}'
+" > "$out/ncu-any-c-n$n-C$C.txt" 2>&1
+  echo "== n=$n C=$C (K % 8 = $(( n * C % 8 )))"
+  grep -E "^\s+(gpu__|dram__|lts__|l1tex__|smsp__|sm__)" "$out/ncu-any-c-n$n-C$C.txt" | awk '{print "  " $1, $(NF-1), $NF}'
 done

@@ -82,6 +82,9 @@ void AsyncCopyBuilder::copyAsyncCommit() { NVVM::CpAsyncCommitGroupOp::create(b,
 void AsyncCopyBuilder::copyAsyncWait(int64_t pending) {
   NVVM::CpAsyncWaitGroupOp::create(b, loc, b.getI32IntegerAttr(pending));
 }
+void AsyncCopyBuilder::copyAsyncArrive(Value bar) {
+  NVVM::CpAsyncMBarrierArriveOp::create(b, loc, bar, /*noinc=*/true);
+}
 
 void AsyncCopyBuilder::setMaxRegisters(int64_t count, bool increase) {
   NVVM::SetMaxRegisterOp::create(b, loc, static_cast<uint32_t>(count),

@@ -65,6 +65,9 @@ public:
   /// still in flight (the oldest complete first). Other threads' copies
   /// are visible after a barrier (or a warp sync for the warp's own).
   void copyAsyncWait(int64_t pending);
+  /// An arrival on the mbarrier `bar` once this thread's earlier cp.async
+  /// copies have landed (.noinc: counted in the mbarrier's arrivals).
+  void copyAsyncArrive(Value bar);
 
   // Warp specialisation: producer warps issuing copies for consumer warps.
   /// setmaxnreg: the warpgroup's registers per thread go down (or up) to

@@ -30,7 +30,7 @@ Value BulkRing::parity(Value i) {
 void BulkRing::init() {
   kb.when(leader, [&] {
     for (int64_t s = 0; s < stages; ++s) {
-      kb.mbarrierInit(full(kb.idx(s)), 1);
+      kb.mbarrierInit(full(kb.idx(s)), fullArrivals);
       kb.mbarrierInit(empty(kb.idx(s)), everyLane ? 32 * warps : warps);
     }
     kb.fenceMbarrierInit();

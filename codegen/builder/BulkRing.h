@@ -23,6 +23,10 @@ struct BulkRing {
   Value bars, leader;
   int64_t stages, warps;
   bool everyLane;
+  /// Arrivals that complete a full mbarrier's phase besides the copies'
+  /// bytes: thread 0's, plus one per thread whose cp.async copies arrive
+  /// on it (copyAsyncArrive) where several threads fill a stage.
+  int64_t fullArrivals = 1;
 
   BulkRing(KernelBuilder &kb, Value bars, int64_t stages, int64_t warps,
            bool everyLane = false);

@@ -5,11 +5,12 @@
 // masked at K. Forward: at K % 8 == 4 (bf16 x, sm_90+) the staged variant
 // (pack + bulk-copy ring), x read in 8-byte pieces and its last chunk
 // masked at K; else the tf32 variant (no pack launch), x read element by
-// element at odd K. Backward: the
-// block ring at K % 8 == 4 on sm_90 (bulk copies from the 16-byte boundary
-// below each row), else the per-warp cp.async ring in pieces of the rows'
-// alignment, 2-byte x pieces (odd K) by ld/st, each lane its own slots;
-// gx stored as wide as the rows allow.
+// element at odd K. Backward: n = 6 in bf16 with tf32 and no weight on
+// sm_90a the one-wave kernel with x and gx in pieces of the rows'
+// alignment; else the block ring at K % 8 == 4 on sm_90 (bulk copies from
+// the 16-byte boundary below each row), else the per-warp cp.async ring in
+// pieces of the rows' alignment, 2-byte x pieces (odd K) by ld/st, each
+// lane its own slots; gx stored as wide as the rows allow.
 // RUN: rm -rf %t.f4 && mhc-compile --spec 'project.fwd;n=4;act=bf16;param=f32;layout=cn;C=5129;tf32=1;weight=0;arch=sm_90a' -o %t.f4 && cat %t.f4/*.json | FileCheck %s --check-prefix=FWD4JSON
 // RUN: cat %t.f4/*.ptx | FileCheck %s --check-prefix=FWD4PTX
 // RUN: rm -rf %t.f6 && mhc-compile --spec 'project.fwd;n=6;act=bf16;param=bf16;layout=cn;C=5126;tf32=1;weight=1;arch=sm_90a' -o %t.f6 && cat %t.f6/mhc*.json %t.f6/*.ptx | FileCheck %s --check-prefix=FWD6
@@ -18,9 +19,13 @@
 // RUN: cat %t.f3/mhc*.json | FileCheck %s --check-prefix=FWDODDJSON
 // RUN: rm -rf %t.b4 && mhc-compile --spec 'project.bwd;n=4;act=bf16;param=f32;layout=cn;C=5129;tf32=1;weight=0;arch=sm_90a' -o %t.b4 && cat %t.b4/*.ptx | FileCheck %s --check-prefix=BWD4
 // RUN: rm -rf %t.b2 && mhc-compile --spec 'project.bwd;n=2;act=f16;param=f32;layout=cn;C=4098;tf32=1;weight=1;arch=sm_90a' -o %t.b2 && cat %t.b2/*.ptx | FileCheck %s --check-prefix=BWD4
-// RUN: rm -rf %t.b6 && mhc-compile --spec 'project.bwd;n=6;act=bf16;param=f32;layout=cn;C=4098;tf32=1;weight=0;arch=sm_90a' -o %t.b6 && cat %t.b6/*.ptx | FileCheck %s --check-prefix=BWD4
+// RUN: rm -rf %t.b6 && mhc-compile --spec 'project.bwd;n=6;act=bf16;param=f32;layout=cn;C=4098;tf32=1;weight=1;arch=sm_90a' -o %t.b6 && cat %t.b6/*.ptx | FileCheck %s --check-prefix=BWD4
 // RUN: rm -rf %t.w6 && mhc-compile --spec 'project.bwd;n=6;act=bf16;param=f32;layout=cn;C=5124;tf32=1;weight=0;arch=sm_90a' -o %t.w6 && cat %t.w6/mhc*.json | FileCheck %s --check-prefix=WIDE6JSON
 // RUN: cat %t.w6/*.ptx | FileCheck %s --check-prefix=WIDE6
+// RUN: rm -rf %t.p8 && mhc-compile --spec 'project.bwd;n=6;act=bf16;param=f32;layout=cn;C=5126;tf32=1;weight=0;acc=f32;arch=sm_90a' -o %t.p8 && cat %t.p8/mhc*.json | FileCheck %s --check-prefix=PIECES8JSON
+// RUN: cat %t.p8/*.ptx | FileCheck %s --check-prefix=PIECES8
+// RUN: rm -rf %t.p4 && mhc-compile --spec 'project.bwd;n=6;act=bf16;param=f32;layout=nc;C=5127;tf32=1;weight=0;arch=sm_90a' -o %t.p4 && cat %t.p4/mhc*.json | FileCheck %s --check-prefix=PIECES4JSON
+// RUN: cat %t.p4/*.ptx | FileCheck %s --check-prefix=PIECES4
 // RUN: rm -rf %t.b80 && mhc-compile --spec 'project.bwd;n=4;act=bf16;param=f32;layout=cn;C=5129;tf32=1;weight=0;arch=sm_80' -o %t.b80 && cat %t.b80/*.ptx | FileCheck %s --check-prefix=BWD80
 // RUN: rm -rf %t.b3 && mhc-compile --spec 'project.bwd;n=3;act=bf16;param=f32;layout=cn;C=5127;tf32=0;weight=1;arch=sm_90a' -o %t.b3 && cat %t.b3/*.ptx | FileCheck %s --check-prefix=BWDODD
 // RUN: rm -rf %t.bf && mhc-compile --spec 'project.bwd;n=3;act=f32;param=f32;layout=cn;C=5127;tf32=1;weight=0;arch=sm_90a' -o %t.bf && cat %t.bf/*.ptx | FileCheck %s --check-prefix=BWDF32
@@ -78,7 +83,8 @@
 // FWDODD: ld.global.nc.b16
 // FWDODD-NOT: ld.global.nc.v{{[248]}}.b16
 
-// K % 8 == 4 on sm_90a (n = 4 at odd C; n = 2, 6 at C = 2 mod 4): the
+// K % 8 == 4 on sm_90a (n = 4 at odd C; n = 2 at C = 2 mod 4; n = 6 there
+// with a weight or f16 x): the
 // block ring, each row bulk-copied from the 16-byte boundary below it (no
 // cp.async pieces) and read back in 8-byte pieces; gx by 8-byte stores.
 // On sm_80: the per-warp ring's 8-byte cp.async pieces, no bulk copies.
@@ -98,8 +104,8 @@
 // boxes (the last block's one box of 24 columns and three past K, which
 // the tensor maps zero on load and drop on store). phi is read masked at K
 // (the index clamped to K - 1, then a select to 0), gphi stored below K.
-// (At K % 8 = 4 it steps aside: an odd token's row starts 8 bytes past a
-// 16-byte boundary, and a TMA box must start on one.)
+// (At K % 8 = 4 no tensor map describes x: an odd token's row starts 8
+// bytes past a 16-byte boundary, and a TMA box must start on one.)
 // WIDE6JSON: "entry": "mhc_project_bwd_n6_{{[0-9a-f]+}}_pad"
 // WIDE6JSON: "entry": "mhc_project_bwd_n6_{{[0-9a-f]+}}_main", "params": ["tmap16:x", "tmap16:gx", "ghp", "phi", "gphi", "progress", "M"], {{.*}} "fixed_blocks": 121, {{.*}} "spill_stores": 0, "spill_loads": 0, "stack_bytes": 0,
 // WIDE6-LABEL: .entry mhc_project_bwd_n6_{{[0-9a-f]+}}_main(
@@ -108,6 +114,27 @@
 // WIDE6: cp.async.bulk.tensor.2d.global.shared::cta.tile.bulk_group
 // WIDE6: setp.gt.u64 %p{{[0-9]+}}, %rd{{[0-9]+}}, 30743;
 // WIDE6: cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes
+
+// The one-wave kernel where x's rows are 8- or 4-byte aligned (n = 6 at C %
+// 4 != 0; bf16, tf32, no weight, sm_90a): no tensor maps; x into the same
+// swizzled boxes by the producer warpgroup's cp.async pieces of the rows'
+// alignment (an arrival each on the stage's mbarrier once they land), gx
+// out by st.global pieces with acc added there (no launch "acc").
+// PIECES8JSON: "entry": "mhc_project_bwd_n6_{{[0-9a-f]+}}_main", "params": ["x", "gx", "acc", "ghp", "phi", "gphi", "progress", "M"], {{.*}} "fixed_blocks": 121,
+// PIECES8JSON-NOT: _acc"
+// PIECES8-LABEL: .entry mhc_project_bwd_n6_{{[0-9a-f]+}}_main(
+// PIECES8-NOT: cp.async.bulk.tensor
+// PIECES8-DAG: cp.async.ca.shared.global [%rd{{[0-9]+}}{{(\+[0-9]+)?}}], [%rd{{[0-9]+}}], 8, %r{{[0-9]+}};
+// PIECES8-DAG: cp.async.mbarrier.arrive.noinc.shared.b64
+// PIECES8-DAG: ld.global.nc.v4.b32
+// PIECES8-DAG: st.global.v2.b32
+// PIECES8-NOT: cp.async.bulk.tensor
+// PIECES4JSON: "entry": "mhc_project_bwd_n6_{{[0-9a-f]+}}_main", "params": ["x", "gx", "ghp", "phi", "gphi", "progress", "M"], {{.*}} "fixed_blocks": 121,
+// PIECES4-LABEL: .entry mhc_project_bwd_n6_{{[0-9a-f]+}}_main(
+// PIECES4-NOT: cp.async.bulk.tensor
+// PIECES4-DAG: cp.async.ca.shared.global [%rd{{[0-9]+}}{{(\+[0-9]+)?}}], [%rd{{[0-9]+}}], 4, %r{{[0-9]+}};
+// PIECES4-DAG: cp.async.mbarrier.arrive.noinc.shared.b64
+// PIECES4-NOT: cp.async.bulk.tensor
 
 // Odd K with 2-byte x: x element by element through registers (cp.async
 // has no 2-byte copy), gx stored element by element.

@@ -41,7 +41,8 @@ for n, weight, C in ((4, True, 256), (4, False, 256), (8, True, 256), (8, False,
 # x's gradient summed in the backward kernels (acc): aggregate's and
 # expand_combine's backward on their token rings (n = 4, (C, n), bf16) and
 # per-token blocks (f32) with acc; the projection's one-wave and wgmma
-# kernels with acc (their launch "acc" after them) and without.
+# kernels with acc (their launch "acc" after them, or in the one-wave
+# kernel's stores in pieces) and without.
 o, direct = torch.ops.mhc, 0
 for layout, dtype in (("cn", torch.bfloat16), ("nc", torch.float32)):
     M, n, C = 7, 4, 2048
@@ -51,7 +52,7 @@ for layout, dtype in (("cn", torch.bfloat16), ("nc", torch.float32)):
     o.aggregate_backward(f, x, pre, n, layout, acc)
     o.expand_combine_backward(acc, f, post, x, P, None, n, layout, acc)
     direct += 2
-for n, C in ((8, 256), (8, 2192)):
+for n, C in ((8, 256), (8, 2192), (6, 258), (6, 257)):  # n = 6: the one-wave kernel in 8- and 4-byte pieces
     M, N = 300, 2 * n + n * n
     x = torch.randn(M, C, n, device="cuda", dtype=torch.bfloat16)
     args = (torch.randn(M, N, device="cuda"), torch.randn(M, device="cuda"), x,
@@ -59,6 +60,9 @@ for n, C in ((8, 256), (8, 2192)):
     o.project_backward(*args)
     o.project_backward(*args, torch.randn_like(x))
     direct += 2
+    if n == 6:  # the staged forward at 8- and 4-byte rows
+        o.project(x, args[3], None, n, "cn", True)
+        direct += 1
 # The layer seam's backward, n = 4, bf16, (C, n) (on sm_90a the fused one:
 # the token pass and aggregate's gx in the projection backward), at the
 # benchmark's conventions (tf32, no weight) and precise with a weight and

@@ -117,7 +117,8 @@ def test_flagship_shape_at_odd_c(d, cfg):
 # 16-byte boundary below it and read back at its shift; rows past M repeat
 # row M - 1, whose shift may differ): n = 2 and 4 (a lane's 16-byte run) and
 # n = 6 (8-byte runs) at M = 1, 2, 9 (rows past M of both parities) and
-# 4099, f16 and bf16, weight or not (paced or not).
+# 4099, f16 and bf16, weight or not (paced or not). (On sm_90a n = 6 in
+# bf16 without a weight runs the one-wave kernel in pieces: WIDE_PIECES.)
 RING_ROWS = [dict(n=n, C=C, act=act, layout="cn", tf32=True, weight=w, M=M)
              for (n, C), act, w, M in itertools.product(
                  ((2, 4098), (4, 5129), (6, 4098)), ("bf16", "f16"), (False, True), (1, 2, 9, 4099))]
@@ -145,6 +146,23 @@ assert all((c["n"] * c["C"]) % 8 == 4 for c in STAGED)
 def test_staged_forward_at_k_mod_8_is_4(cfg):
     s = spec("project", "fwd", cfg["n"], "bf16", cfg["layout"], cfg["C"], tf32=cfg["tf32"], weight=cfg["weight"])
     check_on_kernel_path(s, cfg["M"], case_seed("staged", tuple(cfg.values())))
+
+
+# The staged forward where x's rows are 4-byte aligned (K % 8 = 2 or 6:
+# n = 6 at odd C, n = 2 at odd C): x in four 4-byte loads per lane and pair,
+# the last chunk masked at K. C = 11 at n = 6: K = 66, one 64-column chunk
+# and 2 columns (tf32 wgmma at n = 6; mma.sync at n = 2).
+STAGED_4B = [dict(n=n, C=C, act="bf16", layout=("cn", "nc")[i % 2], tf32=bool((i // 2) % 2), weight=bool(i % 3 == 0),
+                  M=(1, 77, 4099, 130)[i % 4])
+             for i, (n, C) in enumerate([(6, 5127), (6, 5121), (6, 5127), (6, 5121), (2, 5121), (2, 5123), (6, 11),
+                                         (6, 11)])]
+assert all((c["n"] * c["C"]) % 8 in (2, 6) for c in STAGED_4B)
+
+
+@pytest.mark.parametrize("cfg", STAGED_4B, ids=lambda c: "n{n}-C{C}-{layout}-tf32{tf32:d}-w{weight:d}-M{M}".format(**c))
+def test_staged_forward_at_4_byte_rows(cfg):
+    s = spec("project", "fwd", cfg["n"], "bf16", cfg["layout"], cfg["C"], tf32=cfg["tf32"], weight=cfg["weight"])
+    check_on_kernel_path(s, cfg["M"], case_seed("staged4", tuple(cfg.values())))
 
 
 # K % 8 == 0 with no 32-column chunk dividing K (n = 6, C = 5124: K % 32 =
@@ -181,7 +199,8 @@ def test_elementwise_ops_at_odd_c(cfg):
 # test_seam_gpu.py's C = 5129, M = 128 case bound it against float64).
 @pytest.mark.parametrize("n,C,act,layout,M", [(4, 5129, "bf16", "cn", 257), (6, 5126, "bf16", "nc", 301),
                                               (3, 5127, "bf16", "nc", 300), (6, 5124, "bf16", "cn", 300),
-                                              (1, 33, "f32", "cn", 1031), (5, 4097, "f16", "nc", 4099)])
+                                              (1, 33, "f32", "cn", 1031), (5, 4097, "f16", "nc", 4099),
+                                              (6, 5127, "bf16", "cn", 300)])
 def test_pre_step_at_odd_c_is_the_four_ops(n, C, act, layout, M):
     """torch.ops.mhc.pre on the kernel path at odd K, bit for bit the four
     separate ops (each of which the tests above bound against float64)."""
@@ -221,6 +240,16 @@ WIDE_TAIL = [dict(n=n, C=C, layout=lay, M=M, acc=acc)
                                                                (1, 2, 3, 63, 64, 65, 4099)))
              for lay, acc in [(("cn", "nc")[i % 2], ("none", "x", "f32")[i % 3])]]
 assert all((c["n"] * c["C"]) % 8 == 0 and (c["n"] * c["C"]) % 64 != 0 for c in WIDE_TAIL)
+# The same kernel where no tensor map describes x (n = 6 at C % 4 != 0: K %
+# 8 = 4, 2, 6, rows 8- or 4-byte aligned): x copied into the same swizzled
+# boxes by cp.async pieces of the rows' alignment, gx stored in such pieces
+# with acc added there (no launch "acc"). C = 5126 (K % 8 = 4: 8-byte
+# pieces), 5127 and 5121 (K % 8 = 2, 6: 4-byte pieces), 11 and 14 (K = 66,
+# 84: two blocks of one box, the second's 2 and 20 columns wide).
+WIDE_PIECES = [dict(n=6, C=C, layout=lay, M=M, acc=acc)
+               for i, (C, M) in enumerate(itertools.product((5126, 5127, 5121, 11, 14), (1, 2, 3, 63, 64, 65, 4099)))
+               for lay, acc in [(("cn", "nc")[i % 2], ("none", "x", "f32")[i % 3])]]
+assert all((c["n"] * c["C"]) % 8 != 0 for c in WIDE_PIECES)
 
 
 def wide_launch_params(n, layout, C, acc):
@@ -236,11 +265,13 @@ def wide_launch_params(n, layout, C, acc):
         return [p for l in json.load(f)["launches"] if l["entry"].endswith("_main") for p in l["params"]]
 
 
-@pytest.mark.parametrize("cfg", WIDE_TAIL, ids=lambda c: "n{n}-C{C}-{layout}-M{M}-acc_{acc}".format(**c))
+@pytest.mark.parametrize("cfg", WIDE_TAIL + WIDE_PIECES,
+                         ids=lambda c: "n{n}-C{C}-{layout}-M{M}-acc_{acc}".format(**c))
 def test_one_wave_backward_at_k_mod_64(cfg):
     n, C, lay, M, acc_mode = cfg["n"], cfg["C"], cfg["layout"], cfg["M"], cfg["acc"]
     if torch.cuda.get_device_capability() == (9, 0):  # the route under test
-        assert wide_launch_params(n, lay, C, acc_mode)[:2] == ["tmap16:x", "tmap16:gx"]
+        want = ["tmap16:x", "tmap16:gx"] if (n * C) % 8 == 0 else ["x", "gx"]
+        assert wide_launch_params(n, lay, C, acc_mode)[:2] == want
     s = spec("project", "bwd", n, "bf16", lay, C, tf32=True)
     seed = case_seed("wide-tail", tuple(cfg.values()))
     if acc_mode == "none":
@@ -263,7 +294,7 @@ def test_one_wave_backward_at_k_mod_64(cfg):
         assert torch.equal(a, b), f"two runs differ {where}"
     gx = fused[0]
     assert gx.dtype == torch.bfloat16 and gx.shape == t["x"].shape
-    # The launch "acc" adds acc to the gx the kernel stored: the unfused add.
+    # Launch "acc" (or the store in pieces) adds acc to gx rounded: the unfused add.
     assert torch.equal(gx, unfused[0].to(dtype).add(acc).to(torch.bfloat16)), f"gx is not own + acc {where}"
     assert torch.equal(fused[1], unfused[1]), f"gphi changed with acc {where}"
     want = reference(s, t)["gx"].detach().reshape(-1) + acc.reshape(-1).double()

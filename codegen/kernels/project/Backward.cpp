@@ -3,9 +3,10 @@
 // gx = (gh phi) w + (2/K) gms x (plus acc, x's gradient from its other
 // users, where the spec has it), gphi = gh^T (x w), gw = sum over tokens of
 // x (gh phi): the variant that serves the spec, and the buffers all of them
-// declare. With acc the mma.sync kernel adds it where it stores gx; the
-// one-wave and wgmma kernels, which store gx from shared memory by TMA, are
-// followed by launch "acc" (docs/design/project.md, "acc").
+// declare. With acc the mma.sync kernel, and the one-wave kernel where it
+// stores gx in pieces, add it where they store gx; the one-wave and wgmma
+// kernels that store gx from shared memory by TMA are followed by launch
+// "acc" (docs/design/project.md, "acc").
 //
 //===----------------------------------------------------------------------===//
 
@@ -62,7 +63,7 @@ LogicalResult mlir::mhc::buildProjectBackward(KernelContext &ctx) {
     return buildProjectBackwardMma(ctx);
   if (failed(wide ? buildProjectBackwardWide(ctx) : buildProjectBackwardWgmma(ctx)))
     return failure();
-  if (ctx.spec.readsAcc())
+  if (ctx.spec.readsAcc() && !(wide && projectBackwardWideAddsAcc(ctx)))
     emitAccLaunch(ctx);
   return success();
 }

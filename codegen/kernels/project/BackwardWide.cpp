@@ -24,9 +24,13 @@
 //
 // It is faster than the wgmma kernel where both apply (docs/design/project.md).
 //
-// At K % 64 != 0 (K % 8 == 0: 16-byte rows) the columns split into
-// ceil(K / 64) boxes, the last block's past K: zeros on load and not stored
-// (the tensor maps' bounds), phi read masked at K, gphi stored below K.
+// At K % 64 != 0 the columns split into ceil(K / 64) boxes, the last
+// block's past K: zeros on load and not stored, phi read masked at K, gphi
+// stored below K. With 16-byte rows (K % 8 == 0) x and gx go by TMA (the
+// tensor maps' bounds mask them); rows 8- or 4-byte aligned (K % 8 = 4, 2,
+// 6: n = 6 at C % 4 != 0), which no tensor map can describe, go in pieces
+// of their alignment (BackwardWidePieces.cpp), into and out of the same
+// swizzled boxes.
 //
 //===----------------------------------------------------------------------===//
 
@@ -48,6 +52,7 @@ std::optional<WidePlan> planBoxes(const KernelContext &ctx, int64_t boxes) {
   const int64_t N = ctx.N(), K = ctx.K();
   WidePlan p;
   p.N = N, p.K = K, p.boxes = boxes, p.W = 64 * boxes;
+  p.piece = projectRowAlignBytes(ctx, DType::BF16);
   p.slices = ((K + 63) / 64 + boxes - 1) / boxes, p.tail = K % p.W != 0;
   p.plane = planeBytes(N), p.image = imageBytes(N), p.imageFloats = p.image / 4;
   // A stage: the x boxes and the image past its f16 plane, which goes
@@ -69,8 +74,8 @@ std::optional<WidePlan> planBoxes(const KernelContext &ctx, int64_t boxes) {
 }
 
 /// The fewest boxes per block (at most kMaxBoxes) that split the columns
-/// evenly into one wave, if its stages fit; at K % 64 != 0 (16-byte rows:
-/// K % 8 == 0, and K >= 64) the fewest that cover them in one wave.
+/// evenly into one wave, if its stages fit; at K % 64 != 0 (K >= 64, rows
+/// at least 4-byte aligned: K even) the fewest that cover them in one wave.
 std::optional<WidePlan> planWide(const KernelContext &ctx) {
   const ::mhc::KernelSpec &s = ctx.spec;
   if (!(s.arch == "sm_90a" && s.tf32 && s.act == DType::BF16 && !s.hasWeight &&
@@ -79,7 +84,7 @@ std::optional<WidePlan> planWide(const KernelContext &ctx) {
   const int64_t K = ctx.K(), sms = ctx.smCount();
   const int64_t total = (K + 63) / 64, fewest = (total + sms - 1) / sms;
   if (K % 64) {
-    if (K % 8 || K < 64)
+    if (K % 2 || K < 64)
       return std::nullopt;
     for (int64_t b = fewest; b <= kMaxBoxes; ++b)
       if (std::optional<WidePlan> p = planBoxes(ctx, b))
@@ -96,6 +101,11 @@ std::optional<WidePlan> planWide(const KernelContext &ctx) {
 
 bool mlir::mhc::projectBackwardIsWide(const KernelContext &ctx) {
   return planWide(ctx).has_value();
+}
+
+bool mlir::mhc::projectBackwardWideAddsAcc(const KernelContext &ctx) {
+  std::optional<WidePlan> p = planWide(ctx);
+  return p && p->pieces();
 }
 
 LogicalResult mlir::mhc::buildProjectBackwardWide(KernelContext &ctx) {

@@ -15,6 +15,10 @@
 
 #include <array>
 
+namespace mlir::mhc {
+struct WavePacer;
+} // namespace mlir::mhc
+
 namespace mlir::mhc::wide {
 
 constexpr int64_t kRows = 16;              // tokens per step (a box's rows)
@@ -24,8 +28,11 @@ constexpr int64_t kMinStages = 4;  // even: the consumers take steps in pairs
 constexpr int64_t kMaxStages = 8;
 constexpr int64_t kAlign = 1024;   // the swizzle's period in shared memory
 constexpr int64_t kEpoch = 2;      // pacing: steps per epoch (fastest measured)
-// Registers per thread after setmaxnreg: 128 x (24 + 2 x 240) = 64512.
+// Registers per thread after setmaxnreg: 128 x (24 + 2 x 240) = 64512; a
+// producer that copies x in pieces (its 128 threads' addresses) takes 40,
+// and its consumers 232.
 constexpr int64_t kProducerRegs = 24, kConsumerRegs = 240;
+constexpr int64_t kPiecesProducerRegs = 40, kPiecesConsumerRegs = 232;
 
 /// Bytes of one part of a step's gh image: 16 tokens x N 2-byte values.
 inline int64_t planeBytes(int64_t N) { return kRows * N * 2; }
@@ -37,7 +44,10 @@ inline int64_t imageBytes(int64_t N) { return 3 * planeBytes(N) + 2 * kRows * 4;
 /// shared memory decides, and the layouts that follow (bytes).
 struct WidePlan {
   int64_t N, K;
-  bool tail; // the last block has columns past K
+  bool tail;     // the last block has columns past K
+  int64_t piece; // x's and gx's accesses: 16 bytes (TMA boxes), or the
+                 // rows' alignment, 8 or 4 (cp.async and st.global pieces)
+  bool pieces() const { return piece < 16; }
   int64_t boxes, slices, stages, stageBytes;
   int64_t W;                          // columns per block
   int64_t plane, image, imageFloats;  // one part of a step's gh; the image
@@ -85,10 +95,17 @@ struct WidePair {
   Value fplane, phiHere, rowByte;
 };
 
+/// A piece of a step's boxes: its column in the block's slice, its token
+/// row in the step, and its byte in the stage (in the 128-byte swizzle).
+struct WidePiece {
+  Value col, row, byte;
+};
+
 /// Launch "main": the block's column slice and shared-memory layout, and
 /// the emission of its parts (phi's scale and f16 plane, the producer:
 /// BackwardWideMain.cpp; the consumers' pairs of steps:
-/// BackwardWideConsumer.cpp).
+/// BackwardWideConsumer.cpp; x and gx in pieces where the rows are not
+/// 16-byte aligned: BackwardWidePieces.cpp).
 class WideMain {
 public:
   WideMain(KernelContext &ctx, const WidePlan &p);
@@ -102,7 +119,13 @@ private:
   Value loadPhi(Value j, Value col);
   std::pair<Value, Value> phiScale();
   void stagePhi(Value scale);
+  WavePacer makePacer();
+  void issueStep(Value i, Value st);
   void produce();
+  WidePiece piece(Value t, int64_t r, int64_t firstBox);
+  void producePieces();
+  void copyPieces(Value i, Value st);
+  void storePieces(const WideConsumer &cs, const WidePair &pr);
   WideConsumer consumerValues(int64_t c, int64_t first, int64_t nb);
   void releasePrevious(const WideConsumer &cs, const WidePair &pr);
   SmallVector<Value> products(const WideConsumer &cs, const WidePair &pr, Value box,
@@ -115,12 +138,14 @@ private:
   void consume(int64_t c, int64_t first, int64_t nb);
 
   const WidePlan &p;
+  const ::mhc::KernelSpec &spec;
   const int64_t fplaneAt0, scratchAt; // floats past phiAt; floats
   LaunchBuilder &l;
   KernelBuilder kb;
   Value tid, bid, smem;
   BulkRing ring;
   Value colBase, lane, warp, phiAt, phiBack;
+  Value pacerCounter, pacerFlag, pacerPeers; // the producer's (makePacer)
 };
 
 } // namespace mlir::mhc::wide

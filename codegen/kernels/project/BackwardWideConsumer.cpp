@@ -30,6 +30,8 @@ WideConsumer WideMain::consumerValues(int64_t c, int64_t first, int64_t nb) {
 /// The previous pair's stores have had this pair's wait (and products) to
 /// read their stages: the leader's second arrival.
 void WideMain::releasePrevious(const WideConsumer &cs, const WidePair &pr) {
+  if (p.pieces()) // the threads' own stores read the stages (storePieces)
+    return;
   kb.when(kb.andi(cs.leader, kb.lt(kb.idx(0), pr.k)), [&] {
     kb.bulkWait(0, /*readOnly=*/true);
     for (int64_t h = 0; h < 2; ++h)
@@ -113,6 +115,8 @@ WidePair WideMain::enterPair(const WideConsumer &cs, Value k) {
   pr.st0 = ring.wait(pr.i0);
   ring.wait(kb.add(pr.i0, kb.idx(1)));
   pr.at = {stageAt(pr.st0), stageAt(kb.add(pr.st0, kb.idx(1)))};
+  if (p.pieces()) // x came by cp.async (the generic proxy); wgmma reads it
+    kb.fenceProxyAsyncShared();
   pr.fplane = fplaneAt(pr.st0);
   pr.phiHere = kb.opaque(phiAt);
   if (cs.nb == 0)
@@ -126,13 +130,17 @@ WidePair WideMain::enterPair(const WideConsumer &cs, Value k) {
   return pr;
 }
 
-/// The pair's gx boxes go out by TMA once every thread wrote them; each
-/// thread's accesses to the stages are done.
+/// The pair's gx boxes go out by TMA (or in pieces) once every thread
+/// wrote them; each thread's accesses to the stages are done.
 void WideMain::storePair(const WideConsumer &cs, const WidePair &pr) {
   kb.fenceProxyAsyncShared();
   kb.namedBarrier(cs.barrierId, 128);
+  if (p.pieces())
+    storePieces(cs, pr);
   for (int64_t h = 0; h < 2; ++h) // this thread's accesses are done
     kb.mbarrierArrive(ring.empty(kb.add(pr.st0, kb.idx(h))));
+  if (p.pieces())
+    return;
   kb.when(cs.leader, [&] {
     for (int64_t h = 0; h < 2; ++h) {
       Value m0 = kb.indexToI32(kb.mul(kb.add(pr.i0, kb.idx(h)), kb.idx(kRows)));
@@ -166,7 +174,7 @@ void WideMain::storeGphi(const WideConsumer &cs, ArrayRef<Value> total) {
 /// 0 with gphi's products, the others in a loop (unrolled, the JIT took
 /// longer still).
 void WideMain::consume(int64_t c, int64_t first, int64_t nb) {
-  kb.setMaxRegisters(kConsumerRegs, /*increase=*/true);
+  kb.setMaxRegisters(p.pieces() ? kPiecesConsumerRegs : kConsumerRegs, /*increase=*/true);
   WideConsumer cs = consumerValues(c, first, nb);
   // Accumulator i of a m64nN fragment: row 16w + g + 8((i / 2) % 2),
   // column 8(i / 4) + 2t + i % 2.
@@ -183,6 +191,7 @@ void WideMain::consume(int64_t c, int64_t first, int64_t nb) {
         storePair(cs, pr);
         return acc;
       });
-  kb.when(cs.leader, [&] { kb.bulkWait(0, /*readOnly=*/false); });
+  if (!p.pieces())
+    kb.when(cs.leader, [&] { kb.bulkWait(0, /*readOnly=*/false); });
   storeGphi(cs, total);
 }

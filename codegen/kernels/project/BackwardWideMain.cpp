@@ -27,6 +27,7 @@
 #include "builder/WavePacer.h"
 #include "kernels/project/BackwardWide.h"
 #include "kernels/project/Fragments.h"
+#include "kernels/project/Project.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 
@@ -38,8 +39,14 @@ namespace {
 
 LaunchBuilder &mainLaunch(KernelContext &ctx, const WidePlan &p, int64_t scratchAt) {
   LaunchBuilder &l = ctx.launch("main");
-  l.param("tmap16:x").param("tmap16:gx").param("ghp").param("phi").param("gphi")
-      .param("progress").param("M").block(384).grid({0, p.slices})
+  if (!p.pieces())
+    l.param("tmap16:x").param("tmap16:gx");
+  else if (ctx.spec.readsAcc())
+    l.param("x").param("gx").param("acc");
+  else
+    l.param("x").param("gx");
+  l.param("ghp").param("phi").param("gphi").param("progress").param("M").block(384)
+      .grid({0, p.slices})
       .sharedF32(scratchAt + 16, 128)
       .sharedI64(2 * p.stages + 1) // the mbarriers, then the producer's pacing flag
       .minBlocksPerSM(1);
@@ -51,14 +58,23 @@ LaunchBuilder &mainLaunch(KernelContext &ctx, const WidePlan &p, int64_t scratch
 // A stage is free once every consumer thread is done with it (each arrives
 // for its own accesses: compute-sanitizer's racecheck sees no order through
 // a named barrier and one thread's arrival) and both consumers' TMA stores
-// have read it (their leaders arrive again).
+// have read it (their leaders arrive again; in pieces the threads' own
+// stores read it before their arrivals). A stage filled in pieces is full
+// once thread 0's bulk copies and every producer thread's copies are in.
 WideMain::WideMain(KernelContext &ctx, const WidePlan &p)
-    : p(p), fplaneAt0((p.phiBytes + p.stages * p.stageBytes) / 4),
+    : p(p), spec(ctx.spec), fplaneAt0((p.phiBytes + p.stages * p.stageBytes) / 4),
       scratchAt((kAlign + p.phiBytes + p.stages * (p.stageBytes + p.plane)) / 4),
       l(mainLaunch(ctx, p, scratchAt)), kb(ctx.begin(l)), tid(kb.threadId()),
       bid(kb.blockId()), smem(l.shared(0)),
-      ring(kb, l.shared(1), p.stages, /*arrivals=*/2 * 128 + 2) {
+      ring(kb, l.shared(1), p.stages, /*arrivals=*/2 * 128 + (p.pieces() ? 0 : 2)) {
+  if (p.pieces()) {
+    ring.fullArrivals = 1 + 128;
+    limitRowAccesses(ctx, kb, l, {"x", "gx", "acc"});
+  }
   colBase = kb.mul(bid, kb.idx(p.W));
+  pacerCounter = kb.globalPtr(l.arg("progress"), kb.idx(0));
+  pacerFlag = kb.sharedPtr(l.shared(1), kb.idx(2 * p.stages));
+  pacerPeers = kb.idx(p.slices);
   lane = kb.rem(tid, kb.idx(32)), warp = kb.div(tid, kb.idx(32));
   phiAt = alignedFloatIndex(kb, smem, kAlign); // floats
 }
@@ -128,30 +144,43 @@ void WideMain::stagePhi(Value scale) {
   kb.fenceProxyAsyncShared(); // the products read phi through the async proxy
 }
 
-/// Producer: thread 0 of warpgroup 0, paced against the other blocks.
+/// The producer's pacing against the other blocks (thread 0's).
+WavePacer WideMain::makePacer() {
+  return WavePacer(kb, pacerCounter, pacerFlag, pacerPeers, kEpoch, /*lag=*/1);
+}
+
+/// Thread 0's part of step i in stage st: the x boxes by TMA (not in
+/// pieces), the step's image of gh by two bulk copies.
+void WideMain::issueStep(Value i, Value st) {
+  Value at = stageAt(st), bar = ring.full(st);
+  Value m0 = kb.indexToI32(kb.mul(i, kb.idx(kRows)));
+  Value src = kb.mul(i, kb.idx(p.imageFloats));
+  kb.mbarrierArriveExpectTx(bar, (p.pieces() ? 0 : p.xBytes) + p.image);
+  if (!p.pieces())
+    for (int64_t b = 0; b < p.boxes; ++b)
+      kb.tensorLoad2d(kb.sharedPtr(smem, kb.add(at, kb.idx(b * kBoxBytes / 4))),
+                      l.arg("tmap16:x"), kb.indexToI32(kb.add(colBase, kb.idx(64 * b))),
+                      m0, bar);
+  kb.bulkCopy(kb.sharedPtr(smem, fplaneAt(st)), kb.globalPtr(l.arg("ghp"), src), p.plane,
+              bar);
+  kb.bulkCopy(kb.sharedPtr(smem, kb.add(at, kb.idx(p.xBytes / 4))),
+              kb.globalPtr(l.arg("ghp"), kb.add(src, kb.idx(p.plane / 4))), p.rest, bar);
+}
+
+/// Producer: thread 0 of warpgroup 0, paced against the other blocks (the
+/// whole warpgroup where x goes in pieces: producePieces).
 void WideMain::produce() {
-  kb.setMaxRegisters(kProducerRegs, /*increase=*/false);
+  kb.setMaxRegisters(p.pieces() ? kPiecesProducerRegs : kProducerRegs, /*increase=*/false);
+  if (p.pieces()) {
+    producePieces();
+    return;
+  }
   kb.when(kb.eq(tid, kb.idx(0)), [&] {
     Value steps = kb.mul(pairsOf(l.tokens()), kb.idx(2));
-    WavePacer pacer(kb, kb.globalPtr(l.arg("progress"), kb.idx(0)),
-                    kb.sharedPtr(l.shared(1), kb.idx(2 * p.stages)), kb.idx(p.slices),
-                    kEpoch, /*lag=*/1);
+    WavePacer pacer = makePacer();
     kb.loop(kb.idx(0), steps, kb.idx(1), [&](Value i) {
       pacer.before(i);
-      ring.produce(i, [&](Value st) {
-        Value at = stageAt(st), bar = ring.full(st);
-        Value m0 = kb.indexToI32(kb.mul(i, kb.idx(kRows)));
-        Value src = kb.mul(i, kb.idx(p.imageFloats));
-        kb.mbarrierArriveExpectTx(bar, p.xBytes + p.image);
-        for (int64_t b = 0; b < p.boxes; ++b)
-          kb.tensorLoad2d(kb.sharedPtr(smem, kb.add(at, kb.idx(b * kBoxBytes / 4))),
-                          l.arg("tmap16:x"),
-                          kb.indexToI32(kb.add(colBase, kb.idx(64 * b))), m0, bar);
-        kb.bulkCopy(kb.sharedPtr(smem, fplaneAt(st)), kb.globalPtr(l.arg("ghp"), src),
-                    p.plane, bar);
-        kb.bulkCopy(kb.sharedPtr(smem, kb.add(at, kb.idx(p.xBytes / 4))),
-                    kb.globalPtr(l.arg("ghp"), kb.add(src, kb.idx(p.plane / 4))), p.rest, bar);
-      });
+      ring.produce(i, [&](Value st) { issueStep(i, st); });
       pacer.after(i);
     });
     pacer.finish(steps, steps);

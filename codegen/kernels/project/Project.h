@@ -103,6 +103,9 @@ LogicalResult buildProjectBackwardWgmma(KernelContext &ctx);
 /// (BackwardWide.cpp), which takes precedence.
 bool projectBackwardIsWide(const KernelContext &ctx);
 LogicalResult buildProjectBackwardWide(KernelContext &ctx);
+/// Whether that kernel stores gx in pieces (rows not 16-byte aligned) and
+/// adds acc there itself, so that no launch "acc" follows it.
+bool projectBackwardWideAddsAcc(const KernelContext &ctx);
 
 } // namespace mlir::mhc
 
