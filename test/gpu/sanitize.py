@@ -52,7 +52,9 @@ for layout, dtype in (("cn", torch.bfloat16), ("nc", torch.float32)):
     o.aggregate_backward(f, x, pre, n, layout, acc)
     o.expand_combine_backward(acc, f, post, x, P, None, n, layout, acc)
     direct += 2
-for n, C in ((8, 256), (8, 2192), (6, 258), (6, 257)):  # n = 6: the one-wave kernel in 8- and 4-byte pieces
+# n = 6: the one-wave kernel in 8- and 4-byte pieces; n = 2, C = 257: the
+# block ring at 4-byte rows.
+for n, C in ((8, 256), (8, 2192), (6, 258), (6, 257), (2, 257)):
     M, N = 300, 2 * n + n * n
     x = torch.randn(M, C, n, device="cuda", dtype=torch.bfloat16)
     args = (torch.randn(M, N, device="cuda"), torch.randn(M, device="cuda"), x,
@@ -60,7 +62,7 @@ for n, C in ((8, 256), (8, 2192), (6, 258), (6, 257)):  # n = 6: the one-wave ke
     o.project_backward(*args)
     o.project_backward(*args, torch.randn_like(x))
     direct += 2
-    if n == 6:  # the staged forward at 8- and 4-byte rows
+    if n != 8:  # the staged forward at 8- and 4-byte rows
         o.project(x, args[3], None, n, "cn", True)
         direct += 1
 # The layer seam's backward, n = 4, bf16, (C, n) (on sm_90a the fused one:

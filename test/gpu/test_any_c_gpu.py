@@ -124,6 +124,14 @@ RING_ROWS = [dict(n=n, C=C, act=act, layout="cn", tf32=True, weight=w, M=M)
                  ((2, 4098), (4, 5129), (6, 4098)), ("bf16", "f16"), (False, True), (1, 2, 9, 4099))]
 
 
+# The same ring at 4-byte rows (K % 8 = 2, 6: shifts of 0, 4, 8 or 12 bytes,
+# x read back in 4-byte pieces): n = 2 and 6 at odd C, M = 1, 2, 3, 5
+# (rows past M of every shift), 4099.
+RING_ROWS += [dict(n=n, C=C, act=act, layout="cn", tf32=True, weight=w, M=M)
+              for (n, C), act, w, M in itertools.product(
+                  ((2, 5121), (2, 5123), (6, 5127)), ("bf16", "f16"), (False, True), (1, 2, 3, 5, 4099))]
+
+
 @pytest.mark.parametrize("cfg", RING_ROWS, ids=lambda c: "n{n}-C{C}-{act}-w{weight:d}-M{M}".format(**c))
 def test_block_ring_at_k_mod_8_eq_4(cfg):
     s = spec("project", "bwd", cfg["n"], cfg["act"], cfg["layout"], cfg["C"], tf32=cfg["tf32"], weight=cfg["weight"])

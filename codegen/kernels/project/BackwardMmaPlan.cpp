@@ -28,12 +28,12 @@ void planMode(const KernelContext &ctx, MmaPlan &p) {
   // For 2-byte activations on sm_90 (with gh rows whole 16-byte pieces,
   // N % 4 == 0) the stage is the block's (planRing).
   p.actBytes = ::mhc::byteWidth(spec.act);
-  // Bulk copies need 16-byte aligned sources: rows 8-byte aligned (K % 8
-  // == 4) are copied from the 16-byte boundary below them (issueBlockStep);
-  // rows 4- or 2-byte aligned take the per-warp ring.
+  // Bulk copies need 16-byte aligned sources: rows 8- or 4-byte aligned
+  // (K % 8 = 4, 2, 6) are copied from the 16-byte boundary below them
+  // (issueBlockStep); rows 2-byte aligned take the per-warp ring.
   p.xAlign = projectRowAlignBytes(ctx, spec.act);
   p.staged = p.actBytes == 2 && spec.arch != "sm_80" && p.N % 4 == 0 &&
-             p.xAlign >= 8;
+             p.xAlign >= 4;
   // `paced` staged specs add a producer warp (MmaMain::produce): on
   // sm_90a, those whose consumers fit the 136 registers of 160-thread
   // blocks at three per SM without spilling (no weight).
