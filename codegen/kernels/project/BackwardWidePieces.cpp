@@ -29,7 +29,7 @@ using namespace mlir::mhc::wide;
 /// 128 threads take rowsPerR = 128 / perRow whole rows (8 or 4, which
 /// divide 16); its 16-byte chunk c of the row at c ^ (row % 8), as TMA's
 /// swizzle puts it. Written so that only the thread's part is a value and
-/// the rest constants (the producer runs in 24 registers).
+/// the rest constants (the producer has kPiecesProducerRegs registers).
 WidePiece WideMain::piece(Value t, int64_t r, int64_t firstBox) {
   const int64_t perRow = 128 / p.piece, rowsPerR = 128 / perRow;
   const int64_t rowC = (r * rowsPerR) % kRows, box = firstBox + r * rowsPerR / kRows;
