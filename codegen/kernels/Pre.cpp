@@ -145,7 +145,7 @@ static void prefetchTailRow(KernelBuilder &kb, KernelContext &ctx, LaunchBuilder
   Value t = kb.sub(kb.threadId(), kb.idx(first));
   Value fits = kb.lt(l.tokens(), kb.idx(ctx.smCount() + 1));
   Value mine = first ? kb.lt(kb.idx(first - 1), kb.threadId()) : kb.boolean(true);
-  kb.when(kb.select(fits, mine, kb.boolean(false)), [&] {
+  kb.when(kb.andi(fits, mine), [&] {
     kb.loop(t, kb.idx(chunks), kb.idx(T), [&](Value c) {
       Value at = kb.mul(kb.add(kb.mul(m, kb.idx(C)), kb.mul(c, kb.idx(w))), kb.idx(n));
       kb.prefetchL1(kb.globalPtr(l.arg("x"), at));

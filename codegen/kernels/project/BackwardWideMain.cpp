@@ -41,10 +41,11 @@ LaunchBuilder &mainLaunch(KernelContext &ctx, const WidePlan &p, int64_t scratch
   LaunchBuilder &l = ctx.launch("main");
   if (!p.pieces())
     l.param("tmap16:x").param("tmap16:gx");
-  else if (ctx.spec.readsAcc())
-    l.param("x").param("gx").param("acc");
-  else
+  else {
     l.param("x").param("gx");
+    if (ctx.spec.readsAcc()) // added where gx is stored (storePieces)
+      l.param("acc");
+  }
   l.param("ghp").param("phi").param("gphi").param("progress").param("M").block(384)
       .grid({0, p.slices})
       .sharedF32(scratchAt + 16, 128)

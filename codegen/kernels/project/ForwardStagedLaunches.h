@@ -93,8 +93,7 @@ private:
   SmallVector<Value> emitKLoop(ArrayRef<Value> init);
   SmallVector<Value> emitChunk(Value i, ValueRange it, Value zero);
   Value acquireChunk(Value i, const ChunkLoads &in);
-  void onLiveWarps(function_ref<SmallVector<Value>()> values,
-                   function_ref<void(ArrayRef<Value>)> set, function_ref<void()> body);
+  void onLiveWarps(SmallVector<Value> &values, function_ref<void()> body);
   Rows pairWords(const Rows &xs, int64_t j, MutableArrayRef<Value> next);
   void wgmmaProducts(const Rows &xs, Value ringBase, MutableArrayRef<Value> next);
   void mmaSyncProducts(const Rows &xs, Value ringBase, MutableArrayRef<Value> next);

@@ -163,7 +163,7 @@ SmallVector<Value> StagedPartial::emitChunk(Value i, ValueRange it, Value zero) 
   const Rows &xs = in.xs;
   Value st = acquireChunk(i, in);
   Value ringBase = kb.mul(st, kb.idx(p.chunkBytes() / 4));
-  onLiveWarps([&] { return next; }, [&](ArrayRef<Value> v) { next.assign(v.begin(), v.end()); }, [&] {
+  onLiveWarps(next, [&] {
     SmallVector<Value> total;
     if (p.precise)
       for (int64_t e = 0; e < accs; ++e) {
@@ -184,24 +184,21 @@ SmallVector<Value> StagedPartial::emitChunk(Value i, ValueRange it, Value zero) 
   return next;
 }
 
-/// body(), in "partial_few" only where the warp has a token below M:
-/// `values()` are what body changes, `set` takes the branch's. A warp whose
-/// rows are all past M would only repeat row M - 1's expand and products,
-/// which nothing stores (mma.sync is per warp; wgmma plans have no few
-/// copy).
-void StagedPartial::onLiveWarps(function_ref<SmallVector<Value>()> values,
-                                function_ref<void(ArrayRef<Value>)> set,
-                                function_ref<void()> body) {
+/// body(), which updates `values`, in "partial_few" only where the warp
+/// has a token below M. A warp whose rows are all past M would only repeat
+/// row M - 1's expand and products, which nothing stores (mma.sync is per
+/// warp; wgmma plans have no few copy).
+void StagedPartial::onLiveWarps(SmallVector<Value> &values, function_ref<void()> body) {
   if (!p.fewOnly)
     return body();
-  SmallVector<Value> before = values();
-  set(kb.ifElse(
+  SmallVector<Value> before = values;
+  values = kb.ifElse(
       liveWarp,
       [&] {
         body();
-        return values();
+        return values;
       },
-      [&] { return before; }));
+      [&] { return before; });
 }
 
 /// The buffer that holds chunk i once every thread may read it.
