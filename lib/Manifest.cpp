@@ -11,6 +11,7 @@
 
 #include <cstdlib>
 #include <sstream>
+#include <vector>
 
 namespace mhc {
 
@@ -34,17 +35,36 @@ const char *tensorMapBuffer(const std::string &param) {
   if (param.rfind("tmap", 0) != 0)
     return nullptr;
   size_t colon = param.find(':');
-  if (colon == std::string::npos || colon > 7)
+  if (colon == std::string::npos || colon > 24)
     return nullptr;
   for (size_t i = 4; i < colon; ++i)
-    if (param[i] < '0' || param[i] > '9')
+    if ((param[i] < '0' || param[i] > '9') && param[i] != ',')
       return nullptr;
   return param.c_str() + colon + 1;
 }
 
-int tensorMapBoxRows(const std::string &param) {
-  size_t colon = param.find(':');
-  return colon == 4 ? 64 : std::atoi(param.substr(4, colon - 4).c_str());
+bool parseTensorMapShape(const std::string &param, TensorMapShape &shape) {
+  if (!tensorMapBuffer(param))
+    return false;
+  std::string numbers = param.substr(4, param.find(':') - 4);
+  if (numbers.empty())
+    return true;
+  std::vector<int> values;
+  std::istringstream fields(numbers);
+  for (std::string field; std::getline(fields, field, ',');) {
+    if (field.empty() || field.size() > 4)
+      return false;
+    values.push_back(std::atoi(field.c_str()));
+  }
+  size_t count = values.size();
+  if (numbers.back() == ',' || (count != 1 && count != 3 && count != 4))
+    return false;
+  shape.rows = values[0];
+  if (count >= 3)
+    shape.every = values[1], shape.first = values[2];
+  if (count == 4)
+    shape.width = values[3], shape.swizzled = false;
+  return true;
 }
 
 int ptxParamWidth(const std::string &param) {

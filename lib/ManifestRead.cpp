@@ -192,6 +192,28 @@ void readBuffers(Reader &r, const json::Value &root, Manifest &out) {
   }
 }
 
+/// A tensor-map parameter's numbers (TensorMapShape): boxes of 1 to 256
+/// rows and, where given, of 1 to 256 elements in 16-byte rows; every P-th
+/// token from token r < P <= 16.
+void checkTensorMapShape(Reader &r, const std::string &name, const std::string &p,
+                         const BufferDesc &b) {
+  TensorMapShape s;
+  if (!parseTensorMapShape(p, s)) {
+    r.fail(name, "'" + p + "' is not tmap[R[,P,r[,W]]]:<buffer>");
+    return;
+  }
+  if (s.rows < limits::kBoxRows.min || s.rows > limits::kBoxRows.max)
+    r.fail(name, "'" + p + "' has boxes of " + std::to_string(s.rows) +
+                     " rows; expected 1..256");
+  if (s.every < 1 || s.every > 16 || s.first >= s.every)
+    r.fail(name, "'" + p + "' takes tokens " + std::to_string(s.first) + " + " +
+                     std::to_string(s.every) + " k; expected a step of 1..16 and a "
+                     "first token below it");
+  if (s.width < 1 || s.width > 256 || s.width * byteWidth(b.dtype) % 16)
+    r.fail(name, "'" + p + "' has boxes " + std::to_string(s.width) +
+                     " elements wide; expected 1..256 in 16-byte rows");
+}
+
 /// A launch's parameters: "M", "S", a buffer, or a tensor map of a buffer
 /// that is [M, per_token] (TMA boxes of 1 to 256 rows).
 void readParams(Reader &r, const json::Value *launch, const std::string &path,
@@ -200,7 +222,7 @@ void readParams(Reader &r, const json::Value *launch, const std::string &path,
   int64_t maps = 0;
   for (size_t i = 0; i < params.size(); ++i) {
     std::string name = element(field(path, "params"), i);
-    std::string p = r.text(params[i], name, 1, limits::kMaxNameLength + 8, isPrintable);
+    std::string p = r.text(params[i], name, 1, limits::kMaxNameLength + 24, isPrintable);
     d.params.push_back(p);
     if (p.empty() || p == "M" || p == "S" || p == kSyncParam)
       continue;
@@ -213,10 +235,7 @@ void readParams(Reader &r, const json::Value *launch, const std::string &path,
     if (!tmap)
       continue;
     ++maps;
-    int rows = tensorMapBoxRows(p);
-    if (rows < limits::kBoxRows.min || rows > limits::kBoxRows.max)
-      r.fail(name, "'" + p + "' has boxes of " + std::to_string(rows) +
-                       " rows; expected 1..256");
+    checkTensorMapShape(r, name, p, *b);
     if (b->elems.perToken < 1 || b->elems.fixed || b->elems.perTokenSplit)
       r.fail(name, "'" + p + "' maps a buffer that is not [M, per_token]");
   }

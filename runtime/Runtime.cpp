@@ -15,10 +15,9 @@ struct Descriptor {
   void *allocated, *aligned;
   int64_t offset, size, stride;
 };
-// Parameter index of the tensor map of buffer b with boxes of R rows:
-// kTensorMapBase - (b + kTensorMapRows * R).
+// Parameter index of a launch's tensor map t (LoadedKernel::tensorMaps):
+// kTensorMapBase - t.
 constexpr int kTensorMapBase = -1000;
-constexpr int kTensorMapRows = 1 << 16;
 struct alignas(64) TensorMap {
   unsigned char bytes[128];
 };
@@ -33,22 +32,33 @@ int tensorMapType(DType t) {
   return -1;
 }
 
-/// A "tmap[R]:<buffer>" parameter (Manifest.h): the buffer as [M, perToken]
-/// in boxes of 64 elements x `rows` tokens, 128-byte swizzle, zeros past M.
-void encodeTensorMap(TensorMap &map, const BufferDesc &b, void *address,
-                     int64_t M, unsigned rows, const std::string &entry) {
+/// A tensor-map parameter (Manifest.h's TensorMapShape): the buffer as
+/// [M, perToken], its tokens first, first + every, ... as the map's rows
+/// (every token rows apart), from the 16-byte boundary at or below the
+/// first token's row (`shift` elements of the token before it as the map's
+/// first columns). Zeros past the map's rows and columns. A map with no
+/// token (M <= first) maps token 0's row instead: the kernels read it only
+/// as rows past M, which they mask.
+void encodeTensorMap(TensorMap &map, const LoadedKernel::TensorMapParam &t,
+                     const BufferDesc &b, void *address, int64_t M,
+                     const std::string &entry) {
   Driver &d = Driver::get();
   if (!d.cuTensorMapEncodeTiled)
     throw Error("mhc: " + entry + " needs cuTensorMapEncodeTiled, which this "
                 "CUDA driver lacks");
-  unsigned long long dims[2] = {static_cast<unsigned long long>(b.elems.perToken),
-                                static_cast<unsigned long long>(M)};
-  unsigned long long strides[1] = {static_cast<unsigned long long>(
-      b.elems.perToken * byteWidth(b.dtype))};
-  unsigned box[2] = {64, rows}, unit[2] = {1, 1};
-  d.check(d.cuTensorMapEncodeTiled(&map, tensorMapType(b.dtype), 2, address,
-                                   dims, strides, box, unit,
-                                   /*INTERLEAVE_NONE*/ 0, /*SWIZZLE_128B*/ 3,
+  const TensorMapShape &s = t.shape;
+  const unsigned long long width = byteWidth(b.dtype), row = b.elems.perToken * width;
+  unsigned long long tokens = M > s.first ? (M - s.first + s.every - 1) / s.every : 0;
+  unsigned long long start = tokens ? s.first * row / 16 * 16 : 0;
+  unsigned long long shift = tokens ? s.first * row % 16 / width : 0;
+  unsigned long long dims[2] = {b.elems.perToken + shift, tokens ? tokens : 1};
+  unsigned long long strides[1] = {s.every * row};
+  unsigned box[2] = {static_cast<unsigned>(s.width), static_cast<unsigned>(s.rows)};
+  unsigned unit[2] = {1, 1};
+  d.check(d.cuTensorMapEncodeTiled(&map, tensorMapType(b.dtype), 2,
+                                   static_cast<char *>(address) + start, dims,
+                                   strides, box, unit, /*INTERLEAVE_NONE*/ 0,
+                                   /*SWIZZLE_128B or NONE*/ s.swizzled ? 3 : 0,
                                    /*L2_PROMOTION_L2_128B*/ 2,
                                    /*FLOAT_OOB_FILL_NONE*/ 0),
           "encoding the tensor map of '" + b.name + "' for " + entry +
@@ -138,8 +148,10 @@ const LoadedKernel &Runtime::kernel(const KernelSpec &spec, int deviceOrdinal) {
     std::vector<int> indices;
     for (const std::string &p : l.params) {
       if (const char *tmap = tensorMapBuffer(p)) {
-        indices.push_back(kTensorMapBase - (kernel->bufferIndex(tmap) +
-                                            kTensorMapRows * tensorMapBoxRows(p)));
+        LoadedKernel::TensorMapParam t{kernel->bufferIndex(tmap), {}};
+        parseTensorMapShape(p, t.shape); // (ManifestRead checked it)
+        indices.push_back(kTensorMapBase - static_cast<int>(kernel->tensorMaps.size()));
+        kernel->tensorMaps.push_back(t);
       } else {
         indices.push_back(p == "M"         ? -1
                           : p == "S"         ? -2
@@ -254,9 +266,8 @@ void Runtime::launch(const LoadedKernel &kernel, int64_t M, int64_t S,
     int nMaps = 0;
     for (int index : kernel.paramBuffers[li]) {
       if (index <= kTensorMapBase) {
-        int b = (kTensorMapBase - index) % kTensorMapRows;
-        unsigned rows = static_cast<unsigned>((kTensorMapBase - index) / kTensorMapRows);
-        encodeTensorMap(maps[nMaps], m.buffers[b], buffers[b], M, rows, l.entry);
+        const LoadedKernel::TensorMapParam &t = kernel.tensorMaps[kTensorMapBase - index];
+        encodeTensorMap(maps[nMaps], t, m.buffers[t.buffer], buffers[t.buffer], M, l.entry);
         params[np++] = &maps[nMaps++];
         continue;
       }

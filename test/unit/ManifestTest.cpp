@@ -226,7 +226,35 @@ static void randomEditsAreSafe() {
   EXPECT(accepted > 0);
 }
 
+/// Tensor-map parameters: what each form maps, and the forms refused.
+static void tensorMapShapes() {
+  TensorMapShape s;
+  EXPECT(parseTensorMapShape("tmap:x", s) && s.rows == 64 && s.every == 1 && s.width == 64 &&
+         s.swizzled);
+  EXPECT(parseTensorMapShape("tmap16:x", s) && s.rows == 16 && s.first == 0 && s.swizzled);
+  TensorMapShape odd;
+  EXPECT(parseTensorMapShape("tmap8,2,1:x", odd) && odd.rows == 8 && odd.every == 2 &&
+         odd.first == 1 && odd.width == 64 && odd.swizzled);
+  TensorMapShape wide;
+  EXPECT(parseTensorMapShape("tmap4,4,3,136:gx", wide) && wide.every == 4 && wide.first == 3 &&
+         wide.width == 136 && !wide.swizzled);
+  EXPECT(std::string(tensorMapBuffer("tmap4,4,3,136:gx")) == "gx");
+  for (const char *bad : {"tmap8,2:x", "tmap8,,1:x", "tmap8,2,1,:x", "tmap1,2,3,4,5:x",
+                          "tmap12345:x", "tmapx:x"}) {
+    TensorMapShape t;
+    EXPECT(!parseTensorMapShape(bad, t));
+  }
+  std::string json = valid().toJson();
+  EXPECT(errorOf(edit(json, "\"tmap:x\"", "\"tmap8,2,1,136:x\"")).empty());
+  EXPECT(rejects(edit(json, "\"tmap:x\"", "\"tmap8,2,2:x\""), "launches[0].params[0]"));
+  EXPECT(rejects(edit(json, "\"tmap:x\"", "\"tmap8,17,1:x\""), "launches[0].params[0]"));
+  EXPECT(rejects(edit(json, "\"tmap:x\"", "\"tmap8,2,1,132:x\""), "launches[0].params[0]"));
+  EXPECT(rejects(edit(json, "\"tmap:x\"", "\"tmap8,2,1,264:x\""), "launches[0].params[0]"));
+  EXPECT(rejects(edit(json, "\"tmap:x\"", "\"tmap8,2:x\""), "launches[0].params[0]"));
+}
+
 int main() {
+  tensorMapShapes();
   acceptsWhatToJsonWrites();
   rejectsTheReportedTampering();
   rejectsEachBadField();

@@ -28,8 +28,14 @@ struct LoadedKernel {
   /// launch() makes it current on the calling thread when it is not.
   CUcontext context = nullptr;
   /// Per launch, per parameter: the buffer index, or -1 for M, -2 for S,
-  /// -3 for the grid barriers' words ("sync").
+  /// -3 for the grid barriers' words ("sync"), or a tensor map's (below).
   std::vector<std::vector<int>> paramBuffers;
+  /// The launches' tensor-map parameters: the buffer index and the shape.
+  struct TensorMapParam {
+    int buffer;
+    TensorMapShape shape;
+  };
+  std::vector<TensorMapParam> tensorMaps;
   /// Buffer index -> position in the manifest's buffer list, by name.
   int bufferIndex(const std::string &name) const;
 };

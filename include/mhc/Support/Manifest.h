@@ -160,11 +160,24 @@ struct Resources {
   int sharedBytes = -1;
 };
 
-/// The buffer name of a "tmap:<buffer>" or "tmap<R>:<buffer>" parameter, or
+/// The buffer name of a tensor-map parameter ("tmap" then up to four
+/// comma-separated numbers, a colon and the buffer: TensorMapShape), or
 /// null for any other.
 const char *tensorMapBuffer(const std::string &param);
-/// The rows of a tensor-map parameter's boxes: R of "tmap<R>:", else 64.
-int tensorMapBoxRows(const std::string &param);
+/// What a tensor-map parameter maps: "tmap:<b>" boxes of 64 x 64;
+/// "tmap<R>:<b>" boxes of 64 elements x R tokens; "tmap<R>,<P>,<r>:<b>"
+/// the same over tokens r, r + P, r + 2P, ... (rows P tokens apart); and
+/// "tmap<R>,<P>,<r>,<W>:<b>" those tokens in boxes W elements wide, not
+/// swizzled. Where token r's row does not start on 16 bytes (TMA's
+/// alignment), the map starts at the 16-byte boundary below it: its column
+/// c is element c - shift of the token (the runtime's encodeTensorMap).
+struct TensorMapShape {
+  int rows = 64, every = 1, first = 0, width = 64;
+  bool swizzled = true; // 128-byte swizzle (boxes 64 wide, 2-byte elements)
+};
+/// The shape of a tensor-map parameter (tensorMapBuffer's), or false with
+/// the shape unchanged where its numbers do not parse.
+bool parseTensorMapShape(const std::string &param, TensorMapShape &shape);
 /// The launch parameter "sync": the runtime's grid-barrier words for the
 /// launch's (device, stream) (kSyncWords u32, zero between launches; see
 /// docs/design/serve.md), passed as a buffer's memref descriptor.
@@ -180,8 +193,8 @@ struct LaunchDesc {
   /// TMA tensor map of that buffer (a 128-byte kernel parameter the runtime
   /// encodes per launch): the buffer as a 2-D tensor [M, its elements per
   /// token], boxes of 64 x 64 elements (128-byte rows for 2-byte types),
-  /// 128-byte swizzle, zero fill past M; "tmap<R>:<buffer>" the same with
-  /// boxes of 64 elements x R tokens.
+  /// 128-byte swizzle, zero fill past M; "tmap<R>...:<buffer>" the boxes
+  /// and tokens of TensorMapShape.
   std::vector<std::string> params;
   int block = 256;
   GridRule grid;
