@@ -47,6 +47,20 @@ using ::mhc::DType;
 
 namespace {
 
+/// The phase maps where the rows are not 16-byte aligned: their staged
+/// boxes cover a slice plus up to 6 elements of shift, at most 256 columns
+/// each, rows of 16 bytes, every box on 128 bytes.
+void planPhases(WidePlan &p) {
+  if (!p.pieces())
+    return;
+  p.phases = 16 / p.piece, p.phaseRows = kRows / p.phases;
+  const int64_t cover = p.W + 8;
+  p.stagedBoxes = (cover + 255) / 256;
+  p.stagedWidth = ((cover + p.stagedBoxes - 1) / p.stagedBoxes + 7) / 8 * 8;
+  p.stagedBoxBytes = (p.phaseRows * p.stagedWidth * 2 + 127) / 128 * 128;
+  p.slotBytes = (p.phases - 1) * p.stagedBoxes * p.stagedBoxBytes;
+}
+
 /// The plan for `boxes` boxes per block, if the stages fit.
 std::optional<WidePlan> planBoxes(const KernelContext &ctx, int64_t boxes) {
   const int64_t N = ctx.N(), K = ctx.K();
@@ -60,11 +74,15 @@ std::optional<WidePlan> planBoxes(const KernelContext &ctx, int64_t boxes) {
   // operand for a pair of steps).
   p.rest = p.image - p.plane;
   p.stageBytes = (boxes * kBoxBytes + p.rest + kAlign - 1) / kAlign * kAlign;
+  planPhases(p);
   int64_t room = LaunchBuilder::sharedLimit(ctx.spec.arch) - kAlign - 64 * boxes * N * 2 - 64 -
-                 8 * (2 * kMaxStages + 1);
+                 8 * (2 * kMaxStages + 1 + kMaxSlots) - kMaxSlots * p.slotBytes;
   p.stages = std::min(kMaxStages, room / (p.stageBytes + p.plane)) / 2 * 2;
   if (p.stages < kMinStages)
     return std::nullopt;
+  if (p.pieces()) // the producer fills a stage `slots` steps after its copies
+    p.slots = std::min(kMaxSlots, p.stages / 2);
+  p.stagingAt = (p.W * N * 2 + p.stages * (p.stageBytes + p.plane) + 127) / 128 * 128;
   p.xBytes = boxes * kBoxBytes;
   p.gmsAt = 2 * p.plane, p.backAt = p.gmsAt + kRows * 4;
   p.cmRow = N / 8 * 128;
@@ -98,6 +116,13 @@ std::optional<WidePlan> planWide(const KernelContext &ctx) {
 }
 
 } // namespace
+
+Value wide::stepToken(KernelBuilder &kb, const WidePlan &p, Value row) {
+  if (p.phases == 1)
+    return row;
+  return kb.add(kb.mul(kb.rem(row, kb.idx(p.phaseRows)), kb.idx(p.phases)),
+                kb.div(row, kb.idx(p.phaseRows)));
+}
 
 bool mlir::mhc::projectBackwardIsWide(const KernelContext &ctx) {
   return planWide(ctx).has_value();

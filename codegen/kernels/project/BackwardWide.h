@@ -14,6 +14,7 @@
 #include "builder/KernelContext.h"
 
 #include <array>
+#include <string>
 
 namespace mlir::mhc {
 struct WavePacer;
@@ -26,10 +27,11 @@ constexpr int64_t kBoxBytes = kRows * 128; // 64 bf16 columns x 16 tokens
 constexpr int64_t kMaxBoxes = 8;   // gphi^T accumulators: 4 boxes per consumer
 constexpr int64_t kMinStages = 4;  // even: the consumers take steps in pairs
 constexpr int64_t kMaxStages = 8;
+constexpr int64_t kMaxSlots = 4;   // phase maps' staging (WidePlan::phases)
 constexpr int64_t kAlign = 1024;   // the swizzle's period in shared memory
 constexpr int64_t kEpoch = 2;      // pacing: steps per epoch (fastest measured)
 // Registers per thread after setmaxnreg: 128 x (24 + 2 x 240) = 64512; a
-// producer that copies x in pieces (its 128 threads' addresses) takes 40,
+// producer warpgroup that copies phase maps' rows (WidePlan) takes 40,
 // and its consumers 232.
 constexpr int64_t kProducerRegs = 24, kConsumerRegs = 240;
 constexpr int64_t kPiecesProducerRegs = 40, kPiecesConsumerRegs = 232;
@@ -45,9 +47,20 @@ inline int64_t imageBytes(int64_t N) { return 3 * planeBytes(N) + 2 * kRows * 4;
 struct WidePlan {
   int64_t N, K;
   bool tail;     // the last block has columns past K
-  int64_t piece; // x's and gx's accesses: 16 bytes (TMA boxes), or the
-                 // rows' alignment, 8 or 4 (cp.async and st.global pieces)
+  int64_t piece; // the rows' alignment: 16 bytes (x and gx by TMA boxes),
+                 // or 8 or 4 (x by phase maps, gx by st.global pieces)
   bool pieces() const { return piece < 16; }
+  // Rows not 16-byte aligned: a step's 16 tokens as P = 16 / piece phases,
+  // tokens r, r + P, ... (R = 16 / P of them) in tensor map r, whose rows
+  // are 16-byte aligned. Map 0 lands in the boxes' rows 0 .. R - 1; maps
+  // 1 .. P - 1, which start `shift` elements before their tokens, land in
+  // a staging slot of unswizzled boxes (stagedBoxes of stagedWidth columns
+  // cover a slice plus the shift) and the producer warpgroup copies them
+  // into rows R .. 15 (BackwardWidePieces.cpp). A step's box row q holds
+  // token P (q % R) + q / R: the pad writes gh's image in that order.
+  int64_t phases = 1, phaseRows = kRows;
+  int64_t stagedWidth = 0, stagedBoxes = 0, stagedBoxBytes = 0, slotBytes = 0;
+  int64_t slots = 0, stagingAt = 0; // staging slots, their first byte past phi
   int64_t boxes, slices, stages, stageBytes;
   int64_t W;                          // columns per block
   int64_t plane, image, imageFloats;  // one part of a step's gh; the image
@@ -58,6 +71,10 @@ struct WidePlan {
   int64_t phiBytes, phiRow;           // phi; 8 rows of phi
   int64_t split;                      // consumer 1's first box
 };
+
+/// The token (from the step's first) that row `row` of a step's boxes and
+/// gh image holds (WidePlan::phases).
+Value stepToken(KernelBuilder &kb, const WidePlan &p, Value row);
 
 // The f16 planes' scales and words (BackwardWideF16.cpp).
 /// The power of two that brings a value whose |bits| (f32 bits without the
@@ -73,6 +90,9 @@ Value laneGroupMax(KernelBuilder &kb, Value v, int lanes);
 Value packF16x2(KernelBuilder &kb, Value v0, Value v1);
 /// bf16 e of a word (two bf16), as f32.
 Value unpackBf16(KernelBuilder &kb, Value word, int64_t e);
+
+/// The launch parameter of x's phase map r (WidePlan::phases).
+std::string phaseMap(const WidePlan &p, int64_t r);
 
 /// Launch "pad" (BackwardWidePad.cpp): each step's image of gh in ghp; block
 /// 0 zeroes launch "main"'s pacing counter.
@@ -95,8 +115,9 @@ struct WidePair {
   Value fplane, phiHere, rowByte;
 };
 
-/// A piece of a step's boxes: its column in the block's slice, its token
-/// row in the step, and its byte in the stage (in the 128-byte swizzle).
+/// A piece of a step's boxes: its column in the block's slice, its box
+/// row (token stepToken(row) of the step), and its byte in the stage (in
+/// the 128-byte swizzle).
 struct WidePiece {
   Value col, row, byte;
 };
@@ -104,8 +125,8 @@ struct WidePiece {
 /// Launch "main": the block's column slice and shared-memory layout, and
 /// the emission of its parts (phi's scale and f16 plane, the producer:
 /// BackwardWideMain.cpp; the consumers' pairs of steps:
-/// BackwardWideConsumer.cpp; x and gx in pieces where the rows are not
-/// 16-byte aligned: BackwardWidePieces.cpp).
+/// BackwardWideConsumer.cpp; x by phase maps and gx in pieces where the
+/// rows are not 16-byte aligned: BackwardWidePieces.cpp).
 class WideMain {
 public:
   WideMain(KernelContext &ctx, const WidePlan &p);
@@ -122,10 +143,14 @@ private:
   WavePacer makePacer();
   void issueStep(Value i, Value st);
   void produce();
-  WidePiece piece(Value t, int64_t r, int64_t firstBox);
+  WidePiece rowPiece(Value item, int64_t row0, int64_t rows, int64_t bytes, int64_t firstBox);
+  Value slotAt(Value slot);
+  Value slotBar(Value slot);
+  void issueStaged(Value i);
+  void unpackStep(Value j, Value st);
   void producePieces();
-  void copyPieces(Value i, Value st);
   void storePieces(const WideConsumer &cs, const WidePair &pr);
+  void storePiece(Value stage, Value byte, Value at, int64_t bytes, Value ok);
   WideConsumer consumerValues(int64_t c, int64_t first, int64_t nb);
   void releasePrevious(const WideConsumer &cs, const WidePair &pr);
   SmallVector<Value> products(const WideConsumer &cs, const WidePair &pr, Value box,

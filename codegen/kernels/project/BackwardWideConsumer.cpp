@@ -115,7 +115,7 @@ WidePair WideMain::enterPair(const WideConsumer &cs, Value k) {
   pr.st0 = ring.wait(pr.i0);
   ring.wait(kb.add(pr.i0, kb.idx(1)));
   pr.at = {stageAt(pr.st0), stageAt(kb.add(pr.st0, kb.idx(1)))};
-  if (p.pieces()) // x came by cp.async (the generic proxy); wgmma reads it
+  if (p.pieces()) // rows R .. 15 came by st.shared (the generic proxy)
     kb.fenceProxyAsyncShared();
   pr.fplane = fplaneAt(pr.st0);
   pr.phiHere = kb.opaque(phiAt);

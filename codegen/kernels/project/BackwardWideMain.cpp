@@ -35,6 +35,16 @@ using namespace mlir;
 using namespace mlir::mhc;
 using namespace mlir::mhc::wide;
 
+/// Parameter "tmap..:x" of x's phase map r: map 0's boxes are the swizzled
+/// boxes' rows 0 .. R - 1; the others' are staged.
+std::string wide::phaseMap(const WidePlan &p, int64_t r) {
+  std::string rows = std::to_string(p.phaseRows), every = std::to_string(p.phases);
+  std::string shape = rows + "," + every + "," + std::to_string(r);
+  if (r > 0)
+    shape += "," + std::to_string(p.stagedWidth);
+  return "tmap" + shape + ":x";
+}
+
 namespace {
 
 LaunchBuilder &mainLaunch(KernelContext &ctx, const WidePlan &p, int64_t scratchAt) {
@@ -42,14 +52,18 @@ LaunchBuilder &mainLaunch(KernelContext &ctx, const WidePlan &p, int64_t scratch
   if (!p.pieces())
     l.param("tmap16:x").param("tmap16:gx");
   else {
-    l.param("x").param("gx");
+    for (int64_t r = 0; r < p.phases; ++r) // x's phase maps (WidePlan)
+      l.param(phaseMap(p, r));
+    l.param("gx");
     if (ctx.spec.readsAcc()) // added where gx is stored (storePieces)
       l.param("acc");
   }
   l.param("ghp").param("phi").param("gphi").param("progress").param("M").block(384)
       .grid({0, p.slices})
       .sharedF32(scratchAt + 16, 128)
-      .sharedI64(2 * p.stages + 1) // the mbarriers, then the producer's pacing flag
+      .sharedI64(2 * p.stages + 1 + p.slots) // the ring's mbarriers, the producer's
+                                               // pacing flag, the staging slots'
+      // mbarriers
       .minBlocksPerSM(1);
   return l;
 }
@@ -64,13 +78,13 @@ LaunchBuilder &mainLaunch(KernelContext &ctx, const WidePlan &p, int64_t scratch
 // once thread 0's bulk copies and every producer thread's copies are in.
 WideMain::WideMain(KernelContext &ctx, const WidePlan &p)
     : p(p), spec(ctx.spec), fplaneAt0((p.phiBytes + p.stages * p.stageBytes) / 4),
-      scratchAt((kAlign + p.phiBytes + p.stages * (p.stageBytes + p.plane)) / 4),
+      scratchAt((kAlign + p.stagingAt + p.slots * p.slotBytes) / 4),
       l(mainLaunch(ctx, p, scratchAt)), kb(ctx.begin(l)), tid(kb.threadId()),
       bid(kb.blockId()), smem(l.shared(0)),
       ring(kb, l.shared(1), p.stages, /*arrivals=*/2 * 128 + (p.pieces() ? 0 : 2)) {
   if (p.pieces()) {
     ring.fullArrivals = 1 + 128;
-    limitRowAccesses(ctx, kb, l, {"x", "gx", "acc"});
+    limitRowAccesses(ctx, kb, l, {"gx", "acc"});
   }
   colBase = kb.mul(bid, kb.idx(p.W));
   pacerCounter = kb.globalPtr(l.arg("progress"), kb.idx(0));
@@ -150,18 +164,18 @@ WavePacer WideMain::makePacer() {
   return WavePacer(kb, pacerCounter, pacerFlag, pacerPeers, kEpoch, /*lag=*/1);
 }
 
-/// Thread 0's part of step i in stage st: the x boxes by TMA (not in
-/// pieces), the step's image of gh by two bulk copies.
+/// Thread 0's part of step i in stage st: the x boxes by TMA (by phase map
+/// 0 where x's rows are not 16-byte aligned: rows 0 .. R - 1), the step's
+/// image of gh by two bulk copies.
 void WideMain::issueStep(Value i, Value st) {
   Value at = stageAt(st), bar = ring.full(st);
-  Value m0 = kb.indexToI32(kb.mul(i, kb.idx(kRows)));
+  Value row = kb.indexToI32(kb.mul(i, kb.idx(p.phaseRows)));
   Value src = kb.mul(i, kb.idx(p.imageFloats));
-  kb.mbarrierArriveExpectTx(bar, (p.pieces() ? 0 : p.xBytes) + p.image);
-  if (!p.pieces())
-    for (int64_t b = 0; b < p.boxes; ++b)
-      kb.tensorLoad2d(kb.sharedPtr(smem, kb.add(at, kb.idx(b * kBoxBytes / 4))),
-                      l.arg("tmap16:x"), kb.indexToI32(kb.add(colBase, kb.idx(64 * b))),
-                      m0, bar);
+  kb.mbarrierArriveExpectTx(bar, p.boxes * p.phaseRows * 128 + p.image);
+  for (int64_t b = 0; b < p.boxes; ++b)
+    kb.tensorLoad2d(kb.sharedPtr(smem, kb.add(at, kb.idx(b * kBoxBytes / 4))),
+                    l.arg(p.pieces() ? phaseMap(p, 0) : "tmap16:x"),
+                    kb.indexToI32(kb.add(colBase, kb.idx(64 * b))), row, bar);
   kb.bulkCopy(kb.sharedPtr(smem, fplaneAt(st)), kb.globalPtr(l.arg("ghp"), src), p.plane,
               bar);
   kb.bulkCopy(kb.sharedPtr(smem, kb.add(at, kb.idx(p.xBytes / 4))),
@@ -192,6 +206,10 @@ void WideMain::emit() {
   auto [scale, back] = phiScale();
   phiBack = back;
   stagePhi(scale);
+  kb.when(kb.eq(tid, kb.idx(0)), [&] { // the staging slots' (thread 0's arrival)
+    for (int64_t s = 0; s < p.slots; ++s)
+      kb.mbarrierInit(slotBar(kb.idx(s)), 1);
+  });
   ring.init(); // the mbarriers, then every thread past the phi writes
   Value wg = kb.div(tid, kb.idx(128));
   kb.when(kb.eq(wg, kb.idx(0)), [&] { produce(); });

@@ -29,6 +29,7 @@ public:
 
 private:
   Value imageAt(Value tok);
+  Value tokenOf(Value row);
   void loadRows();
   void tokenScales();
   void writeWords();
@@ -55,14 +56,20 @@ Value WidePad::imageAt(Value tok) { // floats: token tok's step image in sm
   return kb.add(kb.idx(imgAt), kb.mul(kb.div(tok, kb.idx(kRows)), kb.idx(p.imageFloats)));
 }
 
-/// The pair's rows of gh, 0 past M.
+/// Token `row` of the pair's image (32 rows: the main launch's box rows,
+/// stepToken's order).
+Value WidePad::tokenOf(Value row) {
+  Value step = kb.mul(kb.div(row, kb.idx(kRows)), kb.idx(kRows));
+  return kb.add(first, kb.add(step, stepToken(kb, p, kb.rem(row, kb.idx(kRows)))));
+}
+
+/// The pair's rows of gh in the image's order, 0 past M.
 void WidePad::loadRows() {
   const int64_t N = p.N;
-  Value valid = kb.mul(kb.sub(kb.min(M, kb.add(first, kb.idx(2 * kRows))), first), kb.idx(N));
   kb.loop(tid, kb.idx(2 * kRows * N), kb.idx(256), [&](Value e) {
-    Value g = kb.load(l.arg("gh"), kb.add(kb.mul(first, kb.idx(N)), kb.min(e, kb.sub(valid, kb.idx(1)))));
-    Value at = kb.add(kb.mul(kb.div(e, kb.idx(N)), kb.idx(rowF)), kb.rem(e, kb.idx(N)));
-    kb.store(kb.select(kb.lt(e, valid), g, zero), sm, at);
+    Value row = kb.div(e, kb.idx(N)), j = kb.rem(e, kb.idx(N)), tok = tokenOf(row);
+    Value g = kb.load(l.arg("gh"), kb.add(kb.mul(kb.min(tok, kb.sub(M, kb.idx(1))), kb.idx(N)), j));
+    kb.store(kb.select(kb.lt(tok, M), g, zero), sm, kb.add(kb.mul(row, kb.idx(rowF)), j));
   });
 }
 
@@ -71,7 +78,7 @@ void WidePad::loadRows() {
 void WidePad::tokenScales() {
   const int64_t N = p.N;
   Value tok = kb.div(tid, kb.idx(8)), part = kb.rem(tid, kb.idx(8));
-  Value r = kb.add(first, tok);
+  Value r = tokenOf(tok);
   Value mag = kb.i32(0);
   for (int64_t q = 0; q < N / 8; ++q)
     mag = kb.max(mag, magnitudeBits(kb, kb.load(sm, kb.add(kb.mul(tok, kb.idx(rowF)),

@@ -1,12 +1,15 @@
-//===- BackwardWidePieces.cpp - the one-wave backward's x and gx in pieces ===//
+//===- BackwardWidePieces.cpp - the one-wave backward at unaligned rows ---===//
 //
 // Where x's rows are 8- or 4-byte aligned (K % 8 = 4, 2, 6: n = 6 at C % 4
-// != 0), no tensor map describes them (TMA strides and box starts are
-// 16-byte multiples). The boxes keep their layout (16 tokens x 128 bytes
+// != 0), no tensor map describes them token by token (TMA's strides and
+// box starts are 16-byte multiples), but every P-th token's rows are
+// (WidePlan::phases). The boxes keep their layout (16 tokens x 128 bytes
 // in the 128-byte swizzle, so the consumers' wgmma and ldmatrix are
-// unchanged), filled by the producer warpgroup's cp.async pieces of the
-// rows' alignment and written out by the consumers' st.global pieces,
-// which add acc where the spec has it.
+// unchanged): phase map 0 fills their rows 0 .. R - 1 by TMA, the other
+// maps land in a staging slot that the producer warpgroup copies into
+// rows R .. 15, undoing each map's shift. The consumers write gx out in
+// st.global pieces (16 bytes for map 0's rows, the alignment for the
+// others), adding acc where the spec has it.
 //
 //===----------------------------------------------------------------------===//
 
@@ -23,90 +26,164 @@ using namespace mlir;
 using namespace mlir::mhc;
 using namespace mlir::mhc::wide;
 
-/// Piece t + 128 r of a step's boxes from box `firstBox` on (t < 128 a
-/// thread of a warpgroup, r a constant): piece t % perRow of token row
-/// t / perRow + (r rowsPerR) % 16 of box firstBox + r rowsPerR / 16, where
-/// 128 threads take rowsPerR = 128 / perRow whole rows (8 or 4, which
-/// divide 16); its 16-byte chunk c of the row at c ^ (row % 8), as TMA's
-/// swizzle puts it. Written so that only the thread's part is a value and
-/// the rest constants (the producer has kPiecesProducerRegs registers).
-WidePiece WideMain::piece(Value t, int64_t r, int64_t firstBox) {
-  const int64_t perRow = 128 / p.piece, rowsPerR = 128 / perRow;
-  const int64_t rowC = (r * rowsPerR) % kRows, box = firstBox + r * rowsPerR / kRows;
-  Value pc = kb.rem(t, kb.idx(perRow)), rowT = kb.div(t, kb.idx(perRow));
-  Value inRow = kb.mul(pc, kb.idx(p.piece));
+namespace {
+constexpr int64_t kProducerBarrier = 3; // named barriers 1, 2: the consumers'
+} // namespace
+
+/// Piece `item` of box rows [row0, row0 + rows) of boxes firstBox, ... in
+/// pieces of `bytes`: piece item % perRow of row row0 + (item / perRow) %
+/// rows of box firstBox + item / (perRow rows); its 16-byte chunk c of the
+/// row at c ^ (row % 8), as TMA's swizzle puts it.
+WidePiece WideMain::rowPiece(Value item, int64_t row0, int64_t rows, int64_t bytes,
+                             int64_t firstBox) {
+  const int64_t perRow = 128 / bytes;
+  Value pc = kb.rem(item, kb.idx(perRow)), rest = kb.div(item, kb.idx(perRow));
+  Value row = kb.add(kb.rem(rest, kb.idx(rows)), kb.idx(row0));
+  Value box = kb.add(kb.div(rest, kb.idx(rows)), kb.idx(firstBox));
+  Value inRow = kb.mul(pc, kb.idx(bytes));
   Value chunk = arith::XOrIOp::create(kb.b, kb.loc, kb.div(inRow, kb.idx(16)),
-                                      kb.add(rowT, kb.idx(rowC % 8)));
-  Value byte = kb.add(kb.add(kb.mul(rowT, kb.idx(128)), kb.mul(chunk, kb.idx(16))),
-                      kb.add(kb.rem(inRow, kb.idx(16)), kb.idx(box * kBoxBytes + rowC * 128)));
-  return {kb.add(kb.mul(pc, kb.idx(p.piece / 2)), kb.idx(box * 64)),
-          kb.add(rowT, kb.idx(rowC)), byte};
+                                      kb.rem(row, kb.idx(8)));
+  Value byte = kb.add(kb.add(kb.mul(box, kb.idx(kBoxBytes)), kb.mul(row, kb.idx(128))),
+                      kb.add(kb.mul(chunk, kb.idx(16)), kb.rem(inRow, kb.idx(16))));
+  return {kb.add(kb.mul(box, kb.idx(64)), kb.div(inRow, kb.idx(2))), row, byte};
 }
 
-/// Step i's x boxes into stage st: thread t of the warpgroup copies pieces
-/// t, t + 128, ..., zeros past M and K (a piece lies wholly on one side of
-/// K: K is a multiple of its elements); the copies' landing is the thread's
-/// arrival on the stage's full mbarrier.
-void WideMain::copyPieces(Value i, Value st) {
-  const int64_t count = p.boxes * kRows * (128 / p.piece) / 128;
-  Value m0 = kb.mul(i, kb.idx(kRows)), at = kb.sharedPtr(smem, stageAt(st));
-  for (int64_t r = 0; r < count; ++r) {
-    WidePiece pc = piece(tid, r, 0);
-    Value row = kb.add(m0, pc.row), col = kb.add(colBase, pc.col);
-    Value ok = kb.andi(kb.lt(row, l.tokens()), kb.lt(col, kb.idx(p.K)));
-    Value src = kb.select(ok, kb.add(kb.mul(row, kb.idx(p.K)), col), kb.idx(0));
-    kb.copyAsync(kb.bytePtr(at, pc.byte), kb.globalPtr(l.arg("x"), src), p.piece,
-                 kb.select(ok, kb.i32(p.piece), kb.i32(0)));
+Value WideMain::slotAt(Value slot) { // floats
+  return kb.add(kb.add(phiAt, kb.idx(p.stagingAt / 4)), kb.mul(slot, kb.idx(p.slotBytes / 4)));
+}
+
+Value WideMain::slotBar(Value slot) {
+  return kb.sharedPtr(l.shared(1), kb.add(kb.idx(2 * p.stages + 1), slot));
+}
+
+/// Thread 0: step i's boxes of phase maps 1 .. P - 1 into slot i % slots.
+void WideMain::issueStaged(Value i) {
+  Value slot = kb.rem(i, kb.idx(p.slots)), bar = slotBar(slot), at = slotAt(slot);
+  Value row = kb.indexToI32(kb.mul(i, kb.idx(p.phaseRows)));
+  kb.mbarrierArriveExpectTx(bar, (p.phases - 1) * p.stagedBoxes * p.phaseRows *
+                                     p.stagedWidth * 2);
+  for (int64_t r = 1; r < p.phases; ++r)
+    for (int64_t b = 0; b < p.stagedBoxes; ++b) {
+      int64_t box = (r - 1) * p.stagedBoxes + b;
+      kb.tensorLoad2d(kb.sharedPtr(smem, kb.add(at, kb.idx(box * p.stagedBoxBytes / 4))),
+                      l.arg(phaseMap(p, r)),
+                      kb.indexToI32(kb.add(colBase, kb.idx(b * p.stagedWidth))), row, bar);
+    }
+}
+
+/// Step j's rows R .. 15 from its staging slot into stage st: each thread
+/// 16-byte chunks of them (zeros past M: a map with no token maps token
+/// 0), read back in pieces of the rows' alignment past the map's shift.
+void WideMain::unpackStep(Value j, Value st) {
+  const int64_t R = p.phaseRows, items = p.boxes * (kRows - R) * 8;
+  Value slot = kb.rem(j, kb.idx(p.slots));
+  kb.mbarrierWait(slotBar(slot), kb.indexToI32(kb.rem(kb.div(j, kb.idx(p.slots)), kb.idx(2))));
+  Value staged = slotAt(slot), stage = stageAt(st), m0 = kb.mul(j, kb.idx(kRows));
+  for (int64_t k = 0; k < (items + 127) / 128; ++k) {
+    Value item = kb.add(tid, kb.idx(128 * k));
+    auto body = [&] {
+      WidePiece pc = rowPiece(item, R, kRows - R, 16, 0);
+      Value r = kb.div(pc.row, kb.idx(R)), q = kb.rem(pc.row, kb.idx(R));
+      Value shift = kb.rem(kb.mul(r, kb.idx(p.K % 8)), kb.idx(8));
+      Value first = kb.mul(kb.sub(r, kb.idx(1)), kb.idx(p.stagedBoxes)); // map r's boxes
+      Value live = kb.lt(kb.add(m0, stepToken(kb, p, pc.row)), l.tokens());
+      SmallVector<Value> words;
+      for (int64_t e = 0; e < 8; e += p.piece / 2) {
+        Value c = kb.add(kb.add(pc.col, shift), kb.idx(e));
+        Value box = kb.add(first, kb.div(c, kb.idx(p.stagedWidth)));
+        Value byte = kb.add(kb.mul(box, kb.idx(p.stagedBoxBytes)),
+                            kb.mul(kb.add(kb.mul(q, kb.idx(p.stagedWidth)),
+                                          kb.rem(c, kb.idx(p.stagedWidth))),
+                                   kb.idx(2)));
+        Value v = kb.vload(smem, kb.add(staged, kb.div(byte, kb.idx(4))), p.piece / 4);
+        for (int64_t w = 0; w < p.piece / 4; ++w)
+          words.push_back(kb.select(live, kb.extract(v, w), kb.f32(0.0)));
+      }
+      kb.vstore(kb.vector(words), smem, kb.add(stage, kb.div(pc.byte, kb.idx(4))));
+    };
+    if ((k + 1) * 128 <= items)
+      body();
+    else
+      kb.when(kb.lt(item, kb.idx(items)), body);
   }
-  kb.copyAsyncArrive(ring.full(st));
+  kb.fenceProxyAsyncShared(); // the consumers' wgmma reads the boxes
+  kb.mbarrierArrive(ring.full(st));
 }
 
-/// The producer warpgroup in pieces: each thread waits for the stage to
-/// be free and copies its pieces of x; thread 0 first paces and
-/// bulk-copies the step's image of gh (the stage's phase needs its arrival,
-/// so the others run at most the ring ahead of it).
+/// The producer warpgroup at unaligned rows: thread 0 paces and issues step
+/// i (phase map 0's boxes and gh's image into its stage, the other maps'
+/// into a staging slot); every thread copies step i - slots out of its slot
+/// (the slots' depth hides the maps' latency) and arrives on its stage.
 void WideMain::producePieces() {
   Value leader = kb.eq(tid, kb.idx(0));
   Value steps = kb.mul(pairsOf(l.tokens()), kb.idx(2));
   std::optional<WavePacer> pacer;
   kb.when(leader, [&] { pacer.emplace(makePacer()); });
-  kb.loop(kb.idx(0), steps, kb.idx(1), [&](Value i) {
-    kb.when(leader, [&] { pacer->before(i); });
-    ring.produce(i, [&](Value st) {
-      kb.when(leader, [&] { issueStep(i, st); });
-      copyPieces(i, st);
+  kb.loop(kb.idx(0), kb.add(steps, kb.idx(p.slots)), kb.idx(1), [&](Value i) {
+    Value j = kb.sub(i, kb.idx(p.slots));
+    kb.when(kb.lt(kb.idx(p.slots - 1), i), [&] {
+      ring.produce(j, [&](Value st) { unpackStep(j, st); });
     });
-    kb.when(leader, [&] { pacer->after(i); });
+    kb.namedBarrier(kb.i32(kProducerBarrier), 128); // slot i % slots is free
+    kb.when(kb.andi(leader, kb.lt(i, steps)), [&] {
+      pacer->before(i);
+      ring.produce(i, [&](Value st) {
+        issueStep(i, st);
+        issueStaged(i);
+      });
+      pacer->after(i);
+    });
   });
   kb.when(leader, [&] { pacer->finish(steps, steps); });
 }
 
-/// The pair's gx boxes of this consumer (written in place by every thread
-/// of the warpgroup, after its barrier): thread ct stores pieces ct, ct +
-/// 128, ... of each step, below M and K, plus acc where the spec has it
-/// (gx rounded to bf16, then one f32 add: launch "acc"'s bits).
+/// The pair's gx rows of this consumer's boxes (read back by every thread
+/// of the warpgroup, after its barrier): rows 0 .. R - 1 in 16-byte pieces,
+/// the others in pieces of their alignment, below M and K, plus acc where
+/// the spec has it (gx rounded to bf16, then one f32 add: launch "acc"'s
+/// bits).
 void WideMain::storePieces(const WideConsumer &cs, const WidePair &pr) {
-  const int64_t elems = p.piece / 2, count = cs.nb * kRows * (128 / p.piece) / 128;
-  auto pieceType = VectorType::get({elems}, kb.b.getBF16Type());
+  const int64_t R = p.phaseRows;
   for (int64_t h = 0; h < 2; ++h) {
     Value m0 = kb.mul(kb.add(pr.i0, kb.idx(h)), kb.idx(kRows));
-    for (int64_t r = 0; r < count; ++r) {
-      WidePiece pc = piece(cs.ct, r, cs.first);
-      Value row = kb.add(m0, pc.row), col = kb.add(colBase, pc.col);
-      Value words = kb.vload(smem, kb.add(pr.at[h], kb.div(pc.byte, kb.idx(4))), p.piece / 4);
-      Value own = vector::BitCastOp::create(kb.b, kb.loc, pieceType, words);
-      kb.when(kb.andi(kb.lt(row, l.tokens()), kb.lt(col, kb.idx(p.K))), [&] {
-        Value at = kb.add(kb.mul(row, kb.idx(p.K)), col);
-        if (!spec.readsAcc()) {
-          kb.vstore(own, l.arg("gx"), at);
-          return;
-        }
-        SmallVector<Value> acc = kb.loadF32(l.arg("acc"), at, elems), sum;
-        Value ownF32 = kb.toF32(own);
-        for (int64_t e = 0; e < elems; ++e)
-          sum.push_back(plusAcc(kb, spec, kb.extract(ownF32, e), acc[e]));
-        kb.storeFrom(sum, l.arg("gx"), at);
-      });
+    for (auto [row0, rows, bytes] : {std::tuple<int64_t, int64_t, int64_t>{0, R, 16},
+                                     {R, kRows - R, p.piece}}) {
+      const int64_t items = cs.nb * rows * (128 / bytes);
+      for (int64_t k = 0; k < (items + 127) / 128; ++k) {
+        Value item = kb.add(cs.ct, kb.idx(128 * k));
+        WidePiece pc = rowPiece(item, row0, rows, bytes, cs.first);
+        Value row = kb.add(m0, stepToken(kb, p, pc.row)), col = kb.add(colBase, pc.col);
+        Value ok = kb.andi(kb.lt(row, l.tokens()), kb.lt(col, kb.idx(p.K)));
+        if ((k + 1) * 128 > items)
+          ok = kb.andi(ok, kb.lt(item, kb.idx(items)));
+        storePiece(pr.at[h], pc.byte, kb.add(kb.mul(row, kb.idx(p.K)), col), bytes, ok);
+      }
     }
   }
+}
+
+/// `bytes` of gx from the stage's byte `byte` to gx's element `at` where
+/// `ok`, plus acc where the spec has it; gx's and acc's accesses `bytes`
+/// wide (map 0's rows are 16-byte aligned, limitRowAccesses' limit is the
+/// others').
+void WideMain::storePiece(Value stage, Value byte, Value at, int64_t bytes, Value ok) {
+  const int64_t elems = bytes / 2;
+  llvm::DenseMap<Value, int64_t> rowLimits = kb.accessLimit;
+  for (auto &[mem, limit] : kb.accessLimit)
+    limit = bytes;
+  auto pieceType = VectorType::get({elems}, kb.b.getBF16Type());
+  Value words = kb.vload(smem, kb.add(stage, kb.div(byte, kb.idx(4))), bytes / 4);
+  Value own = vector::BitCastOp::create(kb.b, kb.loc, pieceType, words);
+  kb.when(ok, [&] {
+    if (!spec.readsAcc()) {
+      kb.vstore(own, l.arg("gx"), at);
+      return;
+    }
+    SmallVector<Value> acc = kb.loadF32(l.arg("acc"), at, elems), sum;
+    Value ownF32 = kb.toF32(own);
+    for (int64_t e = 0; e < elems; ++e)
+      sum.push_back(plusAcc(kb, spec, kb.extract(ownF32, e), acc[e]));
+    kb.storeFrom(sum, l.arg("gx"), at);
+  });
+  kb.accessLimit = rowLimits;
 }
