@@ -248,12 +248,14 @@ WIDE_TAIL = [dict(n=n, C=C, layout=lay, M=M, acc=acc)
                                                                (1, 2, 3, 63, 64, 65, 4099)))
              for lay, acc in [(("cn", "nc")[i % 2], ("none", "x", "f32")[i % 3])]]
 assert all((c["n"] * c["C"]) % 8 == 0 and (c["n"] * c["C"]) % 64 != 0 for c in WIDE_TAIL)
-# The same kernel where no tensor map describes x (n = 6 at C % 4 != 0: K %
-# 8 = 4, 2, 6, rows 8- or 4-byte aligned): x copied into the same swizzled
-# boxes by cp.async pieces of the rows' alignment, gx stored in such pieces
-# with acc added there (no launch "acc"). C = 5126 (K % 8 = 4: 8-byte
-# pieces), 5127 and 5121 (K % 8 = 2, 6: 4-byte pieces), 11 and 14 (K = 66,
-# 84: two blocks of one box, the second's 2 and 20 columns wide).
+# The same kernel where x's rows are 8- or 4-byte aligned (n = 6 at C % 4
+# != 0: K % 8 = 4, 2, 6): x by P = 2 or 4 phase maps (every P-th token,
+# maps 1 .. P - 1 from the 16-byte boundary below their first token, copied
+# into the swizzled boxes by the producer warpgroup), gx stored in pieces
+# (16 bytes for map 0's rows, the alignment for the others) with acc added
+# there (no launch "acc"). C = 5126 (K % 8 = 4: two maps), 5127 and 5121
+# (K % 8 = 2, 6: four maps), 11 and 14 (K = 66, 84: two blocks of one box,
+# the second's 2 and 20 columns wide). M = 1, 2, 3: maps with no token.
 WIDE_PIECES = [dict(n=6, C=C, layout=lay, M=M, acc=acc)
                for i, (C, M) in enumerate(itertools.product((5126, 5127, 5121, 11, 14), (1, 2, 3, 63, 64, 65, 4099)))
                for lay, acc in [(("cn", "nc")[i % 2], ("none", "x", "f32")[i % 3])]]
@@ -278,8 +280,14 @@ def wide_launch_params(n, layout, C, acc):
 def test_one_wave_backward_at_k_mod_64(cfg):
     n, C, lay, M, acc_mode = cfg["n"], cfg["C"], cfg["layout"], cfg["M"], cfg["acc"]
     if torch.cuda.get_device_capability() == (9, 0):  # the route under test
-        want = ["tmap16:x", "tmap16:gx"] if (n * C) % 8 == 0 else ["x", "gx"]
-        assert wide_launch_params(n, lay, C, acc_mode)[:2] == want
+        params = wide_launch_params(n, lay, C, acc_mode)
+        if (n * C) % 8 == 0:
+            assert params[:2] == ["tmap16:x", "tmap16:gx"]
+        else:
+            P = 2 if (n * C) % 8 == 4 else 4
+            maps = [p.split(":")[0].split(",")[:3] for p in params[:P]]
+            assert maps == [[f"tmap{16 // P}", str(P), str(r)] for r in range(P)], params
+            assert params[P] == "gx", params
     s = spec("project", "bwd", n, "bf16", lay, C, tf32=True)
     seed = case_seed("wide-tail", tuple(cfg.values()))
     if acc_mode == "none":
