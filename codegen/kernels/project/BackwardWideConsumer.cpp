@@ -135,8 +135,10 @@ WidePair WideMain::enterPair(const WideConsumer &cs, Value k) {
 void WideMain::storePair(const WideConsumer &cs, const WidePair &pr) {
   kb.fenceProxyAsyncShared();
   kb.namedBarrier(cs.barrierId, 128);
-  if (p.pieces())
+  if (p.pieces()) {
     storePieces(cs, pr);
+    kb.fenceProxyAsyncShared(); // its reads before the next TMA writes
+  }
   for (int64_t h = 0; h < 2; ++h) // this thread's accesses are done
     kb.mbarrierArrive(ring.empty(kb.add(pr.st0, kb.idx(h))));
   if (p.pieces())
