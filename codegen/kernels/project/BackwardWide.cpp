@@ -76,12 +76,12 @@ std::optional<WidePlan> planBoxes(const KernelContext &ctx, int64_t boxes) {
   p.stageBytes = (boxes * kBoxBytes + p.rest + kAlign - 1) / kAlign * kAlign;
   planPhases(p);
   int64_t room = LaunchBuilder::sharedLimit(ctx.spec.arch) - kAlign - 64 * boxes * N * 2 - 64 -
-                 8 * (2 * kMaxStages + 1 + kMaxSlots) - kMaxSlots * p.slotBytes;
+                 8 * (2 * kMaxStages + 1 + 2 * kMaxSlots) - kMaxSlots * p.slotBytes;
   p.stages = std::min(kMaxStages, room / (p.stageBytes + p.plane)) / 2 * 2;
   if (p.stages < kMinStages)
     return std::nullopt;
-  if (p.pieces()) // the producer fills a stage `slots` steps after its copies
-    p.slots = std::min(kMaxSlots, p.stages / 2);
+  if (p.pieces())
+    p.slots = kMaxSlots;
   p.stagingAt = (p.W * N * 2 + p.stages * (p.stageBytes + p.plane) + 127) / 128 * 128;
   p.xBytes = boxes * kBoxBytes;
   p.gmsAt = 2 * p.plane, p.backAt = p.gmsAt + kRows * 4;

@@ -28,13 +28,14 @@ constexpr int64_t kMaxBoxes = 8;   // gphi^T accumulators: 4 boxes per consumer
 constexpr int64_t kMinStages = 4;  // even: the consumers take steps in pairs
 constexpr int64_t kMaxStages = 8;
 constexpr int64_t kMaxSlots = 4;   // phase maps' staging (WidePlan::phases)
+constexpr int64_t kUnpackers = 96; // the producer warpgroup's warps 1 .. 3
 constexpr int64_t kAlign = 1024;   // the swizzle's period in shared memory
 constexpr int64_t kEpoch = 2;      // pacing: steps per epoch (fastest measured)
 // Registers per thread after setmaxnreg: 128 x (24 + 2 x 240) = 64512; a
-// producer warpgroup that copies phase maps' rows (WidePlan) takes 40,
-// and its consumers 232.
+// producer warpgroup that copies phase maps' rows (WidePlan) takes 56, and
+// its consumers 224 (no spill at four maps).
 constexpr int64_t kProducerRegs = 24, kConsumerRegs = 240;
-constexpr int64_t kPiecesProducerRegs = 40, kPiecesConsumerRegs = 232;
+constexpr int64_t kPiecesProducerRegs = 56, kPiecesConsumerRegs = 224;
 
 /// Bytes of one part of a step's gh image: 16 tokens x N 2-byte values.
 inline int64_t planeBytes(int64_t N) { return kRows * N * 2; }
@@ -145,11 +146,12 @@ private:
   void produce();
   WidePiece rowPiece(Value item, int64_t row0, int64_t rows, int64_t bytes, int64_t firstBox);
   Value slotAt(Value slot);
-  Value slotBar(Value slot);
+  Value slotBar(Value slot, bool free);
   void issueStaged(Value i);
-  void unpackStep(Value j, Value st);
+  void unpackStep(Value u, Value j, Value st);
   void producePieces();
   void storePieces(const WideConsumer &cs, const WidePair &pr);
+  void storeRowPiece(Value stage, const WidePiece &pc, Value rowAt, int64_t bytes, Value ok);
   void storePiece(Value stage, Value byte, Value at, int64_t bytes, Value ok);
   WideConsumer consumerValues(int64_t c, int64_t first, int64_t nb);
   void releasePrevious(const WideConsumer &cs, const WidePair &pr);

@@ -61,9 +61,9 @@ LaunchBuilder &mainLaunch(KernelContext &ctx, const WidePlan &p, int64_t scratch
   l.param("ghp").param("phi").param("gphi").param("progress").param("M").block(384)
       .grid({0, p.slices})
       .sharedF32(scratchAt + 16, 128)
-      .sharedI64(2 * p.stages + 1 + p.slots) // the ring's mbarriers, the producer's
-                                               // pacing flag, the staging slots'
-      // mbarriers
+      // the ring's mbarriers, the producer's pacing flag, the staging slots'
+      // (full, then free)
+      .sharedI64(2 * p.stages + 1 + 2 * p.slots)
       .minBlocksPerSM(1);
   return l;
 }
@@ -83,7 +83,7 @@ WideMain::WideMain(KernelContext &ctx, const WidePlan &p)
       bid(kb.blockId()), smem(l.shared(0)),
       ring(kb, l.shared(1), p.stages, /*arrivals=*/2 * 128 + (p.pieces() ? 0 : 2)) {
   if (p.pieces()) {
-    ring.fullArrivals = 1 + 128;
+    ring.fullArrivals = 1 + kUnpackers;
     limitRowAccesses(ctx, kb, l, {"gx", "acc"});
   }
   colBase = kb.mul(bid, kb.idx(p.W));
@@ -206,9 +206,11 @@ void WideMain::emit() {
   auto [scale, back] = phiScale();
   phiBack = back;
   stagePhi(scale);
-  kb.when(kb.eq(tid, kb.idx(0)), [&] { // the staging slots' (thread 0's arrival)
-    for (int64_t s = 0; s < p.slots; ++s)
-      kb.mbarrierInit(slotBar(kb.idx(s)), 1);
+  kb.when(kb.eq(tid, kb.idx(0)), [&] { // the staging slots': the issuer's, the unpackers'
+    for (int64_t s = 0; s < p.slots; ++s) {
+      kb.mbarrierInit(slotBar(kb.idx(s), false), 1);
+      kb.mbarrierInit(slotBar(kb.idx(s), true), kUnpackers);
+    }
   });
   ring.init(); // the mbarriers, then every thread past the phi writes
   Value wg = kb.div(tid, kb.idx(128));

@@ -20,15 +20,10 @@
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 
-#include <optional>
 
 using namespace mlir;
 using namespace mlir::mhc;
 using namespace mlir::mhc::wide;
-
-namespace {
-constexpr int64_t kProducerBarrier = 3; // named barriers 1, 2: the consumers'
-} // namespace
 
 /// Piece `item` of box rows [row0, row0 + rows) of boxes firstBox, ... in
 /// pieces of `bytes`: piece item % perRow of row row0 + (item / perRow) %
@@ -52,13 +47,19 @@ Value WideMain::slotAt(Value slot) { // floats
   return kb.add(kb.add(phiAt, kb.idx(p.stagingAt / 4)), kb.mul(slot, kb.idx(p.slotBytes / 4)));
 }
 
-Value WideMain::slotBar(Value slot) {
-  return kb.sharedPtr(l.shared(1), kb.add(kb.idx(2 * p.stages + 1), slot));
+Value WideMain::slotBar(Value slot, bool free) { // full, or free
+  return kb.sharedPtr(l.shared(1),
+                      kb.add(kb.idx(2 * p.stages + 1 + (free ? p.slots : 0)), slot));
 }
 
-/// Thread 0: step i's boxes of phase maps 1 .. P - 1 into slot i % slots.
+/// The issuing thread: step i's boxes of phase maps 1 .. P - 1 into slot
+/// i % slots, once the unpackers have copied step i - slots out of it.
 void WideMain::issueStaged(Value i) {
-  Value slot = kb.rem(i, kb.idx(p.slots)), bar = slotBar(slot), at = slotAt(slot);
+  Value slot = kb.rem(i, kb.idx(p.slots)), bar = slotBar(slot, false), at = slotAt(slot);
+  kb.when(kb.lt(kb.idx(p.slots - 1), i), [&] {
+    Value use = kb.sub(kb.div(i, kb.idx(p.slots)), kb.idx(1));
+    kb.mbarrierWait(slotBar(slot, true), kb.indexToI32(kb.rem(use, kb.idx(2))));
+  });
   Value row = kb.indexToI32(kb.mul(i, kb.idx(p.phaseRows)));
   kb.mbarrierArriveExpectTx(bar, (p.phases - 1) * p.stagedBoxes * p.phaseRows *
                                      p.stagedWidth * 2);
@@ -71,16 +72,18 @@ void WideMain::issueStaged(Value i) {
     }
 }
 
-/// Step j's rows R .. 15 from its staging slot into stage st: each thread
-/// 16-byte chunks of them (zeros past M: a map with no token maps token
-/// 0), read back in pieces of the rows' alignment past the map's shift.
-void WideMain::unpackStep(Value j, Value st) {
+/// An unpacker (thread u of kUnpackers): step j's rows R .. 15 from its
+/// staging slot into stage st, in 16-byte chunks (zeros past M: a map with
+/// no token maps token 0), read back in pieces of the rows' alignment past
+/// the map's shift; then the stage has its arrival and the slot is free.
+void WideMain::unpackStep(Value u, Value j, Value st) {
   const int64_t R = p.phaseRows, items = p.boxes * (kRows - R) * 8;
   Value slot = kb.rem(j, kb.idx(p.slots));
-  kb.mbarrierWait(slotBar(slot), kb.indexToI32(kb.rem(kb.div(j, kb.idx(p.slots)), kb.idx(2))));
+  kb.mbarrierWait(slotBar(slot, false),
+                  kb.indexToI32(kb.rem(kb.div(j, kb.idx(p.slots)), kb.idx(2))));
   Value staged = slotAt(slot), stage = stageAt(st), m0 = kb.mul(j, kb.idx(kRows));
-  for (int64_t k = 0; k < (items + 127) / 128; ++k) {
-    Value item = kb.add(tid, kb.idx(128 * k));
+  for (int64_t k = 0; k < (items + kUnpackers - 1) / kUnpackers; ++k) {
+    Value item = kb.add(u, kb.idx(kUnpackers * k));
     auto body = [&] {
       WidePiece pc = rowPiece(item, R, kRows - R, 16, 0);
       Value r = kb.div(pc.row, kb.idx(R)), q = kb.rem(pc.row, kb.idx(R));
@@ -101,40 +104,40 @@ void WideMain::unpackStep(Value j, Value st) {
       }
       kb.vstore(kb.vector(words), smem, kb.add(stage, kb.div(pc.byte, kb.idx(4))));
     };
-    if ((k + 1) * 128 <= items)
+    if ((k + 1) * kUnpackers <= items)
       body();
     else
       kb.when(kb.lt(item, kb.idx(items)), body);
   }
-  kb.fenceProxyAsyncShared(); // the consumers' wgmma reads the boxes
+  kb.fenceProxyAsyncShared(); // the consumers' wgmma, the next TMA writes
   kb.mbarrierArrive(ring.full(st));
+  kb.mbarrierArrive(slotBar(slot, true));
 }
 
-/// The producer warpgroup at unaligned rows: thread 0 paces and issues step
-/// i (phase map 0's boxes and gh's image into its stage, the other maps'
-/// into a staging slot); every thread copies step i - slots out of its slot
-/// (the slots' depth hides the maps' latency) and arrives on its stage.
+/// The producer warpgroup at unaligned rows: thread 0 paces and issues
+/// every step as at aligned rows (phase map 0's boxes and gh's image into
+/// its stage) plus the other maps' boxes into a staging slot; warps 1 .. 3
+/// copy each step out of its slot into its stage.
 void WideMain::producePieces() {
-  Value leader = kb.eq(tid, kb.idx(0));
   Value steps = kb.mul(pairsOf(l.tokens()), kb.idx(2));
-  std::optional<WavePacer> pacer;
-  kb.when(leader, [&] { pacer.emplace(makePacer()); });
-  kb.loop(kb.idx(0), kb.add(steps, kb.idx(p.slots)), kb.idx(1), [&](Value i) {
-    Value j = kb.sub(i, kb.idx(p.slots));
-    kb.when(kb.lt(kb.idx(p.slots - 1), i), [&] {
-      ring.produce(j, [&](Value st) { unpackStep(j, st); });
-    });
-    kb.namedBarrier(kb.i32(kProducerBarrier), 128); // slot i % slots is free
-    kb.when(kb.andi(leader, kb.lt(i, steps)), [&] {
-      pacer->before(i);
+  kb.when(kb.eq(tid, kb.idx(0)), [&] {
+    WavePacer pacer = makePacer();
+    kb.loop(kb.idx(0), steps, kb.idx(1), [&](Value i) {
+      pacer.before(i);
       ring.produce(i, [&](Value st) {
         issueStep(i, st);
         issueStaged(i);
       });
-      pacer->after(i);
+      pacer.after(i);
+    });
+    pacer.finish(steps, steps);
+  });
+  kb.when(kb.lt(kb.idx(31), tid), [&] {
+    Value u = kb.sub(tid, kb.idx(32));
+    kb.loop(kb.idx(0), steps, kb.idx(1), [&](Value j) {
+      ring.produce(j, [&](Value st) { unpackStep(u, j, st); });
     });
   });
-  kb.when(leader, [&] { pacer->finish(steps, steps); });
 }
 
 /// The pair's gx rows of this consumer's boxes (read back by every thread
@@ -152,13 +155,30 @@ void WideMain::storePieces(const WideConsumer &cs, const WidePair &pr) {
       for (int64_t k = 0; k < (items + 127) / 128; ++k) {
         Value item = kb.add(cs.ct, kb.idx(128 * k));
         WidePiece pc = rowPiece(item, row0, rows, bytes, cs.first);
-        Value row = kb.add(m0, stepToken(kb, p, pc.row)), col = kb.add(colBase, pc.col);
-        Value ok = kb.andi(kb.lt(row, l.tokens()), kb.lt(col, kb.idx(p.K)));
+        Value row = kb.add(m0, stepToken(kb, p, pc.row));
+        Value ok = kb.lt(row, l.tokens());
         if ((k + 1) * 128 > items)
           ok = kb.andi(ok, kb.lt(item, kb.idx(items)));
-        storePiece(pr.at[h], pc.byte, kb.add(kb.mul(row, kb.idx(p.K)), col), bytes, ok);
+        storeRowPiece(pr.at[h], pc, kb.mul(row, kb.idx(p.K)), bytes, ok);
       }
     }
+  }
+}
+
+/// A piece of a gx row (`bytes` wide, from element `rowAt`) where `ok`,
+/// below K: whole where it ends by K, else (a 16-byte piece of map 0's rows
+/// across K) in pieces of the rows' alignment, which K's end does not cut.
+void WideMain::storeRowPiece(Value stage, const WidePiece &pc, Value rowAt, int64_t bytes,
+                             Value ok) {
+  Value col = kb.add(colBase, pc.col), end = kb.add(col, kb.idx(bytes / 2 - 1));
+  storePiece(stage, pc.byte, kb.add(rowAt, col), bytes, kb.andi(ok, kb.lt(end, kb.idx(p.K))));
+  if (bytes == p.piece)
+    return;
+  Value cut = kb.andi(ok, kb.lt(kb.idx(p.K), end)); // (K - col: a multiple of the pieces)
+  for (int64_t e = 0; e < bytes / 2; e += p.piece / 2) {
+    Value at = kb.add(col, kb.idx(e));
+    storePiece(stage, kb.add(pc.byte, kb.idx(2 * e)), kb.add(rowAt, at), p.piece,
+               kb.andi(cut, kb.lt(at, kb.idx(p.K))));
   }
 }
 
