@@ -80,10 +80,8 @@ std::optional<WidePlan> planBoxes(const KernelContext &ctx, int64_t boxes) {
   p.stages = std::min(kMaxStages, room / (p.stageBytes + p.plane)) / 2 * 2;
   if (p.stages < kMinStages)
     return std::nullopt;
-  if (p.pieces()) {
+  if (p.pieces())
     p.slots = kMaxSlots;
-    p.tmaRows = ctx.spec.readsAcc() ? 0 : p.phaseRows;
-  }
   p.stagingAt = (p.W * N * 2 + p.stages * (p.stageBytes + p.plane) + 127) / 128 * 128;
   p.xBytes = boxes * kBoxBytes;
   p.gmsAt = 2 * p.plane, p.backAt = p.gmsAt + kRows * 4;

@@ -62,10 +62,6 @@ struct WidePlan {
   int64_t phases = 1, phaseRows = kRows;
   int64_t stagedWidth = 0, stagedBoxes = 0, stagedBoxBytes = 0, slotBytes = 0;
   int64_t slots = 0, stagingAt = 0; // staging slots, their first byte past phi
-  // gx's rows that go out by TMA (a step's first rows; the others in
-  // st.global pieces): all 16 at aligned rows, map 0's R without acc (acc
-  // is added where gx is stored), else none.
-  int64_t tmaRows = kRows;
   int64_t boxes, slices, stages, stageBytes;
   int64_t W;                          // columns per block
   int64_t plane, image, imageFloats;  // one part of a step's gh; the image
@@ -96,8 +92,8 @@ Value packF16x2(KernelBuilder &kb, Value v0, Value v1);
 /// bf16 e of a word (two bf16), as f32.
 Value unpackBf16(KernelBuilder &kb, Value word, int64_t e);
 
-/// The launch parameter of phase map r of x or gx (WidePlan::phases).
-std::string phaseMap(const WidePlan &p, int64_t r, const char *buffer = "x");
+/// The launch parameter of x's phase map r (WidePlan::phases).
+std::string phaseMap(const WidePlan &p, int64_t r);
 
 /// Launch "pad" (BackwardWidePad.cpp): each step's image of gh in ghp; block
 /// 0 zeroes launch "main"'s pacing counter.

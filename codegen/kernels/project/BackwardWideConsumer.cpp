@@ -30,7 +30,7 @@ WideConsumer WideMain::consumerValues(int64_t c, int64_t first, int64_t nb) {
 /// The previous pair's stores have had this pair's wait (and products) to
 /// read their stages: the leader's second arrival.
 void WideMain::releasePrevious(const WideConsumer &cs, const WidePair &pr) {
-  if (!p.tmaRows) // the threads' own stores read the stages (storePieces)
+  if (p.pieces()) // the threads' own stores read the stages (storePieces)
     return;
   kb.when(kb.andi(cs.leader, kb.lt(kb.idx(0), pr.k)), [&] {
     kb.bulkWait(0, /*readOnly=*/true);
@@ -130,30 +130,29 @@ WidePair WideMain::enterPair(const WideConsumer &cs, Value k) {
   return pr;
 }
 
-/// The pair's gx boxes go out once every thread wrote them: their first
-/// tmaRows rows by TMA (the leader), the others in pieces; each thread's
-/// accesses to the stages are done.
+/// The pair's gx boxes go out by TMA (or in pieces) once every thread
+/// wrote them; each thread's accesses to the stages are done.
 void WideMain::storePair(const WideConsumer &cs, const WidePair &pr) {
   kb.fenceProxyAsyncShared();
   kb.namedBarrier(cs.barrierId, 128);
-  if (p.tmaRows)
-    kb.when(cs.leader, [&] {
-      const char *map = p.pieces() ? nullptr : "tmap16:gx";
-      for (int64_t h = 0; h < 2; ++h) {
-        Value row = kb.indexToI32(kb.mul(kb.add(pr.i0, kb.idx(h)), kb.idx(p.phaseRows)));
-        for (int64_t b = cs.first; b < cs.first + cs.nb; ++b)
-          kb.tensorStore2d(l.arg(map ? map : phaseMap(p, 0, "gx")),
-                           kb.sharedPtr(smem, kb.add(pr.at[h], kb.idx(b * kBoxBytes / 4))),
-                           kb.indexToI32(kb.add(colBase, kb.idx(64 * b))), row);
-      }
-      kb.bulkCommit();
-    });
   if (p.pieces()) {
     storePieces(cs, pr);
     kb.fenceProxyAsyncShared(); // its reads before the next TMA writes
   }
   for (int64_t h = 0; h < 2; ++h) // this thread's accesses are done
     kb.mbarrierArrive(ring.empty(kb.add(pr.st0, kb.idx(h))));
+  if (p.pieces())
+    return;
+  kb.when(cs.leader, [&] {
+    for (int64_t h = 0; h < 2; ++h) {
+      Value m0 = kb.indexToI32(kb.mul(kb.add(pr.i0, kb.idx(h)), kb.idx(kRows)));
+      for (int64_t b = cs.first; b < cs.first + cs.nb; ++b)
+        kb.tensorStore2d(l.arg("tmap16:gx"),
+                         kb.sharedPtr(smem, kb.add(pr.at[h], kb.idx(b * kBoxBytes / 4))),
+                         kb.indexToI32(kb.add(colBase, kb.idx(64 * b))), m0);
+    }
+    kb.bulkCommit();
+  });
 }
 
 /// gphi[j][col] from accumulator q of box b: pairs of columns of gphi^T
@@ -194,7 +193,7 @@ void WideMain::consume(int64_t c, int64_t first, int64_t nb) {
         storePair(cs, pr);
         return acc;
       });
-  if (p.tmaRows)
+  if (!p.pieces())
     kb.when(cs.leader, [&] { kb.bulkWait(0, /*readOnly=*/false); });
   storeGphi(cs, total);
 }

@@ -37,12 +37,12 @@ using namespace mlir::mhc::wide;
 
 /// Parameter "tmap..:x" of x's phase map r: map 0's boxes are the swizzled
 /// boxes' rows 0 .. R - 1; the others' are staged.
-std::string wide::phaseMap(const WidePlan &p, int64_t r, const char *buffer) {
+std::string wide::phaseMap(const WidePlan &p, int64_t r) {
   std::string rows = std::to_string(p.phaseRows), every = std::to_string(p.phases);
   std::string shape = rows + "," + every + "," + std::to_string(r);
   if (r > 0)
     shape += "," + std::to_string(p.stagedWidth);
-  return "tmap" + shape + ":" + buffer;
+  return "tmap" + shape + ":x";
 }
 
 namespace {
@@ -54,8 +54,6 @@ LaunchBuilder &mainLaunch(KernelContext &ctx, const WidePlan &p, int64_t scratch
   else {
     for (int64_t r = 0; r < p.phases; ++r) // x's phase maps (WidePlan)
       l.param(phaseMap(p, r));
-    if (p.tmaRows)
-      l.param(phaseMap(p, 0, "gx"));
     l.param("gx");
     if (ctx.spec.readsAcc()) // added where gx is stored (storePieces)
       l.param("acc");
@@ -83,7 +81,7 @@ WideMain::WideMain(KernelContext &ctx, const WidePlan &p)
       scratchAt((kAlign + p.stagingAt + p.slots * p.slotBytes) / 4),
       l(mainLaunch(ctx, p, scratchAt)), kb(ctx.begin(l)), tid(kb.threadId()),
       bid(kb.blockId()), smem(l.shared(0)),
-      ring(kb, l.shared(1), p.stages, /*arrivals=*/2 * 128 + (p.tmaRows ? 2 : 0)) {
+      ring(kb, l.shared(1), p.stages, /*arrivals=*/2 * 128 + (p.pieces() ? 0 : 2)) {
   if (p.pieces()) {
     ring.fullArrivals = 1 + kUnpackers;
     limitRowAccesses(ctx, kb, l, {"gx", "acc"});

@@ -151,8 +151,6 @@ void WideMain::storePieces(const WideConsumer &cs, const WidePair &pr) {
     Value m0 = kb.mul(kb.add(pr.i0, kb.idx(h)), kb.idx(kRows));
     for (auto [row0, rows, bytes] : {std::tuple<int64_t, int64_t, int64_t>{0, R, 16},
                                      {R, kRows - R, p.piece}}) {
-      if (row0 < p.tmaRows) // map 0's rows by TMA (storePair)
-        continue;
       const int64_t items = cs.nb * rows * (128 / bytes);
       for (int64_t k = 0; k < (items + 127) / 128; ++k) {
         Value item = kb.add(cs.ct, kb.idx(128 * k));
