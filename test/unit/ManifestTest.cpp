@@ -159,7 +159,7 @@ static void rejectsEachBadField() {
   EXPECT(rejects(edit(json, "\"launches\": [", "\"launches\": 3, \"_\": ["), "launches"));
   EXPECT(rejects(edit(json, "\"spec\": \"aggregate.fwd", "\"spec\": \"nothing.fwd"), "spec"));
   Manifest maps = valid();
-  maps.launches[0].params = {"tmap:x", "tmap:x", "tmap:x", "tmap:x", "tmap:x"};
+  maps.launches[0].params.assign(limits::kMaxTensorMaps + 1, "tmap:x");
   EXPECT(rejects(maps.toJson(), "launches[0].params"));
   Manifest none = valid();
   none.launches.clear();
