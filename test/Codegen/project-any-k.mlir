@@ -6,8 +6,8 @@
 // (pack + bulk-copy ring), x read in 8-byte pieces and its last chunk
 // masked at K; else the tf32 variant (no pack launch), x read element by
 // element at odd K. Backward: n = 6 in bf16 with tf32 and no weight on
-// sm_90a the one-wave kernel with x and gx in pieces of the rows'
-// alignment; else the block ring at K % 8 == 4 on sm_90 (bulk copies from
+// sm_90a the one-wave kernel with x by phase maps (every P-th token) and
+// gx in pieces; else the block ring at K % 8 == 4 on sm_90 (bulk copies from
 // the 16-byte boundary below each row), else the per-warp cp.async ring in
 // pieces of the rows' alignment, 2-byte x pieces (odd K) by ld/st, each
 // lane its own slots; gx stored as wide as the rows allow.
@@ -116,25 +116,33 @@
 // WIDE6: cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes
 
 // The one-wave kernel where x's rows are 8- or 4-byte aligned (n = 6 at C %
-// 4 != 0; bf16, tf32, no weight, sm_90a): no tensor maps; x into the same
-// swizzled boxes by the producer warpgroup's cp.async pieces of the rows'
-// alignment (an arrival each on the stage's mbarrier once they land), gx
-// out by st.global pieces with acc added there (no launch "acc").
-// PIECES8JSON: "entry": "mhc_project_bwd_n6_{{[0-9a-f]+}}_main", "params": ["x", "gx", "acc", "ghp", "phi", "gphi", "progress", "M"], {{.*}} "fixed_blocks": 121,
+// 4 != 0; bf16, tf32, no weight, sm_90a): x by P = 2 or 4 phase maps over
+// every P-th token (map 0 swizzled, straight into the boxes' first rows;
+// the others unswizzled, 136 columns wide from the 16-byte boundary below
+// their tokens, into staging slots that the producer warpgroup copies into
+// the boxes), no per-thread cp.async; gx out by st.global pieces (16 bytes
+// for map 0's rows, the alignment for the others) with acc added there (no
+// launch "acc").
+// PIECES8JSON: "entry": "mhc_project_bwd_n6_{{[0-9a-f]+}}_main", "params": ["tmap8,2,0:x", "tmap8,2,1,136:x", "gx", "acc", "ghp", "phi", "gphi", "progress", "M"], {{.*}} "fixed_blocks": 121,
 // PIECES8JSON-NOT: _acc"
 // PIECES8-LABEL: .entry mhc_project_bwd_n6_{{[0-9a-f]+}}_main(
-// PIECES8-NOT: cp.async.bulk.tensor
-// PIECES8-DAG: cp.async.ca.shared.global [%rd{{[0-9]+}}{{(\+[0-9]+)?}}], [%rd{{[0-9]+}}], 8, %r{{[0-9]+}};
-// PIECES8-DAG: cp.async.mbarrier.arrive.noinc.shared.b64
+// PIECES8-NOT: cp.async.ca
+// PIECES8-DAG: cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes
+// PIECES8-DAG: ld.shared.v2.b32
+// PIECES8-DAG: st.shared.v4.b32
 // PIECES8-DAG: ld.global.nc.v4.b32
+// PIECES8-DAG: st.global.v4.b32
 // PIECES8-DAG: st.global.v2.b32
-// PIECES8-NOT: cp.async.bulk.tensor
-// PIECES4JSON: "entry": "mhc_project_bwd_n6_{{[0-9a-f]+}}_main", "params": ["x", "gx", "ghp", "phi", "gphi", "progress", "M"], {{.*}} "fixed_blocks": 121,
+// PIECES8-NOT: cp.async.ca
+// PIECES4JSON: "entry": "mhc_project_bwd_n6_{{[0-9a-f]+}}_main", "params": ["tmap4,4,0:x", "tmap4,4,1,136:x", "tmap4,4,2,136:x", "tmap4,4,3,136:x", "gx", "ghp", "phi", "gphi", "progress", "M"], {{.*}} "fixed_blocks": 121,
 // PIECES4-LABEL: .entry mhc_project_bwd_n6_{{[0-9a-f]+}}_main(
-// PIECES4-NOT: cp.async.bulk.tensor
-// PIECES4-DAG: cp.async.ca.shared.global [%rd{{[0-9]+}}{{(\+[0-9]+)?}}], [%rd{{[0-9]+}}], 4, %r{{[0-9]+}};
-// PIECES4-DAG: cp.async.mbarrier.arrive.noinc.shared.b64
-// PIECES4-NOT: cp.async.bulk.tensor
+// PIECES4-NOT: cp.async.ca
+// PIECES4-DAG: cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes
+// PIECES4-DAG: ld.shared.b32
+// PIECES4-DAG: st.shared.v4.b32
+// PIECES4-DAG: st.global.v4.b32
+// PIECES4-DAG: st.global.b32
+// PIECES4-NOT: cp.async.ca
 
 // Odd K with 2-byte x: x element by element through registers (cp.async
 // has no 2-byte copy), gx stored element by element.

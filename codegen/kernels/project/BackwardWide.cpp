@@ -28,8 +28,9 @@
 // block's past K: zeros on load and not stored, phi read masked at K, gphi
 // stored below K. With 16-byte rows (K % 8 == 0) x and gx go by TMA (the
 // tensor maps' bounds mask them); rows 8- or 4-byte aligned (K % 8 = 4, 2,
-// 6: n = 6 at C % 4 != 0), which no tensor map can describe, go in pieces
-// of their alignment (BackwardWidePieces.cpp), into and out of the same
+// 6: n = 6 at C % 4 != 0), which no tensor map describes token by token,
+// come in by phase maps over every 2nd or 4th token (BackwardWidePhases.cpp)
+// and go out in st.global pieces (BackwardWidePieces.cpp), through the same
 // swizzled boxes.
 //
 //===----------------------------------------------------------------------===//

@@ -2,8 +2,9 @@
 //
 // What the one-wave projection backward's files share (BackwardWide.cpp:
 // the plan and the build; BackwardWideF16.cpp: the f16 planes' scales;
-// BackwardWidePad.cpp: launch "pad"; BackwardWideMain.cpp and
-// BackwardWideConsumer.cpp: launch "main").
+// BackwardWidePad.cpp: launch "pad"; BackwardWideMain.cpp,
+// BackwardWideConsumer.cpp, BackwardWidePhases.cpp and
+// BackwardWidePieces.cpp: launch "main").
 //
 //===----------------------------------------------------------------------===//
 
@@ -57,7 +58,7 @@ struct WidePlan {
   // 1 .. P - 1, which start `shift` elements before their tokens, land in
   // a staging slot of unswizzled boxes (stagedBoxes of stagedWidth columns
   // cover a slice plus the shift) and the producer warpgroup copies them
-  // into rows R .. 15 (BackwardWidePieces.cpp). A step's box row q holds
+  // into rows R .. 15 (BackwardWidePhases.cpp). A step's box row q holds
   // token P (q % R) + q / R: the pad writes gh's image in that order.
   int64_t phases = 1, phaseRows = kRows;
   int64_t stagedWidth = 0, stagedBoxes = 0, stagedBoxBytes = 0, slotBytes = 0;
@@ -126,8 +127,9 @@ struct WidePiece {
 /// Launch "main": the block's column slice and shared-memory layout, and
 /// the emission of its parts (phi's scale and f16 plane, the producer:
 /// BackwardWideMain.cpp; the consumers' pairs of steps:
-/// BackwardWideConsumer.cpp; x by phase maps and gx in pieces where the
-/// rows are not 16-byte aligned: BackwardWidePieces.cpp).
+/// BackwardWideConsumer.cpp; where the rows are not 16-byte aligned, x by
+/// phase maps: BackwardWidePhases.cpp, and gx in pieces:
+/// BackwardWidePieces.cpp).
 class WideMain {
 public:
   WideMain(KernelContext &ctx, const WidePlan &p);
@@ -149,7 +151,7 @@ private:
   Value slotBar(Value slot, bool free);
   void issueStaged(Value i);
   void unpackStep(Value u, Value j, Value st);
-  void producePieces();
+  void producePhases();
   void storePieces(const WideConsumer &cs, const WidePair &pr);
   void storeRowPiece(Value stage, const WidePiece &pc, Value rowAt, int64_t bytes, Value ok);
   void storePiece(Value stage, Value byte, Value at, int64_t bytes, Value ok);

@@ -74,8 +74,9 @@ LaunchBuilder &mainLaunch(KernelContext &ctx, const WidePlan &p, int64_t scratch
 // for its own accesses: compute-sanitizer's racecheck sees no order through
 // a named barrier and one thread's arrival) and both consumers' TMA stores
 // have read it (their leaders arrive again; in pieces the threads' own
-// stores read it before their arrivals). A stage filled in pieces is full
-// once thread 0's bulk copies and every producer thread's copies are in.
+// stores read it before their arrivals). A stage filled by phase maps is
+// full once thread 0's copies are in and every unpacker has copied its
+// part of the staged rows.
 WideMain::WideMain(KernelContext &ctx, const WidePlan &p)
     : p(p), spec(ctx.spec), fplaneAt0((p.phiBytes + p.stages * p.stageBytes) / 4),
       scratchAt((kAlign + p.stagingAt + p.slots * p.slotBytes) / 4),
@@ -182,12 +183,12 @@ void WideMain::issueStep(Value i, Value st) {
               kb.globalPtr(l.arg("ghp"), kb.add(src, kb.idx(p.plane / 4))), p.rest, bar);
 }
 
-/// Producer: thread 0 of warpgroup 0, paced against the other blocks (the
-/// whole warpgroup where x goes in pieces: producePieces).
+/// Producer: thread 0 of warpgroup 0, paced against the other blocks (and
+/// warps 1 .. 3 where x comes by phase maps: producePhases).
 void WideMain::produce() {
   kb.setMaxRegisters(p.pieces() ? kPiecesProducerRegs : kProducerRegs, /*increase=*/false);
   if (p.pieces()) {
-    producePieces();
+    producePhases();
     return;
   }
   kb.when(kb.eq(tid, kb.idx(0)), [&] {
