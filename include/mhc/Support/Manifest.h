@@ -37,7 +37,7 @@ struct Range {
 };
 inline constexpr int64_t kMaxBuffers = 48; // the layer seam's backward: 27 + workspaces
 inline constexpr int64_t kMaxLaunches = 16;
-inline constexpr int64_t kMaxTensorMaps = 4; // per launch
+inline constexpr int64_t kMaxTensorMaps = 6; // per launch
 /// PTX parameters of one launch (ptxParamCount): every buffer's descriptor,
 /// M, S and the tensor maps.
 inline constexpr int64_t kMaxPtxParams = 5 * kMaxBuffers + 2 + kMaxTensorMaps;
