@@ -33,6 +33,9 @@ public:
   /// offsets are only that aligned (rows of K = n*C elements with K % 8 !=
   /// 0: limitRowAccesses); wider vectors go out in pieces of this size.
   llvm::DenseMap<Value, int64_t> accessLimit;
+  /// body() with every limited memref's accesses up to `bytes` wide: for
+  /// accesses whose offsets the caller knows to be that aligned.
+  void withAccessLimit(int64_t bytes, function_ref<void()> body);
 
   // Constants.
   Value idx(int64_t v);

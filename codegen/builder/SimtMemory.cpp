@@ -39,6 +39,14 @@ static int64_t accessPiece(const SimtBuilder &kb, Value mem, int64_t width,
   return std::gcd(width, std::max<int64_t>(1, it->second / elemBytes));
 }
 
+void SimtBuilder::withAccessLimit(int64_t bytes, function_ref<void()> body) {
+  llvm::DenseMap<Value, int64_t> limits = accessLimit;
+  for (auto &entry : accessLimit)
+    entry.second = bytes;
+  body();
+  accessLimit = std::move(limits);
+}
+
 Value SimtBuilder::vload(Value mem, Value offset, int64_t width) {
   auto memType = cast<MemRefType>(mem.getType());
   int64_t piece = accessPiece(*this, mem, width, elementBytes(mem));

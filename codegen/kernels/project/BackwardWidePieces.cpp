@@ -84,22 +84,20 @@ void WideMain::storeRowPiece(Value stage, const WidePiece &pc, Value rowAt, int6
 /// others').
 void WideMain::storePiece(Value stage, Value byte, Value at, int64_t bytes, Value ok) {
   const int64_t elems = bytes / 2;
-  llvm::DenseMap<Value, int64_t> rowLimits = kb.accessLimit;
-  for (auto &[mem, limit] : kb.accessLimit)
-    limit = bytes;
   auto pieceType = VectorType::get({elems}, kb.b.getBF16Type());
-  Value words = kb.vload(smem, kb.add(stage, kb.div(byte, kb.idx(4))), bytes / 4);
-  Value own = vector::BitCastOp::create(kb.b, kb.loc, pieceType, words);
-  kb.when(ok, [&] {
-    if (!spec.readsAcc()) {
-      kb.vstore(own, l.arg("gx"), at);
-      return;
-    }
-    SmallVector<Value> acc = kb.loadF32(l.arg("acc"), at, elems), sum;
-    Value ownF32 = kb.toF32(own);
-    for (int64_t e = 0; e < elems; ++e)
-      sum.push_back(plusAcc(kb, spec, kb.extract(ownF32, e), acc[e]));
-    kb.storeFrom(sum, l.arg("gx"), at);
+  kb.withAccessLimit(bytes, [&] {
+    Value words = kb.vload(smem, kb.add(stage, kb.div(byte, kb.idx(4))), bytes / 4);
+    Value own = vector::BitCastOp::create(kb.b, kb.loc, pieceType, words);
+    kb.when(ok, [&] {
+      if (!spec.readsAcc()) {
+        kb.vstore(own, l.arg("gx"), at);
+        return;
+      }
+      SmallVector<Value> acc = kb.loadF32(l.arg("acc"), at, elems), sum;
+      Value ownF32 = kb.toF32(own);
+      for (int64_t e = 0; e < elems; ++e)
+        sum.push_back(plusAcc(kb, spec, kb.extract(ownF32, e), acc[e]));
+      kb.storeFrom(sum, l.arg("gx"), at);
+    });
   });
-  kb.accessLimit = rowLimits;
 }
