@@ -7,6 +7,9 @@
 # summary of chosen metrics to stdout.
 #   bash bench/probes/any_c_ncu.sh 5120 5129
 #   N=6 bash bench/probes/any_c_ncu.sh 5120 5126
+# With SOURCE=1 a second profile per C samples the warps' states per SASS
+# line and writes ncu's source page to $OUT/ncu-any-c-n<n>-C<C>-source.csv.gz,
+# which bench/probes/ncu_source.py sums by role and instruction.
 set -uo pipefail
 out="${OUT:-/tmp}"; n="${N:-4}"
 metrics=gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum,\
@@ -30,8 +33,7 @@ smsp__average_warps_issue_stalled_dispatch_stall_per_issue_active.ratio,\
 smsp__average_warps_issue_stalled_branch_resolving_per_issue_active.ratio,\
 smsp__issue_active.avg.pct_of_peak_sustained_elapsed
 for C in "$@"; do
-  cd /tmp && ncu --kernel-name "regex:project_bwd.*_main" --launch-skip 2 --launch-count 1 \
-    --metrics "$metrics" python3 -c "
+  call="
 import torch, mhc
 n, M, C = $n, 32768, $C
 K, N = n * C, 2 * n + n * n
@@ -41,7 +43,15 @@ gh, gms = torch.randn(M, N, device='cuda'), torch.randn(M, device='cuda')
 for _ in range(4):
     torch.ops.mhc.project_backward(gh, gms, x, phi, None, n, 'cn', True)
 torch.cuda.synchronize()
-" > "$out/ncu-any-c-n$n-C$C.txt" 2>&1
+"
+  cd /tmp && ncu --kernel-name "regex:project_bwd.*_main" --launch-skip 2 --launch-count 1 \
+    --metrics "$metrics" python3 -c "$call" > "$out/ncu-any-c-n$n-C$C.txt" 2>&1
+  if [ "${SOURCE:-0}" = 1 ]; then
+    ncu --kernel-name "regex:project_bwd.*_main" --launch-skip 2 --launch-count 1 \
+      --section SourceCounters -f -o "/tmp/ncu-any-c-$C" python3 -c "$call" > /dev/null 2>&1
+    ncu -i "/tmp/ncu-any-c-$C.ncu-rep" --page source --csv --print-source sass \
+      | gzip > "$out/ncu-any-c-n$n-C$C-source.csv.gz"
+  fi
   echo "== n=$n C=$C (K % 8 = $(( n * C % 8 )))"
   grep -E "^\s+(gpu__|dram__|lts__|l1tex__|smsp__|sm__)" "$out/ncu-any-c-n$n-C$C.txt" | awk '{print "  " $1, $(NF-1), $NF}'
 done
