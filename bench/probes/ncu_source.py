@@ -21,6 +21,7 @@ import collections
 import csv
 import gzip
 import re
+import signal
 
 ALL = "Warp Stall Sampling (All Samples)"
 
@@ -55,6 +56,7 @@ def reasons(counter, total, k=4):
 
 
 def main():
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # quiet when piped into head
     ap = argparse.ArgumentParser()
     ap.add_argument("source")
     ap.add_argument("--top", type=int, default=20)
