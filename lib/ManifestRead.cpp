@@ -193,13 +193,13 @@ void readBuffers(Reader &r, const json::Value &root, Manifest &out) {
 }
 
 /// A tensor-map parameter's numbers (TensorMapShape): boxes of 1 to 256
-/// rows and, where given, of 1 to 256 elements in 16-byte rows; every P-th
-/// token from token r < P <= 16.
+/// rows and, where given, of 1 to 256 elements in 16-byte rows (or of 1 to
+/// 256 granules of that many); every P-th token from token r < P <= 16.
 void checkTensorMapShape(Reader &r, const std::string &name, const std::string &p,
                          const BufferDesc &b) {
   TensorMapShape s;
   if (!parseTensorMapShape(p, s)) {
-    r.fail(name, "'" + p + "' is not tmap[R[,P,r[,W]]]:<buffer>");
+    r.fail(name, "'" + p + "' is not tmap[R[,P,r[,W[,G]]]]:<buffer>");
     return;
   }
   if (s.rows < limits::kBoxRows.min || s.rows > limits::kBoxRows.max)
@@ -209,9 +209,16 @@ void checkTensorMapShape(Reader &r, const std::string &name, const std::string &
     r.fail(name, "'" + p + "' takes tokens " + std::to_string(s.first) + " + " +
                      std::to_string(s.every) + " k; expected a step of 1..16 and a "
                      "first token below it");
-  if (s.width < 1 || s.width > 256 || s.width * byteWidth(b.dtype) % 16)
+  if (s.granule) {
+    if (s.granule > 256 || s.granule * byteWidth(b.dtype) % 16 || s.width % s.granule ||
+        s.width / s.granule > 256)
+      r.fail(name, "'" + p + "' has boxes of " + std::to_string(s.width) + " elements in "
+                       "granules of " + std::to_string(s.granule) + "; expected granules "
+                       "of 1..256 elements in 16-byte multiples, 1..256 of them a box");
+  } else if (s.width < 1 || s.width > 256 || s.width * byteWidth(b.dtype) % 16) {
     r.fail(name, "'" + p + "' has boxes " + std::to_string(s.width) +
                      " elements wide; expected 1..256 in 16-byte rows");
+  }
 }
 
 /// A launch's parameters: "M", "S", a buffer, or a tensor map of a buffer

@@ -36,7 +36,8 @@ int tensorMapType(DType t) {
 /// [M, perToken], its tokens first, first + every, ... as the map's rows
 /// (every token rows apart), from the 16-byte boundary at or below the
 /// first token's row (`shift` elements of the token before it as the map's
-/// first columns). Zeros past the map's rows and columns. A map with no
+/// first columns), in granules of `granule` elements where it has them.
+/// Zeros past the map's rows and columns. A map with no
 /// token (M <= first) maps token 0's row instead: the kernels read it only
 /// as rows past M, which they mask.
 void encodeTensorMap(TensorMap &map, const LoadedKernel::TensorMapParam &t,
@@ -51,11 +52,19 @@ void encodeTensorMap(TensorMap &map, const LoadedKernel::TensorMapParam &t,
   unsigned long long tokens = M > s.first ? (M - s.first + s.every - 1) / s.every : 0;
   unsigned long long start = tokens ? s.first * row / 16 * 16 : 0;
   unsigned long long shift = tokens ? s.first * row % 16 / width : 0;
-  unsigned long long dims[2] = {b.elems.perToken + shift, tokens ? tokens : 1};
-  unsigned long long strides[1] = {s.every * row};
-  unsigned box[2] = {static_cast<unsigned>(s.width), static_cast<unsigned>(s.rows)};
-  unsigned unit[2] = {1, 1};
-  d.check(d.cuTensorMapEncodeTiled(&map, tensorMapType(b.dtype), 2,
+  unsigned long long cols = b.elems.perToken + shift, G = s.granule;
+  // 2-D [tokens][cols], or with granules 3-D [tokens][granules][G].
+  unsigned long long dims[3] = {cols, tokens ? tokens : 1, 1};
+  unsigned long long strides[2] = {s.every * row, 0};
+  unsigned box[3] = {static_cast<unsigned>(s.width), static_cast<unsigned>(s.rows), 1};
+  if (G) {
+    dims[0] = G, dims[1] = (cols + G - 1) / G, dims[2] = tokens ? tokens : 1;
+    strides[0] = G * width, strides[1] = s.every * row;
+    box[0] = static_cast<unsigned>(G), box[1] = static_cast<unsigned>(s.width / G);
+    box[2] = static_cast<unsigned>(s.rows);
+  }
+  unsigned unit[3] = {1, 1, 1};
+  d.check(d.cuTensorMapEncodeTiled(&map, tensorMapType(b.dtype), G ? 3 : 2,
                                    static_cast<char *>(address) + start, dims,
                                    strides, box, unit, /*INTERLEAVE_NONE*/ 0,
                                    /*SWIZZLE_128B or NONE*/ s.swizzled ? 3 : 0,

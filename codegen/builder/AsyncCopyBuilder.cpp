@@ -51,12 +51,18 @@ void AsyncCopyBuilder::fenceProxyAsyncShared() {
       NVVM::SharedSpaceAttr::get(b.getContext(), NVVM::SharedSpace::shared_cta));
 }
 
+void AsyncCopyBuilder::tensorLoad(Value dst, Value map, ValueRange coords, Value bar) {
+  NVVM::CpAsyncBulkTensorGlobalToSharedClusterOp::create(
+      b, loc, toCluster(*this, dst), map, coords, bar, ValueRange{}, Value(), Value(),
+      NVVM::TMALoadMode::TILE, /*isCTAOnly=*/false, NVVM::CTAGroupKindAttr(), Value());
+}
 void AsyncCopyBuilder::tensorLoad2d(Value dst, Value map, Value col, Value row,
                                     Value bar) {
-  NVVM::CpAsyncBulkTensorGlobalToSharedClusterOp::create(
-      b, loc, toCluster(*this, dst), map, ValueRange{col, row}, bar,
-      ValueRange{}, Value(), Value(), NVVM::TMALoadMode::TILE,
-      /*isCTAOnly=*/false, NVVM::CTAGroupKindAttr(), Value());
+  tensorLoad(dst, map, ValueRange{col, row}, bar);
+}
+void AsyncCopyBuilder::tensorLoad3d(Value dst, Value map, Value granule, Value row,
+                                    Value bar) {
+  tensorLoad(dst, map, ValueRange{i32(0), granule, row}, bar);
 }
 void AsyncCopyBuilder::tensorStore2d(Value map, Value src, Value col, Value row) {
   NVVM::CpAsyncBulkTensorSharedCTAToGlobalOp::create(

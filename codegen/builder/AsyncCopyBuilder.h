@@ -45,6 +45,9 @@ public:
   /// Copies the box at (col, row) (i32 coordinates) into shared memory at
   /// `dst`, completing on the mbarrier `bar`.
   void tensorLoad2d(Value dst, Value map, Value col, Value row, Value bar);
+  /// The same through a map in granules ("tmap<R>,<P>,<r>,<W>,<G>:"): the
+  /// box from granule `granule` (i32) of row `row`.
+  void tensorLoad3d(Value dst, Value map, Value granule, Value row, Value bar);
   /// Stores the box at `src` to (col, row); rows past the tensor are dropped.
   /// Committed with bulkCommit(); bulkWait() before `src` is rewritten.
   void tensorStore2d(Value map, Value src, Value col, Value row);
@@ -80,6 +83,9 @@ public:
   /// Waits until *ptr - target >= 0 (signed i32: the counter may wrap), at
   /// most `ns` nanoseconds of the global timer; i1 true if it got there.
   Value counterWaitUntil(Value ptr, Value target, int64_t ns);
+
+private:
+  void tensorLoad(Value dst, Value map, ValueRange coords, Value bar);
 };
 
 } // namespace mlir::mhc

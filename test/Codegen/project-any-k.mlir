@@ -118,26 +118,30 @@
 // The one-wave kernel where x's rows are 8- or 4-byte aligned (n = 6 at C %
 // 4 != 0; bf16, tf32, no weight, sm_90a): x by P = 2 or 4 phase maps over
 // every P-th token (map 0 swizzled, straight into the boxes' first rows;
-// the others unswizzled, 136 columns wide from the 16-byte boundary below
-// their tokens, into staging slots that the producer warpgroup copies into
-// the boxes), no per-thread cp.async; gx out by st.global pieces (16 bytes
-// for map 0's rows, the alignment for the others) with acc added there (no
-// launch "acc").
-// PIECES8JSON: "entry": "mhc_project_bwd_n6_{{[0-9a-f]+}}_main", "params": ["tmap8,2,0:x", "tmap8,2,1,136:x", "gx", "acc", "ghp", "phi", "gphi", "progress", "M"], {{.*}} "fixed_blocks": 121,
+// the others unswizzled, 320 columns in granules of 64 (one 3-D copy per
+// map and step) from the 16-byte boundary below their tokens, into staging
+// slots that the producer warpgroup copies into the boxes; the step that
+// holds the last token through 2-D edge maps of one row and granule), no
+// per-thread cp.async; gx out by st.global pieces (16 bytes for map 0's
+// rows, the alignment for the others) with acc added there (no launch
+// "acc").
+// PIECES8JSON: "entry": "mhc_project_bwd_n6_{{[0-9a-f]+}}_main", "params": ["tmap8,2,0:x", "tmap8,2,1,320,64:x", "tmap1,2,1,64:x", "gx", "acc", "ghp", "phi", "gphi", "progress", "M"], {{.*}} "fixed_blocks": 121,
 // PIECES8JSON-NOT: _acc"
 // PIECES8-LABEL: .entry mhc_project_bwd_n6_{{[0-9a-f]+}}_main(
 // PIECES8-NOT: cp.async.ca
 // PIECES8-DAG: cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes
+// PIECES8-DAG: cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes
 // PIECES8-DAG: ld.shared.v2.b32
 // PIECES8-DAG: st.shared.v4.b32
 // PIECES8-DAG: ld.global.nc.v4.b32
 // PIECES8-DAG: st.global.v4.b32
 // PIECES8-DAG: st.global.v2.b32
 // PIECES8-NOT: cp.async.ca
-// PIECES4JSON: "entry": "mhc_project_bwd_n6_{{[0-9a-f]+}}_main", "params": ["tmap4,4,0:x", "tmap4,4,1,136:x", "tmap4,4,2,136:x", "tmap4,4,3,136:x", "gx", "ghp", "phi", "gphi", "progress", "M"], {{.*}} "fixed_blocks": 121,
+// PIECES4JSON: "entry": "mhc_project_bwd_n6_{{[0-9a-f]+}}_main", "params": ["tmap4,4,0:x", "tmap4,4,1,320,64:x", "tmap4,4,2,320,64:x", "tmap4,4,3,320,64:x", "tmap1,4,1,64:x", "tmap1,4,2,64:x", "tmap1,4,3,64:x", "gx", "ghp", "phi", "gphi", "progress", "M"], {{.*}} "fixed_blocks": 121,
 // PIECES4-LABEL: .entry mhc_project_bwd_n6_{{[0-9a-f]+}}_main(
 // PIECES4-NOT: cp.async.ca
 // PIECES4-DAG: cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes
+// PIECES4-DAG: cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes
 // PIECES4-DAG: ld.shared.b32
 // PIECES4-DAG: st.shared.v4.b32
 // PIECES4-DAG: st.global.v4.b32

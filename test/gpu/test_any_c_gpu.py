@@ -285,9 +285,10 @@ def test_one_wave_backward_at_k_mod_64(cfg):
             assert params[:2] == ["tmap16:x", "tmap16:gx"]
         else:
             P = 2 if (n * C) % 8 == 4 else 4
-            maps = [p.split(":")[0].split(",")[:3] for p in params[:P]]
-            assert maps == [[f"tmap{16 // P}", str(P), str(r)] for r in range(P)], params
-            assert params[P] == "gx", params
+            maps = [p.split(":")[0].split(",")[:3] for p in params[:2 * P - 1]]
+            edges = [["tmap1", str(P), str(r)] for r in range(1, P)]  # the last step's
+            assert maps == [[f"tmap{16 // P}", str(P), str(r)] for r in range(P)] + edges, params
+            assert params[2 * P - 1] == "gx", params
     s = spec("project", "bwd", n, "bf16", lay, C, tf32=True)
     seed = case_seed("wide-tail", tuple(cfg.values()))
     if acc_mode == "none":

@@ -239,8 +239,11 @@ static void tensorMapShapes() {
   EXPECT(parseTensorMapShape("tmap4,4,3,136:gx", wide) && wide.every == 4 && wide.first == 3 &&
          wide.width == 136 && !wide.swizzled);
   EXPECT(std::string(tensorMapBuffer("tmap4,4,3,136:gx")) == "gx");
-  for (const char *bad : {"tmap8,2:x", "tmap8,,1:x", "tmap8,2,1,:x", "tmap1,2,3,4,5:x",
-                          "tmap12345:x", "tmapx:x"}) {
+  TensorMapShape granular;
+  EXPECT(parseTensorMapShape("tmap4,4,3,320,64:x", granular) && granular.width == 320 &&
+         granular.granule == 64 && !granular.swizzled && wide.granule == 0);
+  for (const char *bad : {"tmap8,2:x", "tmap8,,1:x", "tmap8,2,1,:x", "tmap1,2,1,4,8,6:x",
+                          "tmap8,2,1,320,0:x", "tmap12345:x", "tmapx:x"}) {
     TensorMapShape t;
     EXPECT(!parseTensorMapShape(bad, t));
   }
@@ -251,6 +254,10 @@ static void tensorMapShapes() {
   EXPECT(rejects(edit(json, "\"tmap:x\"", "\"tmap8,2,1,132:x\""), "launches[0].params[0]"));
   EXPECT(rejects(edit(json, "\"tmap:x\"", "\"tmap8,2,1,264:x\""), "launches[0].params[0]"));
   EXPECT(rejects(edit(json, "\"tmap:x\"", "\"tmap8,2:x\""), "launches[0].params[0]"));
+  EXPECT(errorOf(edit(json, "\"tmap:x\"", "\"tmap8,2,1,320,64:x\"")).empty());
+  for (const char *bad : {"tmap8,2,1,320,60:x", "tmap8,2,1,330,64:x", "tmap8,2,1,2056,8:x"})
+    EXPECT(rejects(edit(json, "\"tmap:x\"", std::string("\"") + bad + "\""),
+                   "launches[0].params[0]"));
 }
 
 int main() {

@@ -48,18 +48,18 @@ using ::mhc::DType;
 
 namespace {
 
-/// The phase maps where the rows are not 16-byte aligned: their staged
-/// boxes cover a slice plus up to 6 elements of shift, at most 256 columns
-/// each, rows of 16 bytes, every box on 128 bytes.
+/// The phase maps where the rows are not 16-byte aligned: a staged map's
+/// box covers a slice plus up to 7 elements of shift in granules of
+/// kStagedGranule elements (one TMA copy per map and step), every box on
+/// 128 bytes.
 void planPhases(WidePlan &p) {
   if (!p.pieces())
     return;
   p.phases = 16 / p.piece, p.phaseRows = kRows / p.phases;
-  const int64_t cover = p.W + 8;
-  p.stagedBoxes = (cover + 255) / 256;
-  p.stagedWidth = ((cover + p.stagedBoxes - 1) / p.stagedBoxes + 7) / 8 * 8;
+  const int64_t cover = p.W + 8, G = kStagedGranule;
+  p.stagedWidth = (cover + G - 1) / G * G;
   p.stagedBoxBytes = (p.phaseRows * p.stagedWidth * 2 + 127) / 128 * 128;
-  p.slotBytes = (p.phases - 1) * p.stagedBoxes * p.stagedBoxBytes;
+  p.slotBytes = (p.phases - 1) * p.stagedBoxBytes;
 }
 
 /// The plan for `boxes` boxes per block, if the stages fit.

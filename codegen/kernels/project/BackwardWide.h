@@ -30,6 +30,9 @@ constexpr int64_t kMinStages = 4;  // even: the consumers take steps in pairs
 constexpr int64_t kMaxStages = 8;
 constexpr int64_t kMaxSlots = 4;   // phase maps' staging (WidePlan::phases)
 constexpr int64_t kUnpackers = 96; // the producer warpgroup's warps 1 .. 3
+// A staged map's box in granules of 64 elements (one TMA copy per map and
+// step; docs/design/project.md measured 8 to 128).
+constexpr int64_t kStagedGranule = 64;
 constexpr int64_t kAlign = 1024;   // the swizzle's period in shared memory
 constexpr int64_t kEpoch = 2;      // pacing: steps per epoch (fastest measured)
 // Registers per thread after setmaxnreg: 128 x (24 + 2 x 240) = 64512; a
@@ -56,12 +59,12 @@ struct WidePlan {
   // tokens r, r + P, ... (R = 16 / P of them) in tensor map r, whose rows
   // are 16-byte aligned. Map 0 lands in the boxes' rows 0 .. R - 1; maps
   // 1 .. P - 1, which start `shift` elements before their tokens, land in
-  // a staging slot of unswizzled boxes (stagedBoxes of stagedWidth columns
-  // cover a slice plus the shift) and the producer warpgroup copies them
+  // a staging slot, an unswizzled box each (stagedWidth columns: a slice
+  // plus the shift, in granules), and the producer warpgroup copies them
   // into rows R .. 15 (BackwardWidePhases.cpp). A step's box row q holds
   // token P (q % R) + q / R: the pad writes gh's image in that order.
   int64_t phases = 1, phaseRows = kRows;
-  int64_t stagedWidth = 0, stagedBoxes = 0, stagedBoxBytes = 0, slotBytes = 0;
+  int64_t stagedWidth = 0, stagedBoxBytes = 0, slotBytes = 0;
   int64_t slots = 0, stagingAt = 0; // staging slots, their first byte past phi
   int64_t boxes, slices, stages, stageBytes;
   int64_t W;                          // columns per block
@@ -93,8 +96,11 @@ Value packF16x2(KernelBuilder &kb, Value v0, Value v1);
 /// bf16 e of a word (two bf16), as f32.
 Value unpackBf16(KernelBuilder &kb, Value word, int64_t e);
 
-/// The launch parameter of x's phase map r (WidePlan::phases).
+/// The launch parameter of x's phase map r (WidePlan::phases), and for r >
+/// 0 the same tokens in boxes of one row and one granule (exact at the
+/// row's end).
 std::string phaseMap(const WidePlan &p, int64_t r);
+std::string phaseEdgeMap(const WidePlan &p, int64_t r);
 
 /// Launch "pad" (BackwardWidePad.cpp): each step's image of gh in ghp; block
 /// 0 zeroes launch "main"'s pacing counter.
@@ -149,7 +155,7 @@ private:
   WidePiece rowPiece(Value item, int64_t row0, int64_t rows, int64_t bytes, int64_t firstBox);
   Value slotAt(Value slot);
   Value slotBar(Value slot, bool free);
-  void issueStaged(Value i);
+  void issueStaged(Value i, bool edge);
   void unpackStep(Value u, Value j, Value st);
   void producePhases();
   void storePieces(const WideConsumer &cs, const WidePair &pr);

@@ -35,14 +35,24 @@ using namespace mlir;
 using namespace mlir::mhc;
 using namespace mlir::mhc::wide;
 
+namespace {
+std::string phaseShape(const WidePlan &p, int64_t r) {
+  return "tmap" + std::to_string(p.phaseRows) + "," + std::to_string(p.phases) + "," +
+         std::to_string(r);
+}
+} // namespace
+
 /// Parameter "tmap..:x" of x's phase map r: map 0's boxes are the swizzled
-/// boxes' rows 0 .. R - 1; the others' are staged.
+/// boxes' rows 0 .. R - 1; the others' are staged, in granules.
 std::string wide::phaseMap(const WidePlan &p, int64_t r) {
-  std::string rows = std::to_string(p.phaseRows), every = std::to_string(p.phases);
-  std::string shape = rows + "," + every + "," + std::to_string(r);
-  if (r > 0)
-    shape += "," + std::to_string(p.stagedWidth);
-  return "tmap" + shape + ":x";
+  if (r == 0)
+    return phaseShape(p, 0) + ":x";
+  return phaseShape(p, r) + "," + std::to_string(p.stagedWidth) + "," +
+         std::to_string(kStagedGranule) + ":x";
+}
+std::string wide::phaseEdgeMap(const WidePlan &p, int64_t r) {
+  return "tmap1," + std::to_string(p.phases) + "," + std::to_string(r) + "," +
+         std::to_string(kStagedGranule) + ":x";
 }
 
 namespace {
@@ -54,6 +64,8 @@ LaunchBuilder &mainLaunch(KernelContext &ctx, const WidePlan &p, int64_t scratch
   else {
     for (int64_t r = 0; r < p.phases; ++r) // x's phase maps (WidePlan)
       l.param(phaseMap(p, r));
+    for (int64_t r = 1; r < p.phases; ++r) // the same at the buffer's end
+      l.param(phaseEdgeMap(p, r));
     l.param("gx");
     if (ctx.spec.readsAcc()) // added where gx is stored (storePieces)
       l.param("acc");

@@ -28,23 +28,38 @@ Value WideMain::slotBar(Value slot, bool free) { // full, or free
 }
 
 /// The issuing thread: step i's boxes of phase maps 1 .. P - 1 into slot
-/// i % slots, once the unpackers have copied step i - slots out of it.
-void WideMain::issueStaged(Value i) {
+/// i % slots, once the unpackers have copied step i - slots out of it: one
+/// copy per map, or (`edge`: the steps from the one that holds token M - 1,
+/// whose row's last granule would pass x's end) a copy per row and granule
+/// through the edge maps.
+void WideMain::issueStaged(Value i, bool edge) {
   Value slot = kb.rem(i, kb.idx(p.slots)), bar = slotBar(slot, false), at = slotAt(slot);
   kb.when(kb.lt(kb.idx(p.slots - 1), i), [&] {
     Value use = kb.sub(kb.div(i, kb.idx(p.slots)), kb.idx(1));
     kb.mbarrierWait(slotBar(slot, true), kb.indexToI32(kb.rem(use, kb.idx(2))));
   });
+  const int64_t G = kStagedGranule, granules = p.stagedWidth / G;
   Value row = kb.indexToI32(kb.mul(i, kb.idx(p.phaseRows)));
-  kb.mbarrierArriveExpectTx(bar, (p.phases - 1) * p.stagedBoxes * p.phaseRows *
-                                     p.stagedWidth * 2);
-  for (int64_t r = 1; r < p.phases; ++r)
-    for (int64_t b = 0; b < p.stagedBoxes; ++b) {
-      int64_t box = (r - 1) * p.stagedBoxes + b;
-      kb.tensorLoad2d(kb.sharedPtr(smem, kb.add(at, kb.idx(box * p.stagedBoxBytes / 4))),
-                      l.arg(phaseMap(p, r)),
-                      kb.indexToI32(kb.add(colBase, kb.idx(b * p.stagedWidth))), row, bar);
-    }
+  Value granule = kb.div(colBase, kb.idx(G));
+  kb.mbarrierArriveExpectTx(bar, (p.phases - 1) * p.phaseRows * p.stagedWidth * 2);
+  auto boxAt = [&](int64_t r, Value element) { // floats
+    return kb.sharedPtr(smem, kb.add(at, kb.add(kb.idx((r - 1) * p.stagedBoxBytes / 4),
+                                                kb.div(element, kb.idx(2)))));
+  };
+  if (!edge) {
+    for (int64_t r = 1; r < p.phases; ++r)
+      kb.tensorLoad3d(boxAt(r, kb.idx(0)), l.arg(phaseMap(p, r)), kb.indexToI32(granule), row,
+                      bar);
+    return;
+  }
+  kb.loop(kb.idx(0), kb.idx(p.phaseRows * granules), kb.idx(1), [&](Value k) {
+    Value q = kb.div(k, kb.idx(granules)), g = kb.rem(k, kb.idx(granules));
+    Value element = kb.add(kb.mul(q, kb.idx(p.stagedWidth)), kb.mul(g, kb.idx(G)));
+    Value col = kb.indexToI32(kb.mul(kb.add(granule, g), kb.idx(G)));
+    Value token = kb.add(row, kb.indexToI32(q));
+    for (int64_t r = 1; r < p.phases; ++r)
+      kb.tensorLoad2d(boxAt(r, element), l.arg(phaseEdgeMap(p, r)), col, token, bar);
+  });
 }
 
 /// An unpacker (thread u of kUnpackers): step j's rows R .. 15 from its
@@ -63,16 +78,13 @@ void WideMain::unpackStep(Value u, Value j, Value st) {
       WidePiece pc = rowPiece(item, R, kRows - R, 16, 0);
       Value r = kb.div(pc.row, kb.idx(R)), q = kb.rem(pc.row, kb.idx(R));
       Value shift = kb.rem(kb.mul(r, kb.idx(p.K % 8)), kb.idx(8));
-      Value first = kb.mul(kb.sub(r, kb.idx(1)), kb.idx(p.stagedBoxes)); // map r's boxes
+      Value box = kb.mul(kb.sub(r, kb.idx(1)), kb.idx(p.stagedBoxBytes)); // map r's
       Value live = kb.lt(kb.add(m0, stepToken(kb, p, pc.row)), l.tokens());
+      Value rowAt = kb.add(box, kb.mul(kb.add(kb.mul(q, kb.idx(p.stagedWidth)),
+                                               kb.add(pc.col, shift)), kb.idx(2)));
       SmallVector<Value> words;
       for (int64_t e = 0; e < 8; e += p.piece / 2) {
-        Value c = kb.add(kb.add(pc.col, shift), kb.idx(e));
-        Value box = kb.add(first, kb.div(c, kb.idx(p.stagedWidth)));
-        Value byte = kb.add(kb.mul(box, kb.idx(p.stagedBoxBytes)),
-                            kb.mul(kb.add(kb.mul(q, kb.idx(p.stagedWidth)),
-                                          kb.rem(c, kb.idx(p.stagedWidth))),
-                                   kb.idx(2)));
+        Value byte = kb.add(rowAt, kb.idx(2 * e));
         Value v = kb.vload(smem, kb.add(staged, kb.div(byte, kb.idx(4))), p.piece / 4);
         for (int64_t w = 0; w < p.piece / 4; ++w)
           words.push_back(kb.select(live, kb.extract(v, w), kb.f32(0.0)));
@@ -95,16 +107,22 @@ void WideMain::unpackStep(Value u, Value j, Value st) {
 /// copy each step out of its slot into its stage.
 void WideMain::producePhases() {
   Value steps = kb.mul(pairsOf(l.tokens()), kb.idx(2));
+  // The steps before the one that holds token M - 1 (M >= 1).
+  Value inside = kb.div(kb.sub(kb.max(l.tokens(), kb.idx(1)), kb.idx(1)), kb.idx(kRows));
   kb.when(kb.eq(tid, kb.idx(0)), [&] {
     WavePacer pacer = makePacer();
-    kb.loop(kb.idx(0), steps, kb.idx(1), [&](Value i) {
-      pacer.before(i);
-      ring.produce(i, [&](Value st) {
-        issueStep(i, st);
-        issueStaged(i);
+    auto issue = [&](Value from, Value to, bool edge) {
+      kb.loop(from, to, kb.idx(1), [&](Value i) {
+        pacer.before(i);
+        ring.produce(i, [&](Value st) {
+          issueStep(i, st);
+          issueStaged(i, edge);
+        });
+        pacer.after(i);
       });
-      pacer.after(i);
-    });
+    };
+    issue(kb.idx(0), inside, false);
+    issue(inside, steps, true);
     pacer.finish(steps, steps);
   });
   kb.when(kb.lt(kb.idx(31), tid), [&] {

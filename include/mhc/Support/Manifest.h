@@ -37,7 +37,7 @@ struct Range {
 };
 inline constexpr int64_t kMaxBuffers = 48; // the layer seam's backward: 27 + workspaces
 inline constexpr int64_t kMaxLaunches = 16;
-inline constexpr int64_t kMaxTensorMaps = 6; // per launch
+inline constexpr int64_t kMaxTensorMaps = 8; // per launch (128 bytes of parameters each)
 /// PTX parameters of one launch (ptxParamCount): every buffer's descriptor,
 /// M, S and the tensor maps.
 inline constexpr int64_t kMaxPtxParams = 5 * kMaxBuffers + 2 + kMaxTensorMaps;
@@ -160,7 +160,7 @@ struct Resources {
   int sharedBytes = -1;
 };
 
-/// The buffer name of a tensor-map parameter ("tmap" then up to four
+/// The buffer name of a tensor-map parameter ("tmap" then up to five
 /// comma-separated numbers, a colon and the buffer: TensorMapShape), or
 /// null for any other.
 const char *tensorMapBuffer(const std::string &param);
@@ -168,11 +168,17 @@ const char *tensorMapBuffer(const std::string &param);
 /// "tmap<R>:<b>" boxes of 64 elements x R tokens; "tmap<R>,<P>,<r>:<b>"
 /// the same over tokens r, r + P, r + 2P, ... (rows P tokens apart); and
 /// "tmap<R>,<P>,<r>,<W>:<b>" those tokens in boxes W elements wide, not
-/// swizzled. Where token r's row does not start on 16 bytes (TMA's
-/// alignment), the map starts at the 16-byte boundary below it: its column
-/// c is element c - shift of the token (the runtime's encodeTensorMap).
+/// swizzled; "tmap<R>,<P>,<r>,<W>,<G>:<b>" the same box as W / G granules
+/// of G elements (a 3-D map: one copy may pass TMA's 256 elements a box
+/// dimension; in shared memory the box is [R][W] as a 2-D one). A row's last
+/// granule reads up to G - 1 elements past the row, into the next token's:
+/// the kernel must not box the buffer's last token through it. Where token r's row does
+/// not start on 16 bytes (TMA's alignment), the map starts at the 16-byte
+/// boundary below it: its column c is element c - shift of the token (the
+/// runtime's encodeTensorMap).
 struct TensorMapShape {
   int rows = 64, every = 1, first = 0, width = 64;
+  int granule = 0;      // elements per granule; 0: a 2-D map
   bool swizzled = true; // 128-byte swizzle (boxes 64 wide, 2-byte elements)
 };
 /// The shape of a tensor-map parameter (tensorMapBuffer's), or false with
