@@ -210,8 +210,8 @@ void checkTensorMapShape(Reader &r, const std::string &name, const std::string &
                      std::to_string(s.every) + " k; expected a step of 1..16 and a "
                      "first token below it");
   if (s.granule) {
-    if (s.granule > 256 || s.granule * byteWidth(b.dtype) % 16 || s.width % s.granule ||
-        s.width / s.granule > 256)
+    if (s.granule > 256 || s.granule * byteWidth(b.dtype) % 16 || s.width < s.granule ||
+        s.width % s.granule || s.width / s.granule > 256)
       r.fail(name, "'" + p + "' has boxes of " + std::to_string(s.width) + " elements in "
                        "granules of " + std::to_string(s.granule) + "; expected granules "
                        "of 1..256 elements in 16-byte multiples, 1..256 of them a box");

@@ -37,7 +37,8 @@ int tensorMapType(DType t) {
 /// (every token rows apart), from the 16-byte boundary at or below the
 /// first token's row (`shift` elements of the token before it as the map's
 /// first columns), in granules of `granule` elements where it has them.
-/// Zeros past the map's rows and columns. A map with no
+/// Zeros past the map's rows and columns; in granules, the rest of a row's
+/// last granule is the next token's (Manifest.h). A map with no
 /// token (M <= first) maps token 0's row instead: the kernels read it only
 /// as rows past M, which they mask.
 void encodeTensorMap(TensorMap &map, const LoadedKernel::TensorMapParam &t,

@@ -255,7 +255,8 @@ static void tensorMapShapes() {
   EXPECT(rejects(edit(json, "\"tmap:x\"", "\"tmap8,2,1,264:x\""), "launches[0].params[0]"));
   EXPECT(rejects(edit(json, "\"tmap:x\"", "\"tmap8,2:x\""), "launches[0].params[0]"));
   EXPECT(errorOf(edit(json, "\"tmap:x\"", "\"tmap8,2,1,320,64:x\"")).empty());
-  for (const char *bad : {"tmap8,2,1,320,60:x", "tmap8,2,1,330,64:x", "tmap8,2,1,2056,8:x"})
+  for (const char *bad : {"tmap8,2,1,320,60:x", "tmap8,2,1,330,64:x", "tmap8,2,1,2056,8:x",
+                          "tmap8,2,1,0,64:x"})
     EXPECT(rejects(edit(json, "\"tmap:x\"", std::string("\"") + bad + "\""),
                    "launches[0].params[0]"));
 }

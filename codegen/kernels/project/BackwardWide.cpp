@@ -25,8 +25,9 @@
 // It is faster than the wgmma kernel where both apply (docs/design/project.md).
 //
 // At K % 64 != 0 the columns split into ceil(K / 64) boxes, the last
-// block's past K: zeros on load and not stored, phi read masked at K, gphi
-// stored below K. With 16-byte rows (K % 8 == 0) x and gx go by TMA (the
+// block's past K: zeros on load (the next token's x in the phase maps'
+// granules, which meets only phi masked to zero) and not stored, phi read
+// masked at K, gphi stored below K. With 16-byte rows (K % 8 == 0) x and gx go by TMA (the
 // tensor maps' bounds mask them); rows 8- or 4-byte aligned (K % 8 = 4, 2,
 // 6: n = 6 at C % 4 != 0), which no tensor map describes token by token,
 // come in by phase maps over every 2nd or 4th token (BackwardWidePhases.cpp)

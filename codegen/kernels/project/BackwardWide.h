@@ -33,6 +33,7 @@ constexpr int64_t kUnpackers = 96; // the producer warpgroup's warps 1 .. 3
 // A staged map's box in granules of 64 elements (one TMA copy per map and
 // step; docs/design/project.md measured 8 to 128).
 constexpr int64_t kStagedGranule = 64;
+static_assert(64 % kStagedGranule == 0, "a block's first column (64 per box) starts a granule");
 constexpr int64_t kAlign = 1024;   // the swizzle's period in shared memory
 constexpr int64_t kEpoch = 2;      // pacing: steps per epoch (fastest measured)
 // Registers per thread after setmaxnreg: 128 x (24 + 2 x 240) = 64512; a

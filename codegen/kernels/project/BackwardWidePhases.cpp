@@ -56,9 +56,9 @@ void WideMain::issueStaged(Value i, bool edge) {
     Value q = kb.div(k, kb.idx(granules)), g = kb.rem(k, kb.idx(granules));
     Value element = kb.add(kb.mul(q, kb.idx(p.stagedWidth)), kb.mul(g, kb.idx(G)));
     Value col = kb.indexToI32(kb.mul(kb.add(granule, g), kb.idx(G)));
-    Value token = kb.add(row, kb.indexToI32(q));
+    Value mapRow = kb.add(row, kb.indexToI32(q));
     for (int64_t r = 1; r < p.phases; ++r)
-      kb.tensorLoad2d(boxAt(r, element), l.arg(phaseEdgeMap(p, r)), col, token, bar);
+      kb.tensorLoad2d(boxAt(r, element), l.arg(phaseEdgeMap(p, r)), col, mapRow, bar);
   });
 }
 
