@@ -57,15 +57,14 @@ bool parseTensorMapShape(const std::string &param, TensorMapShape &shape) {
     values.push_back(std::atoi(field.c_str()));
   }
   size_t count = values.size();
-  if (numbers.back() == ',' || (count != 1 && count != 3 && count != 4 && count != 5))
+  if (numbers.back() == ',' || (count != 1 && count != 3 && count != 4 && count != 5) ||
+      (count == 5 && values[4] < 1)) // (the shape stays unchanged)
     return false;
   shape.rows = values[0];
   if (count >= 3)
     shape.every = values[1], shape.first = values[2];
   if (count >= 4)
     shape.width = values[3], shape.swizzled = false;
-  if (count == 5 && values[4] < 1)
-    return false;
   if (count == 5)
     shape.granule = values[4];
   return true;

@@ -27,12 +27,12 @@
 // At K % 64 != 0 the columns split into ceil(K / 64) boxes, the last
 // block's past K: zeros on load (the next token's x in the phase maps'
 // granules, which meets only phi masked to zero) and not stored, phi read
-// masked at K, gphi stored below K. With 16-byte rows (K % 8 == 0) x and gx go by TMA (the
-// tensor maps' bounds mask them); rows 8- or 4-byte aligned (K % 8 = 4, 2,
-// 6: n = 6 at C % 4 != 0), which no tensor map describes token by token,
-// come in by phase maps over every 2nd or 4th token (BackwardWidePhases.cpp)
-// and go out in st.global pieces (BackwardWidePieces.cpp), through the same
-// swizzled boxes.
+// masked at K, gphi stored below K. With 16-byte rows (K % 8 == 0) x and
+// gx go by TMA (the tensor maps' bounds mask them); rows 8- or 4-byte
+// aligned (K % 8 = 4, 2, 6: n = 6 at C % 4 != 0), which no tensor map
+// describes token by token, come in by phase maps over every 2nd or 4th
+// token (BackwardWidePhases.cpp) and go out in st.global pieces
+// (BackwardWidePieces.cpp), through the same swizzled boxes.
 //
 //===----------------------------------------------------------------------===//
 

@@ -36,8 +36,9 @@ using namespace mlir::mhc;
 using namespace mlir::mhc::wide;
 
 namespace {
-std::string phaseShape(const WidePlan &p, int64_t r) {
-  return "tmap" + std::to_string(p.phaseRows) + "," + std::to_string(p.phases) + "," +
+/// "tmap<rows>,<P>,<r>": boxes of `rows` rows over tokens r, r + P, ...
+std::string phaseShape(const WidePlan &p, int64_t rows, int64_t r) {
+  return "tmap" + std::to_string(rows) + "," + std::to_string(p.phases) + "," +
          std::to_string(r);
 }
 } // namespace
@@ -46,13 +47,12 @@ std::string phaseShape(const WidePlan &p, int64_t r) {
 /// boxes' rows 0 .. R - 1; the others' are staged, in granules.
 std::string wide::phaseMap(const WidePlan &p, int64_t r) {
   if (r == 0)
-    return phaseShape(p, 0) + ":x";
-  return phaseShape(p, r) + "," + std::to_string(p.stagedWidth) + "," +
+    return phaseShape(p, p.phaseRows, 0) + ":x";
+  return phaseShape(p, p.phaseRows, r) + "," + std::to_string(p.stagedWidth) + "," +
          std::to_string(kStagedGranule) + ":x";
 }
 std::string wide::phaseEdgeMap(const WidePlan &p, int64_t r) {
-  return "tmap1," + std::to_string(p.phases) + "," + std::to_string(r) + "," +
-         std::to_string(kStagedGranule) + ":x";
+  return phaseShape(p, 1, r) + "," + std::to_string(kStagedGranule) + ":x";
 }
 
 namespace {

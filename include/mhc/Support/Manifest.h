@@ -170,12 +170,12 @@ const char *tensorMapBuffer(const std::string &param);
 /// "tmap<R>,<P>,<r>,<W>:<b>" those tokens in boxes W elements wide, not
 /// swizzled; "tmap<R>,<P>,<r>,<W>,<G>:<b>" the same box as W / G granules
 /// of G elements (a 3-D map: one copy may pass TMA's 256 elements a box
-/// dimension; in shared memory the box is [R][W] as a 2-D one). A row's last
-/// granule reads up to G - 1 elements past the row, into the next token's:
-/// the kernel must not box the buffer's last token through it. Where token r's row does
-/// not start on 16 bytes (TMA's alignment), the map starts at the 16-byte
-/// boundary below it: its column c is element c - shift of the token (the
-/// runtime's encodeTensorMap).
+/// dimension; in shared memory the box is [R][W] as a 2-D one). A row's
+/// last granule reads up to G - 1 elements past the row, into the next
+/// token's: the kernel must not box the buffer's last token through it.
+/// Where token r's row does not start on 16 bytes (TMA's alignment), the
+/// map starts at the 16-byte boundary below it: its column c is element
+/// c - shift of the token (the runtime's encodeTensorMap).
 struct TensorMapShape {
   int rows = 64, every = 1, first = 0, width = 64;
   int granule = 0;      // elements per granule; 0: a 2-D map
