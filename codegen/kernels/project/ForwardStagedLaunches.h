@@ -64,7 +64,9 @@ private:
   /// expand, does not wait for them. (Carried through the loop they cost
   /// the plans with two m-tiles spills on sm_100a; those load in the fill.)
   struct ChunkLoads {
-    Rows xs, fs;
+    /// With realignX, xs holds each (row, pair)'s first aligned granule
+    /// until realignRows and xsNext the second.
+    Rows xs, fs, xsNext;
     SmallVector<Value> bias, pieces;
     void appendTo(SmallVector<Value> &values) const;
   };
@@ -84,10 +86,12 @@ private:
   SmallVector<Value> loadPieces(Value i);
   void fillChunk(Value i, Value st, ArrayRef<Value> pieces);
   void locateRows();
+  void locateShifts();
   void stageMixing();
   Value chunkColumn(Value i);
   ChunkLoads loadChunk(Value i);
-  Rows loadXAnyK(Value chunk);
+  void loadXAnyK(Value chunk, ChunkLoads &in);
+  void realignRows(Value i, ChunkLoads &in);
   void expandRows(Value col, ChunkLoads &in);
   SmallVector<Value> firstLoopValues();
   SmallVector<Value> emitKLoop(ArrayRef<Value> init);
@@ -112,6 +116,10 @@ private:
   /// [mt * 2 + h]: token g + 8h of m-tile mt, the same clamped to M - 1
   /// (for loads), and its x row's offset.
   SmallVector<Value> rows, loadRows, xRow;
+  /// realignX: [r] as above, the lane's x offset rounded down to 16 bytes,
+  /// the step to its second granule (8, or 0 where the row is aligned) and
+  /// the row's shift in words, bit by bit.
+  SmallVector<Value> xRowAligned, xNextStep, shiftBit0, shiftBit1;
   /// Whether the warp has a token below M (its first row).
   Value liveWarp;
   /// The seam's expand: post and P of the block's tokens in shared memory,

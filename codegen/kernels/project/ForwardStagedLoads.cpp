@@ -34,6 +34,8 @@ void StagedPartial::locateRows() {
     loadRows.push_back(kb.min(r, lastRow));
   for (Value r : loadRows)
     xRow.push_back(kb.add(kb.mul(r, kb.idx(p.K)), kb.mul(sk.t, kb.idx(8))));
+  if (p.realignX())
+    locateShifts();
 }
 
 /// The block's tokens' post and P (rows past M - 1 as M - 1) into `mixing`,
@@ -70,7 +72,7 @@ StagedPartial::ChunkLoads StagedPartial::loadChunk(Value i) {
   ChunkLoads in;
   in.pieces = loadPieces(i);
   if (p.anyK()) { // (never with the expand)
-    in.xs = loadXAnyK(kb.add(sk.cBegin, i));
+    loadXAnyK(kb.add(sk.cBegin, i), in);
     return in;
   }
   Value col = chunkColumn(i);
@@ -94,7 +96,7 @@ StagedPartial::ChunkLoads StagedPartial::loadChunk(Value i) {
 }
 
 void StagedPartial::ChunkLoads::appendTo(SmallVector<Value> &values) const {
-  for (const Rows *rs : {&xs, &fs})
+  for (const Rows *rs : {&xs, &fs, &xsNext})
     for (const auto &row : *rs)
       values.append(row.begin(), row.end());
   values.append(bias.begin(), bias.end());
@@ -114,37 +116,13 @@ StagedPartial::ChunkLoads StagedPartial::chunkLoadsFrom(ValueRange values) const
   take(in.xs);
   if (p.expand)
     take(in.fs);
+  if (p.realignX())
+    take(in.xsNext);
   if (p.hasBias)
     for (int64_t j = 0; j < pairs; ++j)
       in.bias.push_back(values[at++]);
   in.pieces.assign(values.begin() + at, values.end());
   return in;
-}
-
-/// loadChunk's x at any K (x's rows 8-byte aligned, loads of p.xUnit elements):
-/// the last chunk, which runs past K, masked at K in a branch of its own,
-/// so that the other chunks load as they would at K % 8 == 0.
-StagedPartial::Rows StagedPartial::loadXAnyK(Value chunk) {
-  Value col = kb.mul(chunk, kb.idx(p.chunk()));
-  auto load = [&](bool masked) {
-    // (Masked: the lane's columns end at K - 8t.)
-    Value laneEnd = masked ? kb.sub(kb.idx(p.K), kb.mul(sk.t, kb.idx(8))) : Value();
-    SmallVector<Value> flat;
-    for (int64_t r = 0; r < 2 * p.mTiles; ++r)
-      for (int64_t j = 0; j < p.pairs(); ++j) {
-        Value at = kb.add(col, kb.idx(32 * j));
-        flat.push_back(masked ? loadStagedXMasked(kb, p, l.arg("x"), xRow[r], at, laneEnd)
-                              : kb.vload(l.arg("x"), kb.add(xRow[r], at), 8));
-      }
-    return flat;
-  };
-  SmallVector<Value> flat = kb.ifElse(kb.eq(chunk, kb.idx(p.chunks() - 1)),
-                                      [&] { return load(true); },
-                                      [&] { return load(false); });
-  Rows xs(2 * p.mTiles);
-  for (int64_t r = 0; r < 2 * p.mTiles; ++r)
-    xs[r].assign(flat.begin() + r * p.pairs(), flat.begin() + (r + 1) * p.pairs());
-  return xs;
 }
 
 /// The seam's expand ((C, n) layout, n | 8): a lane's 8 values of a row at

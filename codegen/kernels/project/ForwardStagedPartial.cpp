@@ -158,6 +158,8 @@ SmallVector<Value> StagedPartial::emitChunk(Value i, ValueRange it, Value zero) 
   } else {
     in = loadChunk(i);
   }
+  if (p.realignX())
+    realignRows(i, in);
   if (p.expand)
     expandRows(chunkColumn(i), in);
   const Rows &xs = in.xs;

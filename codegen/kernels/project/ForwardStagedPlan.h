@@ -39,6 +39,14 @@ struct StagedPlan {
   /// rows' alignment (projectRowAlignBytes) over the element size, at most
   /// 16 bytes. Below 8 (2-byte x) where K % 8 != 0 ("Any K").
   int64_t xUnit = 8, paramUnit = 0;
+  /// At 4-byte rows (xUnit == 2) a lane's 16 bytes per (row, pair) come as
+  /// the two aligned 16-byte granules that hold them, shifted by the row's
+  /// offset in words (realignX), instead of four 4-byte loads: at n <= 3
+  /// (at most two n-tiles, two blocks per SM), whose products leave room
+  /// for the second granules and the shifts' selects (docs/design/
+  /// project.md, "Realigned x"). Not in "partial_few" (one token block:
+  /// latency, not loads, bounds it), where it spilled.
+  bool realignX() const { return xUnit == 2 && nTiles <= 2 && !fewOnly; }
   ::mhc::SplitRule split;
   int64_t chunk() const { return 16 * sq; }
   /// Chunks of K, the last one partial where K % chunk() != 0 (any K): the
@@ -89,6 +97,11 @@ SmallVector<Value> loadStagedParams(KernelBuilder &kb, const StagedPlan &p,
 /// masked access reads the row's last unit instead.
 Value loadStagedXMasked(KernelBuilder &kb, const StagedPlan &p, Value x,
                         Value rowOff, Value col, Value end);
+
+/// realignX: the 16 bytes that start `bit1 * 2 + bit0` words into the 32
+/// bytes `first`, `second` (vectors of 8 of x's elements).
+Value shiftWords(KernelBuilder &kb, Value first, Value second, Value bit0,
+                 Value bit1);
 
 } // namespace mlir::mhc
 
