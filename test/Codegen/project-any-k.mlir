@@ -4,9 +4,10 @@
 // ones run with accesses as wide as the rows' alignment allows and a tail
 // masked at K. Forward: at K % 8 == 4 (bf16 x, sm_90+) the staged variant
 // (pack + bulk-copy ring), x read in 8-byte pieces and its last chunk
-// masked at K; at K % 8 == 2, 6 the same in 4-byte pieces, or at n <= 3 as
-// aligned 16-byte granules shifted by words; else the tf32 variant (no pack
-// launch), x read element by element at odd K. Backward: n = 6 in bf16
+// masked at K; at K % 8 == 2, 6 the same in 4-byte pieces, at n <= 3 as
+// aligned 16-byte granules shifted by words, on wgmma by the rows' parity
+// (8-byte loads, or 4, 8, 4); else the tf32 variant (no pack launch), x
+// read element by element at odd K. Backward: n = 6 in bf16
 // with tf32 and no weight on sm_90a the one-wave kernel with x by phase
 // maps (every P-th token) and gx in pieces; else the block ring at K % 8 ==
 // 4 on sm_90 (bulk copies from the 16-byte boundary below each row), else
@@ -17,6 +18,7 @@
 // RUN: cat %t.f4/*.ptx | FileCheck %s --check-prefix=FWD4PTX
 // RUN: rm -rf %t.f6 && mhc-compile --spec 'project.fwd;n=6;act=bf16;param=bf16;layout=cn;C=5126;tf32=1;weight=1;arch=sm_90a' -o %t.f6 && cat %t.f6/mhc*.json %t.f6/*.ptx | FileCheck %s --check-prefix=FWD6
 // RUN: rm -rf %t.f2 && mhc-compile --spec 'project.fwd;n=2;act=bf16;param=f32;layout=cn;C=5121;tf32=1;weight=0;arch=sm_90a' -o %t.f2 && cat %t.f2/*.ptx | FileCheck %s --check-prefix=FWD2
+// RUN: rm -rf %t.f6p && mhc-compile --spec 'project.fwd;n=6;act=bf16;param=f32;layout=cn;C=5127;tf32=1;weight=0;arch=sm_90a' -o %t.f6p && cat %t.f6p/*.ptx | FileCheck %s --check-prefix=FWD6P
 // RUN: rm -rf %t.f32 && mhc-compile --spec 'project.fwd;n=6;act=bf16;param=f32;layout=cn;C=5124;tf32=1;weight=0;arch=sm_90a' -o %t.f32 && cat %t.f32/mhc*.json %t.f32/*.ptx | FileCheck %s --check-prefix=FWD6K32
 // RUN: rm -rf %t.f3 && mhc-compile --spec 'project.fwd;n=3;act=bf16;param=f32;layout=cn;C=5127;tf32=1;weight=1;arch=sm_90a' -o %t.f3 && cat %t.f3/*.ptx | FileCheck %s --check-prefix=FWDODD
 // RUN: cat %t.f3/mhc*.json | FileCheck %s --check-prefix=FWDODDJSON
@@ -83,6 +85,18 @@
 // FWD2: mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32
 // FWD2-LABEL: .entry mhc_project_fwd_n2_{{[0-9a-f]+}}_partial_few(
 // FWD2-NOT: ld.global.nc.v4.b32 {{.*}}+64]
+
+// K % 8 == 2 at n = 6 (tf32 on wgmma): rows g of an m-tile are its even
+// tokens, read in two 8-byte loads, rows g + 8 its odd ones, in 4, 8 and 4
+// bytes (parityRows); the masked last chunk in 4-byte pieces.
+// FWD6P-LABEL: .entry mhc_project_fwd_n6_{{[0-9a-f]+}}_partial(
+// FWD6P: ld.global.nc.b32
+// FWD6P: ld.global.nc.v2.b32 {%r{{[0-9]+}}, %r{{[0-9]+}}}, {{\[}}[[EVEN:%rd[0-9]+]]{{\]}};
+// FWD6P-NEXT: ld.global.nc.v2.b32 {%r{{[0-9]+}}, %r{{[0-9]+}}}, {{\[}}[[EVEN]]+8{{\]}};
+// FWD6P: ld.global.nc.b32 %r{{[0-9]+}}, {{\[}}[[ODD:%rd[0-9]+]]{{\]}};
+// FWD6P-NEXT: ld.global.nc.v2.b32 {%r{{[0-9]+}}, %r{{[0-9]+}}}, {{\[}}[[ODD]]+4{{\]}};
+// FWD6P-NEXT: ld.global.nc.b32 %r{{[0-9]+}}, {{\[}}[[ODD]]+12{{\]}};
+// FWD6P: wgmma.mma_async
 
 // K % 8 == 0 with no 32-column chunk dividing K (n = 6, C = 5124): the
 // staged variant too, its last chunk's x masked per word in 16-byte pieces.

@@ -167,7 +167,7 @@ STAGED_4B = [dict(n=n, C=C, act="bf16", layout=("cn", "nc")[i % 2], tf32=bool((i
                   M=(1, 77, 4099, 130)[i % 4])
              for i, (n, C) in enumerate([(6, 5127), (6, 5121), (6, 5127), (6, 5121), (2, 5121), (2, 5123), (6, 11),
                                          (6, 11), (1, 5122), (3, 5126), (2, 17), (3, 14), (1, 5126), (3, 5122),
-                                         (2, 17), (3, 14)])]
+                                         (2, 17), (3, 14), (7, 5122), (7, 10), (7, 5122), (7, 10)])]
 assert all((c["n"] * c["C"]) % 8 in (2, 6) for c in STAGED_4B)
 
 
@@ -175,6 +175,21 @@ assert all((c["n"] * c["C"]) % 8 in (2, 6) for c in STAGED_4B)
 def test_staged_forward_at_4_byte_rows(cfg):
     s = spec("project", "fwd", cfg["n"], "bf16", cfg["layout"], cfg["C"], tf32=cfg["tf32"], weight=cfg["weight"])
     check_on_kernel_path(s, cfg["M"], case_seed("staged4", tuple(cfg.values())))
+
+
+# The wgmma plans at 4-byte rows (tf32, n = 6 and 7) take each m-tile's even
+# tokens as rows g and its odd ones as rows g + 8 (parityRows); a row past M
+# loads the last token of its parity, or at M = 1 (no odd token) token 0
+# from its third element. M across those cases and the 64-token m-tiles.
+PARITY = [dict(n=n, C=C, act="bf16", layout=("cn", "nc")[i % 2], tf32=True, weight=bool(i % 3 == 0), M=M)
+          for i, ((n, C), M) in enumerate(itertools.product([(6, 11), (7, 10), (6, 5127)], (1, 2, 3, 64, 129)))]
+assert all((c["n"] * c["C"]) % 8 in (2, 6) for c in PARITY)
+
+
+@pytest.mark.parametrize("cfg", PARITY, ids=lambda c: "n{n}-C{C}-{layout}-w{weight:d}-M{M}".format(**c))
+def test_staged_forward_rows_by_parity(cfg):
+    s = spec("project", "fwd", cfg["n"], "bf16", cfg["layout"], cfg["C"], tf32=cfg["tf32"], weight=cfg["weight"])
+    check_on_kernel_path(s, cfg["M"], case_seed("parity", tuple(cfg.values())))
 
 
 # K % 8 == 0 with no 32-column chunk dividing K (n = 6, C = 5124: K % 32 =

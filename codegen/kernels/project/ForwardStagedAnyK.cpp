@@ -7,8 +7,8 @@
 // add zeros. Rows of x (and phi) start only 8-byte aligned at K % 8 == 4:
 // every access here is one of the rows' alignment, and a masked one reads
 // an element that exists (the row's start) instead of the next row or past
-// the buffer. At 4-byte rows and n <= 3 the other chunks' x comes as
-// aligned 16-byte granules shifted by words instead (realignX).
+// the buffer. At 4-byte rows the other chunks' x loads as
+// ForwardStagedRows.cpp says.
 //
 //===----------------------------------------------------------------------===//
 
@@ -66,37 +66,6 @@ Value mlir::mhc::loadStagedXMasked(KernelBuilder &kb, const StagedPlan &p,
                                    kb.vector(out));
 }
 
-Value mlir::mhc::shiftWords(KernelBuilder &kb, Value first, Value second,
-                            Value bit0, Value bit1) {
-  auto i32x4 = VectorType::get({4}, kb.b.getI32Type());
-  SmallVector<Value> in;
-  for (Value v : {first, second}) {
-    Value w = vector::BitCastOp::create(kb.b, kb.loc, i32x4, v);
-    for (int64_t e = 0; e < 4; ++e)
-      in.push_back(kb.extract(w, e));
-  }
-  // Two words where bit1, then one more where bit0: 9 selects.
-  SmallVector<Value> by2, out;
-  for (int64_t e = 0; e < 5; ++e)
-    by2.push_back(kb.select(bit1, in[e + 2], in[e]));
-  for (int64_t e = 0; e < 4; ++e)
-    out.push_back(kb.select(bit0, by2[e + 1], by2[e]));
-  return vector::BitCastOp::create(kb.b, kb.loc, first.getType(), kb.vector(out));
-}
-
-/// realignX: each row's shift from 16 bytes, and the granules' offsets.
-void StagedPartial::locateShifts() {
-  // Row m starts (m K) % 8 elements past a 16-byte boundary (an even count
-  // at 4-byte rows), and so does each lane's 16 bytes of it.
-  for (size_t r = 0; r < xRow.size(); ++r) {
-    Value shift = kb.rem(kb.mul(loadRows[r], kb.idx(p.K % 8)), kb.idx(8));
-    xRowAligned.push_back(kb.sub(xRow[r], shift));
-    xNextStep.push_back(kb.mul(kb.min(shift, kb.idx(1)), kb.idx(8)));
-    shiftBit0.push_back(kb.lt(kb.idx(0), kb.andi(shift, kb.idx(2))));
-    shiftBit1.push_back(kb.lt(kb.idx(0), kb.andi(shift, kb.idx(4))));
-  }
-}
-
 /// loadChunk's x at any K (x's rows 8- or 4-byte aligned): the last chunk,
 /// which runs past K, masked at K in a branch of its own (loads of p.xUnit
 /// elements), so that the other chunks load as they would at K % 8 == 0:
@@ -121,6 +90,8 @@ void StagedPartial::loadXAnyK(Value chunk, ChunkLoads &in) {
             flat.push_back(kb.vload(l.arg("x"), first, 8));
             flat.push_back(kb.vload(l.arg("x"), kb.add(first, xNextStep[r]), 8));
           });
+        } else if (p.parityRows()) {
+          flat.push_back(loadParityRow(r, at));
         } else {
           flat.push_back(kb.vload(l.arg("x"), kb.add(xRow[r], at), 8));
         }
@@ -141,15 +112,3 @@ void StagedPartial::loadXAnyK(Value chunk, ChunkLoads &in) {
     }
 }
 
-/// realignX: chunk i's 16 bytes per (row, pair) from the two granules
-/// loadXAnyK loaded, where they are used (loaded a chunk ahead, the shift
-/// would wait for them there); the masked last chunk's are as loaded.
-void StagedPartial::realignRows(Value i, ChunkLoads &in) {
-  Value shifted = kb.lt(kb.add(sk.cBegin, i), kb.idx(p.chunks() - 1));
-  for (int64_t r = 0; r < 2 * p.mTiles; ++r) {
-    Value bit0 = kb.andi(shiftBit0[r], shifted), bit1 = kb.andi(shiftBit1[r], shifted);
-    for (int64_t j = 0; j < p.pairs(); ++j)
-      in.xs[r][j] = shiftWords(kb, in.xs[r][j], in.xsNext[r][j], bit0, bit1);
-  }
-  in.xsNext.clear();
-}

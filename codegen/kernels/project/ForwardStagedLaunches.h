@@ -87,6 +87,8 @@ private:
   void fillChunk(Value i, Value st, ArrayRef<Value> pieces);
   void locateRows();
   void locateShifts();
+  void locateParityRows(Value first, int64_t tileStride);
+  Value loadParityRow(int64_t r, Value at);
   void stageMixing();
   Value chunkColumn(Value i);
   ChunkLoads loadChunk(Value i);
@@ -120,6 +122,9 @@ private:
   /// the step to its second granule (8, or 0 where the row is aligned) and
   /// the row's shift in words, bit by bit.
   SmallVector<Value> xRowAligned, xNextStep, shiftBit0, shiftBit1;
+  /// parityRows: [r] as xRow, past token 0's first two elements for the odd
+  /// rows where M = 1 (locateParityRows).
+  SmallVector<Value> xRowSplit;
   /// Whether the warp has a token below M (its first row).
   Value liveWarp;
   /// The seam's expand: post and P of the block's tokens in shared memory,

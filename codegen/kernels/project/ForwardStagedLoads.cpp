@@ -12,9 +12,9 @@
 using namespace mlir;
 using namespace mlir::mhc;
 
-/// Tokens g and g + 8 of each of the warp's m-tiles (clamped for loads).
-/// With wgmma, warp w of group G holds rows 16w..16w+15 of each of the
-/// group's 64-token m-tiles.
+/// Tokens g and g + 8 of each of the warp's m-tiles (clamped for loads;
+/// with parityRows 2g and 2g + 1). With wgmma, warp w of group G holds rows
+/// 16w..16w+15 of each of the group's 64-token m-tiles.
 void StagedPartial::locateRows() {
   int64_t MT = p.mTiles;
   Value warp = sk.warp;
@@ -25,6 +25,9 @@ void StagedPartial::locateRows() {
                      kb.mul(kb.rem(warp, kb.idx(4)), kb.idx(16)));
     tileStride = 64;
   }
+  if (p.parityRows())
+    return locateParityRows(kb.add(kb.mul(sk.mBlock, kb.idx(p.tokensPerBlock())), inBlock),
+                            tileStride);
   Value base = kb.add(kb.mul(sk.mBlock, kb.idx(p.tokensPerBlock())), kb.add(inBlock, sk.g));
   for (int64_t r = 0; r < 2 * MT; ++r)
     rows.push_back(r == 0 ? base : kb.add(base, kb.idx(tileStride * (r / 2) + 8 * (r % 2))));

@@ -49,7 +49,8 @@ std::optional<StagedPlan> mlir::mhc::planStaged(const KernelContext &ctx) {
   // memory to registers, a lane's 16 bytes per pair in accesses as wide as
   // its rows' alignment allows: 16 bytes at K % 8 == 0, two 8-byte ones at
   // K % 8 == 4, four 4-byte ones at K % 8 == 2 or 6 (or two aligned 16-byte
-  // ones shifted by words: realignX), any K with a last chunk masked at K.
+  // ones shifted by words: realignX; or by the rows' parity: parityRows),
+  // any K with a last chunk masked at K.
   // Rows aligned to 2 bytes (odd K) take the tf32 variant.
   int64_t xAlign = projectRowAlignBytes(ctx, ctx.spec.act);
   if (ctx.spec.act != DType::BF16 || ctx.spec.arch == "sm_80" || xAlign < 4)

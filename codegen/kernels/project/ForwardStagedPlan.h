@@ -47,6 +47,13 @@ struct StagedPlan {
   /// project.md, "Realigned x"). Not in "partial_few" (one token block:
   /// latency, not loads, bounds it), where it spilled.
   bool realignX() const { return xUnit == 2 && nTiles <= 2 && !fewOnly; }
+  /// At 4-byte rows with wgmma (whose registers leave no room for second
+  /// granules), each m-tile's rows g are its even tokens (rows 8-byte
+  /// aligned) and rows g + 8 its odd ones (4 bytes past that): 16 bytes in
+  /// two 8-byte loads, or in loads of 4, 8 and 4 bytes (parityRows),
+  /// instead of four 4-byte loads (docs/design/project.md, "Rows by
+  /// parity").
+  bool parityRows() const { return xUnit == 2 && wgmma; }
   ::mhc::SplitRule split;
   int64_t chunk() const { return 16 * sq; }
   /// Chunks of K, the last one partial where K % chunk() != 0 (any K): the

@@ -1,0 +1,104 @@
+//===- ForwardStagedRows.cpp - the staged forward's x at 4-byte rows -------===//
+//
+// At K % 8 = 2 or 6 x's rows start 0, 4, 8 or 12 bytes past a 16-byte
+// boundary (docs/design/project.md, "Realigned x" and "Rows by parity").
+// Where the products leave registers for it (n <= 3), a lane's 16 bytes
+// come as the two aligned granules that hold them, shifted by words
+// (realignX); on wgmma, whose registers do not, an m-tile's even tokens take
+// rows g (8-byte aligned) and its odd ones rows g + 8, each read in as few
+// loads as its alignment allows (parityRows). The masked last chunk is
+// ForwardStagedAnyK.cpp's.
+//
+//===----------------------------------------------------------------------===//
+
+#include "kernels/project/ForwardStagedLaunches.h"
+
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
+
+using namespace mlir;
+using namespace mlir::mhc;
+
+Value mlir::mhc::shiftWords(KernelBuilder &kb, Value first, Value second,
+                            Value bit0, Value bit1) {
+  auto i32x4 = VectorType::get({4}, kb.b.getI32Type());
+  SmallVector<Value> in;
+  for (Value v : {first, second}) {
+    Value w = vector::BitCastOp::create(kb.b, kb.loc, i32x4, v);
+    for (int64_t e = 0; e < 4; ++e)
+      in.push_back(kb.extract(w, e));
+  }
+  // Two words where bit1, then one more where bit0: 9 selects.
+  SmallVector<Value> by2, out;
+  for (int64_t e = 0; e < 5; ++e)
+    by2.push_back(kb.select(bit1, in[e + 2], in[e]));
+  for (int64_t e = 0; e < 4; ++e)
+    out.push_back(kb.select(bit0, by2[e + 1], by2[e]));
+  return vector::BitCastOp::create(kb.b, kb.loc, first.getType(), kb.vector(out));
+}
+
+/// realignX: each row's shift from 16 bytes, and the granules' offsets.
+void StagedPartial::locateShifts() {
+  // Row m starts (m K) % 8 elements past a 16-byte boundary (an even count
+  // at 4-byte rows), and so does each lane's 16 bytes of it.
+  for (size_t r = 0; r < xRow.size(); ++r) {
+    Value shift = kb.rem(kb.mul(loadRows[r], kb.idx(p.K % 8)), kb.idx(8));
+    xRowAligned.push_back(kb.sub(xRow[r], shift));
+    xNextStep.push_back(kb.mul(kb.min(shift, kb.idx(1)), kb.idx(8)));
+    shiftBit0.push_back(kb.lt(kb.idx(0), kb.andi(shift, kb.idx(2))));
+    shiftBit1.push_back(kb.lt(kb.idx(0), kb.andi(shift, kb.idx(4))));
+  }
+}
+
+/// parityRows: row r of m-tile r / 2 is token `first` + 2g + r % 2; a row
+/// past M loads the last token of its parity (token 0's element 2 for the
+/// odd rows where M = 1: 4 bytes past a boundary as well, and inside x).
+void StagedPartial::locateParityRows(Value first, int64_t tileStride) {
+  Value inTile = kb.add(first, kb.mul(sk.g, kb.idx(2)));
+  Value last = kb.sub(sk.M, kb.idx(1)), one = kb.eq(sk.M, kb.idx(1));
+  Value lastEven = kb.sub(last, kb.rem(last, kb.idx(2)));
+  Value lastOdd = kb.select(one, kb.idx(0), kb.sub(last, kb.rem(sk.M, kb.idx(2))));
+  for (int64_t r = 0; r < 2 * p.mTiles; ++r) {
+    rows.push_back(kb.add(inTile, kb.idx(tileStride * (r / 2) + r % 2)));
+    loadRows.push_back(kb.min(rows.back(), r % 2 ? lastOdd : lastEven));
+    xRow.push_back(kb.add(kb.mul(loadRows.back(), kb.idx(p.K)), kb.mul(sk.t, kb.idx(8))));
+    xRowSplit.push_back(r % 2 ? kb.add(xRow.back(), kb.select(one, kb.idx(2), kb.idx(0)))
+                              : xRow.back());
+  }
+  liveWarp = kb.lt(first, sk.M);
+}
+
+/// parityRows: a lane's 16 bytes of row r at column `at` (not the masked
+/// chunk): two 8-byte loads on the even rows, 4, 8 and 4 bytes on the odd.
+Value StagedPartial::loadParityRow(int64_t r, Value at) {
+  Value x = l.arg("x"), base = kb.add(xRowSplit[r], at), out;
+  kb.withAccessLimit(8, [&] {
+    if (r % 2 == 0) {
+      out = kb.vload(x, base, 8);
+      return;
+    }
+    Type i32 = kb.b.getI32Type();
+    SmallVector<Value> words;
+    for (auto [e0, count] : {std::pair<int64_t, int64_t>{0, 2}, {2, 4}, {6, 2}}) {
+      Value v = kb.vload(x, kb.add(base, kb.idx(e0)), count);
+      v = vector::BitCastOp::create(kb.b, kb.loc, VectorType::get({count / 2}, i32), v);
+      for (int64_t w = 0; w < count / 2; ++w)
+        words.push_back(kb.extract(v, w));
+    }
+    Type elem = cast<MemRefType>(x.getType()).getElementType();
+    out = vector::BitCastOp::create(kb.b, kb.loc, VectorType::get({8}, elem), kb.vector(words));
+  });
+  return out;
+}
+
+/// realignX: chunk i's 16 bytes per (row, pair) from the two granules
+/// loadXAnyK loaded, where they are used (loaded a chunk ahead, the shift
+/// would wait for them there); the masked last chunk's are as loaded.
+void StagedPartial::realignRows(Value i, ChunkLoads &in) {
+  Value shifted = kb.lt(kb.add(sk.cBegin, i), kb.idx(p.chunks() - 1));
+  for (int64_t r = 0; r < 2 * p.mTiles; ++r) {
+    Value bit0 = kb.andi(shiftBit0[r], shifted), bit1 = kb.andi(shiftBit1[r], shifted);
+    for (int64_t j = 0; j < p.pairs(); ++j)
+      in.xs[r][j] = shiftWords(kb, in.xs[r][j], in.xsNext[r][j], bit0, bit1);
+  }
+  in.xsNext.clear();
+}
