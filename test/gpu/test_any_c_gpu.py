@@ -157,17 +157,18 @@ def test_staged_forward_at_k_mod_8_is_4(cfg):
 
 
 # The staged forward where x's rows are 4-byte aligned (K % 8 = 2 or 6:
-# n = 6 at odd C, n = 2 at odd C, n = 1 and 3 at C = 2 mod 4): the last chunk
-# masked at K; the others in four 4-byte loads per lane and pair (n = 6), or
-# at n <= 3 as the two aligned granules around them shifted by the row's
-# offset (realignX). C = 11 at n = 6: K = 66, one 64-column chunk and 2
-# columns (tf32 wgmma at n = 6; mma.sync at n <= 3); n = 2, C = 17 and n = 3,
-# C = 14: one shifted 32-column chunk and the masked one.
+# n = 2, 6, 7 at odd C, n = 1 and 3 at C = 2 mod 4): the last chunk masked
+# at K; the others at n <= 3 as the two aligned granules around them shifted
+# by the row's offset (realignX, not at M = 1: partial_few), on wgmma (n = 6,
+# 7 tf32) by the rows' parity, else in four 4-byte loads per lane and pair.
+# C = 11 at n = 6: K = 66, one 64-column chunk and 2 columns; n = 2, C = 17,
+# n = 1, C = 34 and n = 3, C = 14: one shifted 32-column chunk and the masked
+# one.
 STAGED_4B = [dict(n=n, C=C, act="bf16", layout=("cn", "nc")[i % 2], tf32=bool((i // 2) % 2), weight=bool(i % 3 == 0),
                   M=(1, 77, 4099, 130)[i % 4])
              for i, (n, C) in enumerate([(6, 5127), (6, 5121), (6, 5127), (6, 5121), (2, 5121), (2, 5123), (6, 11),
                                          (6, 11), (1, 5122), (3, 5126), (2, 17), (3, 14), (1, 5126), (3, 5122),
-                                         (2, 17), (3, 14), (7, 5122), (7, 10), (7, 5122), (7, 10)])]
+                                         (1, 34), (3, 14), (7, 5122), (7, 10), (7, 5122), (7, 10)])]
 assert all((c["n"] * c["C"]) % 8 in (2, 6) for c in STAGED_4B)
 
 

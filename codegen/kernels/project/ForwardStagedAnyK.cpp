@@ -5,10 +5,10 @@
 // there as zeros (phi / weight read masked at K), and the partial's last
 // chunk reads x masked at K, so that products and sums of squares past K
 // add zeros. Rows of x (and phi) start only 8-byte aligned at K % 8 == 4:
-// every access here is one of the rows' alignment, and a masked one reads
-// an element that exists (the row's start) instead of the next row or past
-// the buffer. At 4-byte rows the other chunks' x loads as
-// ForwardStagedRows.cpp says.
+// every masked access here is one of the rows' alignment and reads an
+// element that exists (the row's start) instead of the next row or past the
+// buffer. At 4-byte rows the other chunks' x loads as ForwardStagedRows.cpp
+// says.
 //
 //===----------------------------------------------------------------------===//
 

@@ -115,8 +115,8 @@ private:
   BulkRing bulk;
   /// One token block: the block fills its buffers from phi w (no copies).
   Value small, bulkMode;
-  /// [mt * 2 + h]: token g + 8h of m-tile mt, the same clamped to M - 1
-  /// (for loads), and its x row's offset.
+  /// [mt * 2 + h]: token g + 8h of m-tile mt (2g + h with parityRows), the
+  /// same clamped to M - 1 (for loads), and its x row's offset.
   SmallVector<Value> rows, loadRows, xRow;
   /// realignX: [r] as above, the lane's x offset rounded down to 16 bytes,
   /// the step to its second granule (8, or 0 where the row is aligned) and

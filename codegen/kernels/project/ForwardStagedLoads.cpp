@@ -68,7 +68,7 @@ Value StagedPartial::chunkColumn(Value i) {
   return kb.mul(kb.add(sk.cBegin, i), kb.idx(p.chunk()));
 }
 
-/// xs[r][j]: the 16 bytes of row r (m-tile r / 2, token g + 8 (r % 2)) for
+/// xs[r][j]: the 16 bytes of row r (m-tile r / 2, rows[r]) for
 /// pair j of chunk i of the block's range; with the expand, f's 8/n
 /// channels of those positions per (r, j) and the bias' per j.
 StagedPartial::ChunkLoads StagedPartial::loadChunk(Value i) {

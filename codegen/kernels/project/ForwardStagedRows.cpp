@@ -91,8 +91,9 @@ Value StagedPartial::loadParityRow(int64_t r, Value at) {
 }
 
 /// realignX: chunk i's 16 bytes per (row, pair) from the two granules
-/// loadXAnyK loaded, where they are used (loaded a chunk ahead, the shift
-/// would wait for them there); the masked last chunk's are as loaded.
+/// loadXAnyK loaded, outside its branch, where they are used (in a plan
+/// that loads a chunk ahead the shift would wait there, not at the loads);
+/// the masked last chunk's are as loaded.
 void StagedPartial::realignRows(Value i, ChunkLoads &in) {
   Value shifted = kb.lt(kb.add(sk.cBegin, i), kb.idx(p.chunks() - 1));
   for (int64_t r = 0; r < 2 * p.mTiles; ++r) {
