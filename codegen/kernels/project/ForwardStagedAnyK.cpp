@@ -61,9 +61,7 @@ Value mlir::mhc::loadStagedXMasked(KernelBuilder &kb, const StagedPlan &p,
     for (int64_t e = 0; e < words; ++e)
       out.push_back(kb.extract(v, e));
   }
-  Type elem = cast<MemRefType>(x.getType()).getElementType();
-  return vector::BitCastOp::create(kb.b, kb.loc, VectorType::get({8}, elem),
-                                   kb.vector(out));
+  return xFromWords(kb, out, cast<MemRefType>(x.getType()).getElementType());
 }
 
 /// loadChunk's x at any K (x's rows 8- or 4-byte aligned): the last chunk,

@@ -65,7 +65,7 @@ private:
   /// the plans with two m-tiles spills on sm_100a; those load in the fill.)
   struct ChunkLoads {
     /// With realignX, xs holds each (row, pair)'s first aligned granule
-    /// until realignRows and xsNext the second.
+    /// until realignRows and xsNext the second (never carried: appendTo).
     Rows xs, fs, xsNext;
     SmallVector<Value> bias, pieces;
     void appendTo(SmallVector<Value> &values) const;

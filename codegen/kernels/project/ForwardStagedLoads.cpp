@@ -99,7 +99,7 @@ StagedPartial::ChunkLoads StagedPartial::loadChunk(Value i) {
 }
 
 void StagedPartial::ChunkLoads::appendTo(SmallVector<Value> &values) const {
-  for (const Rows *rs : {&xs, &fs, &xsNext})
+  for (const Rows *rs : {&xs, &fs})
     for (const auto &row : *rs)
       values.append(row.begin(), row.end());
   values.append(bias.begin(), bias.end());
@@ -119,8 +119,6 @@ StagedPartial::ChunkLoads StagedPartial::chunkLoadsFrom(ValueRange values) const
   take(in.xs);
   if (p.expand)
     take(in.fs);
-  if (p.realignX())
-    take(in.xsNext);
   if (p.hasBias)
     for (int64_t j = 0; j < pairs; ++j)
       in.bias.push_back(values[at++]);

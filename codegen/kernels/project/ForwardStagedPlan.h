@@ -105,6 +105,12 @@ SmallVector<Value> loadStagedParams(KernelBuilder &kb, const StagedPlan &p,
 Value loadStagedXMasked(KernelBuilder &kb, const StagedPlan &p, Value x,
                         Value rowOff, Value col, Value end);
 
+/// The 32-bit words of a vector (of x's elements: two bf16 each, low half
+/// first, the register layout of mma fragments), and the vector of `elem`
+/// that words of x hold.
+SmallVector<Value> xWords(KernelBuilder &kb, Value v);
+Value xFromWords(KernelBuilder &kb, ArrayRef<Value> words, Type elem);
+
 /// realignX: the 16 bytes that start `bit1 * 2 + bit0` words into the 32
 /// bytes `first`, `second` (vectors of 8 of x's elements).
 Value shiftWords(KernelBuilder &kb, Value first, Value second, Value bit0,

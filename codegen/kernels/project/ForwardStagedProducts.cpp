@@ -17,18 +17,22 @@
 using namespace mlir;
 using namespace mlir::mhc;
 
-namespace {
-
-/// The four 32-bit words of a 16-byte vector (two bf16 each, low half
-/// first: the register layout of mma fragments).
-SmallVector<Value> words(KernelBuilder &kb, Value v) {
-  auto i32x4 = VectorType::get({4}, kb.b.getI32Type());
-  Value w = vector::BitCastOp::create(kb.b, kb.loc, i32x4, v);
+SmallVector<Value> mlir::mhc::xWords(KernelBuilder &kb, Value v) {
+  auto type = cast<VectorType>(v.getType());
+  int64_t count = type.getNumElements() * type.getElementTypeBitWidth() / 32;
+  Value w = vector::BitCastOp::create(kb.b, kb.loc, VectorType::get({count}, kb.b.getI32Type()), v);
   SmallVector<Value> out;
-  for (int64_t e = 0; e < 4; ++e)
+  for (int64_t e = 0; e < count; ++e)
     out.push_back(kb.extract(w, e));
   return out;
 }
+
+Value mlir::mhc::xFromWords(KernelBuilder &kb, ArrayRef<Value> words, Type elem) {
+  auto type = VectorType::get({2 * static_cast<int64_t>(words.size())}, elem);
+  return vector::BitCastOp::create(kb.b, kb.loc, type, kb.vector(words));
+}
+
+namespace {
 
 /// The bf16 values in the low and high halves of a word, as f32.
 std::pair<Value, Value> halves(KernelBuilder &kb, Value w) {
@@ -64,7 +68,7 @@ StagedPartial::Rows StagedPartial::pairWords(const Rows &xs, int64_t j,
   int64_t MT = p.mTiles, accs = p.accs();
   Rows w;
   for (int64_t r = 0; r < 2 * MT; ++r)
-    w.push_back(words(kb, xs[r][j]));
+    w.push_back(xWords(kb, xs[r][j]));
   for (int64_t mt = 0; mt < MT; ++mt)
     for (int64_t e = 0; e < 4; ++e) {
       auto [a0, a1] = halves(kb, w[2 * mt][e]);
@@ -124,7 +128,7 @@ void StagedPartial::mmaSyncProducts(const Rows &xs, Value ringBase,
         for (int64_t nt = 0; nt < NT; ++nt) {
           Value raw = LLVM::LoadOp::create(kb.b, kb.loc, i32x4,
                                            kb.sharedPtr(ring, bOffset(ringBase, j, part, nt)), 16);
-          bw[part].push_back(words(kb, raw));
+          bw[part].push_back(xWords(kb, raw));
         }
     Rows w = pairWords(xs, j, next);
     for (int h = 0; h < 2; ++h) {

@@ -20,20 +20,15 @@ using namespace mlir::mhc;
 
 Value mlir::mhc::shiftWords(KernelBuilder &kb, Value first, Value second,
                             Value bit0, Value bit1) {
-  auto i32x4 = VectorType::get({4}, kb.b.getI32Type());
-  SmallVector<Value> in;
-  for (Value v : {first, second}) {
-    Value w = vector::BitCastOp::create(kb.b, kb.loc, i32x4, v);
-    for (int64_t e = 0; e < 4; ++e)
-      in.push_back(kb.extract(w, e));
-  }
+  SmallVector<Value> in = xWords(kb, first);
+  in.append(xWords(kb, second));
   // Two words where bit1, then one more where bit0: 9 selects.
   SmallVector<Value> by2, out;
   for (int64_t e = 0; e < 5; ++e)
     by2.push_back(kb.select(bit1, in[e + 2], in[e]));
   for (int64_t e = 0; e < 4; ++e)
     out.push_back(kb.select(bit0, by2[e + 1], by2[e]));
-  return vector::BitCastOp::create(kb.b, kb.loc, first.getType(), kb.vector(out));
+  return xFromWords(kb, out, cast<VectorType>(first.getType()).getElementType());
 }
 
 /// realignX: each row's shift from 16 bytes, and the granules' offsets.
@@ -76,25 +71,19 @@ Value StagedPartial::loadParityRow(int64_t r, Value at) {
       out = kb.vload(x, base, 8);
       return;
     }
-    Type i32 = kb.b.getI32Type();
     SmallVector<Value> words;
-    for (auto [e0, count] : {std::pair<int64_t, int64_t>{0, 2}, {2, 4}, {6, 2}}) {
-      Value v = kb.vload(x, kb.add(base, kb.idx(e0)), count);
-      v = vector::BitCastOp::create(kb.b, kb.loc, VectorType::get({count / 2}, i32), v);
-      for (int64_t w = 0; w < count / 2; ++w)
-        words.push_back(kb.extract(v, w));
-    }
-    Type elem = cast<MemRefType>(x.getType()).getElementType();
-    out = vector::BitCastOp::create(kb.b, kb.loc, VectorType::get({8}, elem), kb.vector(words));
+    for (auto [e0, count] : {std::pair<int64_t, int64_t>{0, 2}, {2, 4}, {6, 2}})
+      words.append(xWords(kb, kb.vload(x, kb.add(base, kb.idx(e0)), count)));
+    out = xFromWords(kb, words, cast<MemRefType>(x.getType()).getElementType());
   });
   return out;
 }
 
 /// realignX: chunk i's 16 bytes per (row, pair) from the two granules
-/// loadXAnyK loaded, outside its branch, where they are used (in a plan
-/// that loads a chunk ahead the shift would wait there, not at the loads);
-/// the masked last chunk's are as loaded.
+/// loadXAnyK loaded; the masked last chunk's are as loaded. (Its plans, one
+/// m-tile and no expand, load in the chunk: nothing carries xsNext.)
 void StagedPartial::realignRows(Value i, ChunkLoads &in) {
+  assert(!p.prefetch() && "realignX loads are not carried a chunk ahead");
   Value shifted = kb.lt(kb.add(sk.cBegin, i), kb.idx(p.chunks() - 1));
   for (int64_t r = 0; r < 2 * p.mTiles; ++r) {
     Value bit0 = kb.andi(shiftBit0[r], shifted), bit1 = kb.andi(shiftBit1[r], shifted);
