@@ -59,7 +59,9 @@
 // FWD4PTX-LABEL: .entry mhc_project_fwd_n4_{{[0-9a-f]+}}_reduce(
 
 // K % 8 == 4 at n = 6 (tf32, sm_90a): the staged variant on wgmma, its
-// pack reading bf16 phi and weight in 8-byte pieces (rows 8-byte aligned).
+// pack reading bf16 phi and weight in 8-byte pieces (rows 8-byte aligned);
+// the partial's rows by parity: the even tokens' (16-byte aligned) in one
+// 16-byte load per lane and pair, the odd tokens' in two 8-byte loads.
 // FWD6: "entry": "mhc_project_fwd_n6_{{[0-9a-f]+}}_pack"
 // FWD6: "entry": "mhc_project_fwd_n6_{{[0-9a-f]+}}_partial"
 // FWD6-LABEL: .entry mhc_project_fwd_n6_{{[0-9a-f]+}}_pack(
@@ -67,6 +69,10 @@
 // FWD6: ld.global.nc.v4.b16
 // FWD6-NOT: ld.global.nc.v4.b32
 // FWD6-LABEL: .entry mhc_project_fwd_n6_{{[0-9a-f]+}}_partial(
+// FWD6: ld.global.nc.v4.b32 {%r{{[0-9]+}}, %r{{[0-9]+}}, %r{{[0-9]+}}, %r{{[0-9]+}}}, {{\[}}[[EVEN:%rd[0-9]+]]{{\]}};
+// FWD6-NEXT: ld.global.nc.v4.b32 {%r{{[0-9]+}}, %r{{[0-9]+}}, %r{{[0-9]+}}, %r{{[0-9]+}}}, {{\[}}[[EVEN]]+64{{\]}};
+// FWD6: ld.global.nc.v2.b32 {%r{{[0-9]+}}, %r{{[0-9]+}}}, {{\[}}[[ODD:%rd[0-9]+]]{{\]}};
+// FWD6-NEXT: ld.global.nc.v2.b32 {%r{{[0-9]+}}, %r{{[0-9]+}}}, {{\[}}[[ODD]]+8{{\]}};
 // FWD6: wgmma.mma_async
 
 // K % 8 == 2 at n = 2 (rows 4-byte aligned): the partial reads each lane's

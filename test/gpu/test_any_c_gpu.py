@@ -178,13 +178,16 @@ def test_staged_forward_at_4_byte_rows(cfg):
     check_on_kernel_path(s, cfg["M"], case_seed("staged4", tuple(cfg.values())))
 
 
-# The wgmma plans at 4-byte rows (tf32, n = 6 and 7) take each m-tile's even
-# tokens as rows g and its odd ones as rows g + 8 (parityRows); a row past M
-# loads the last token of its parity, or at M = 1 (no odd token) token 0
-# from its third element. M across those cases and the 64-token m-tiles.
+# The wgmma plans at 4- and 8-byte rows (tf32, n = 6 and 7) take each
+# m-tile's even tokens as rows g and its odd ones as rows g + 8
+# (parityRows); a row past M loads the last token of its parity, or at M = 1
+# (no odd token) token 0 from its third (4-byte rows) or fifth (8-byte rows)
+# element. M across those cases and the 64-token m-tiles; C = 34 at n = 6
+# and C = 36 at n = 7: one 128-column chunk by parity and the masked one.
 PARITY = [dict(n=n, C=C, act="bf16", layout=("cn", "nc")[i % 2], tf32=True, weight=bool(i % 3 == 0), M=M)
-          for i, ((n, C), M) in enumerate(itertools.product([(6, 11), (7, 10), (6, 5127)], (1, 2, 3, 64, 129)))]
-assert all((c["n"] * c["C"]) % 8 in (2, 6) for c in PARITY)
+          for i, ((n, C), M) in enumerate(itertools.product([(6, 11), (7, 10), (6, 5127), (6, 34), (7, 36), (6, 5126)],
+                                                            (1, 2, 3, 64, 129)))]
+assert all((c["n"] * c["C"]) % 8 in (2, 4, 6) for c in PARITY)
 
 
 @pytest.mark.parametrize("cfg", PARITY, ids=lambda c: "n{n}-C{C}-{layout}-w{weight:d}-M{M}".format(**c))

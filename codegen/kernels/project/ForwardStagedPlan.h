@@ -47,13 +47,15 @@ struct StagedPlan {
   /// project.md, "Realigned x"). Not in "partial_few" (one token block:
   /// latency, not loads, bounds it), where it spilled.
   bool realignX() const { return xUnit == 2 && nTiles <= 2 && !fewOnly; }
-  /// At 4-byte rows with wgmma (whose registers leave no room for second
-  /// granules), each m-tile's rows g are its even tokens (rows 8-byte
-  /// aligned) and rows g + 8 its odd ones (4 bytes past that): 16 bytes in
-  /// two 8-byte loads, or in loads of 4, 8 and 4 bytes (parityRows),
-  /// instead of four 4-byte loads (docs/design/project.md, "Rows by
-  /// parity").
-  bool parityRows() const { return xUnit == 2 && wgmma; }
+  /// With wgmma (whose registers leave no room for second granules) at
+  /// 4- or 8-byte rows, each m-tile's rows g are its even tokens and rows
+  /// g + 8 its odd ones, so each load covers rows of one alignment: at
+  /// 4-byte rows 16 bytes in two 8-byte loads (even) or loads of 4, 8 and 4
+  /// bytes (odd) instead of four 4-byte loads; at 8-byte rows one 16-byte
+  /// load (even) or two 8-byte loads (odd) instead of two 8-byte loads
+  /// (parityRows; docs/design/project.md, "Rows by parity"). The mma.sync
+  /// plans keep their loads: there it spilled at 128 registers.
+  bool parityRows() const { return wgmma && xUnit < 8; }
   ::mhc::SplitRule split;
   int64_t chunk() const { return 16 * sq; }
   /// Chunks of K, the last one partial where K % chunk() != 0 (any K): the

@@ -1,13 +1,13 @@
-//===- ForwardStagedRows.cpp - the staged forward's x at 4-byte rows -------===//
+//===- ForwardStagedRows.cpp - the staged forward's x at 4/8-byte rows ---===//
 //
 // At K % 8 = 2 or 6 x's rows start 0, 4, 8 or 12 bytes past a 16-byte
-// boundary (docs/design/project.md, "Realigned x" and "Rows by parity").
-// Where the products leave registers for it (n <= 3), a lane's 16 bytes
-// come as the two aligned granules that hold them, shifted by words
-// (realignX); on wgmma, whose registers do not, an m-tile's even tokens take
-// rows g (8-byte aligned) and its odd ones rows g + 8, each read in as few
-// loads as its alignment allows (parityRows). The masked last chunk is
-// ForwardStagedAnyK.cpp's.
+// boundary, at K % 8 = 4 0 or 8 (docs/design/project.md, "Realigned x" and
+// "Rows by parity"). At 4-byte rows where the products leave registers for
+// it (n <= 3), a lane's 16 bytes come as the two aligned granules that hold
+// them, shifted by words (realignX); on wgmma, whose registers do not, an
+// m-tile's even tokens take rows g and its odd ones rows g + 8, each read
+// in as few loads as its alignment allows (parityRows, at 4- and 8-byte
+// rows). The masked last chunk is ForwardStagedAnyK.cpp's.
 //
 //===----------------------------------------------------------------------===//
 
@@ -56,18 +56,23 @@ void StagedPartial::locateParityRows(Value first, int64_t tileStride) {
     rows.push_back(kb.add(inTile, kb.idx(tileStride * (r / 2) + r % 2)));
     loadRows.push_back(kb.min(rows.back(), r % 2 ? lastOdd : lastEven));
     xRow.push_back(kb.add(kb.mul(loadRows.back(), kb.idx(p.K)), kb.mul(sk.t, kb.idx(8))));
-    xRowSplit.push_back(r % 2 ? kb.add(xRow.back(), kb.select(one, kb.idx(2), kb.idx(0)))
+    // (At M = 1 the odd rows start at token 0's first element one class
+    // past it: 4 bytes at 4-byte rows, 8 at 8-byte rows.)
+    xRowSplit.push_back(r % 2 ? kb.add(xRow.back(), kb.select(one, kb.idx(p.xUnit), kb.idx(0)))
                               : xRow.back());
   }
   liveWarp = kb.lt(first, sk.M);
 }
 
 /// parityRows: a lane's 16 bytes of row r at column `at` (not the masked
-/// chunk): two 8-byte loads on the even rows, 4, 8 and 4 bytes on the odd.
+/// chunk). At 4-byte rows two 8-byte loads on the even rows, 4, 8 and 4
+/// bytes on the odd; at 8-byte rows one 16-byte load on the even rows (16-
+/// byte aligned), two 8-byte ones on the odd.
 Value StagedPartial::loadParityRow(int64_t r, Value at) {
   Value x = l.arg("x"), base = kb.add(xRowSplit[r], at), out;
-  kb.withAccessLimit(8, [&] {
-    if (r % 2 == 0) {
+  bool eightByteRows = p.xUnit == 4;
+  kb.withAccessLimit(eightByteRows && r % 2 == 0 ? 16 : 8, [&] {
+    if (r % 2 == 0 || eightByteRows) {
       out = kb.vload(x, base, 8);
       return;
     }
