@@ -23,6 +23,8 @@
 // RUN: rm -rf %t.f3 && mhc-compile --spec 'project.fwd;n=3;act=bf16;param=f32;layout=cn;C=5127;tf32=1;weight=1;arch=sm_90a' -o %t.f3 && cat %t.f3/*.ptx | FileCheck %s --check-prefix=FWDODD
 // RUN: cat %t.f3/mhc*.json | FileCheck %s --check-prefix=FWDODDJSON
 // RUN: rm -rf %t.b4 && mhc-compile --spec 'project.bwd;n=4;act=bf16;param=f32;layout=cn;C=5129;tf32=1;weight=0;arch=sm_90a' -o %t.b4 && cat %t.b4/*.ptx | FileCheck %s --check-prefix=BWD4
+// RUN: cat %t.b4/*.ptx | FileCheck %s --check-prefix=SLICES
+// RUN: rm -rf %t.b21 && mhc-compile --spec 'project.bwd;n=2;act=bf16;param=f32;layout=cn;C=5121;tf32=1;weight=0;arch=sm_90a' -o %t.b21 && cat %t.b21/*.ptx | FileCheck %s --check-prefix=ONELOOP
 // RUN: rm -rf %t.b2 && mhc-compile --spec 'project.bwd;n=2;act=f16;param=f32;layout=cn;C=4098;tf32=1;weight=1;arch=sm_90a' -o %t.b2 && cat %t.b2/*.ptx | FileCheck %s --check-prefix=BWD4
 // RUN: rm -rf %t.b6 && mhc-compile --spec 'project.bwd;n=6;act=bf16;param=f32;layout=cn;C=4098;tf32=1;weight=1;arch=sm_90a' -o %t.b6 && cat %t.b6/*.ptx | FileCheck %s --check-prefix=BWD4
 // RUN: rm -rf %t.w6 && mhc-compile --spec 'project.bwd;n=6;act=bf16;param=f32;layout=cn;C=5124;tf32=1;weight=0;arch=sm_90a' -o %t.w6 && cat %t.w6/mhc*.json | FileCheck %s --check-prefix=WIDE6JSON
@@ -133,6 +135,15 @@
 // BWD4: ld.shared.v4.b16
 // BWD4: st.global.v2.b32
 // BWD4-NOT: cp.async.ca
+
+// The block ring at 8-byte rows runs its step loop without the column masks
+// in the slices inside K and with them in the last: the loop twice, 24
+// mma.sync each at n = 4 (tf32: 3 row steps x 4 k-tiles x D and gphi). At
+// 4-byte rows (n = 2, C = 5121) one loop of 8.
+// SLICES-COUNT-48: mma.sync.aligned
+// SLICES-NOT: mma.sync.aligned
+// ONELOOP-COUNT-8: mma.sync.aligned
+// ONELOOP-NOT: mma.sync.aligned
 // BWD80-NOT: cp.async.bulk
 // BWD80: cp.async.ca.shared.global [%rd{{[0-9]+}}{{(\+[0-9]+)?}}], [%rd{{[0-9]+}}{{(\+[0-9]+)?}}], 8, %r{{[0-9]+}};
 // BWD80-NOT: cp.async.bulk

@@ -85,6 +85,39 @@ def check_on_kernel_path(s, M, seed):
         assert torch.equal(g, again[k]), f"{k}: two runs differ ({s}, M={M})"
 
 
+def check_backward_with_acc(s, M, seed, acc_mode, cfg, acc_added_to_rounded):
+    """project_backward with acc in x's dtype ("x") or f32: two calls give
+    the same bits, generated kernels only, gphi as without acc, gx within
+    the bound of float64 gx + acc. gx is bitwise the unfused gx plus acc
+    where the kernel adds acc to its gx rounded (acc in x's dtype, or every
+    mode with acc_added_to_rounded: launch "acc")."""
+    n, lay = s["n"], s["layout"]
+    gen = torch.Generator(device="cuda").manual_seed(seed)
+    t = make_inputs(s, M, gen)
+    dtype = torch.float32 if acc_mode == "f32" else torch.bfloat16
+    acc = torch.randn(t["x"].shape, generator=gen, device="cuda").to(dtype)
+    o = torch.ops.mhc
+    args = (t["gh"], t["gms"], t["x"], t["phi"], t.get("weight"), n, lay, s["tf32"])
+    before = mhc._C.stats()
+    fused, again, unfused = o.project_backward(*args, acc), o.project_backward(*args, acc), o.project_backward(*args)
+    torch.cuda.synchronize()
+    after = mhc._C.stats()
+    where = f"({cfg}, seed {seed})"
+    assert after["reference_calls"] == before["reference_calls"], (before, after, where)
+    assert after["kernel_calls"] - before["kernel_calls"] == 3, (before, after, where)
+    for a, b in zip(fused, again):
+        assert torch.equal(a, b), f"two runs differ {where}"
+    gx = fused[0]
+    assert gx.dtype == torch.bfloat16 and gx.shape == t["x"].shape
+    if acc_added_to_rounded or acc_mode == "x":
+        assert torch.equal(gx, unfused[0].to(dtype).add(acc).to(torch.bfloat16)), f"gx is not own + acc {where}"
+    assert torch.equal(fused[1], unfused[1]), f"gphi changed with acc {where}"
+    want = reference(s, t)["gx"].detach().reshape(-1) + acc.reshape(-1).double()
+    got = gx.reshape(-1).double()
+    err = ((got - want).norm() / want.norm().clamp_min(1e-300)).item()
+    assert torch.isfinite(got).all() and err <= bound(s, gx.dtype), f"gx: rel err {err:.3e} {where}"
+
+
 # Every n with every C; act, layout, tf32, weight and M cycle over the cases.
 PROJECT = [dict(n=n, C=C, act=ACTS[i % 3], layout=("nc", "cn")[(i // 3) % 2], tf32=bool(i % 2),
                 weight=bool((i // 2) % 2), M=MS[i % 3])
@@ -136,6 +169,23 @@ RING_ROWS += [dict(n=n, C=C, act=act, layout="cn", tf32=True, weight=w, M=M)
 def test_block_ring_at_k_mod_8_eq_4(cfg):
     s = spec("project", "bwd", cfg["n"], cfg["act"], cfg["layout"], cfg["C"], tf32=cfg["tf32"], weight=cfg["weight"])
     check_on_kernel_path(s, cfg["M"], case_seed("ring", tuple(cfg.values())))
+
+
+# The block ring at 8-byte rows runs its step loop unmasked in the slices
+# inside K and masked in the last (two loops; one with a weight and acc):
+# acc (x's dtype: added to gx rounded, so bitwise the unfused gx + acc; or
+# TE's f32 buffer, added before the rounding) at M = 2, 9 (a partial step)
+# and 4099, in both loops.
+RING_ACC = [dict(n=n, C=C, weight=w, M=M, acc=acc)
+            for (n, C, w), M, acc in itertools.product(((4, 5129, False), (2, 4098, False), (4, 7167, True)),
+                                                        (2, 9, 4099), ("x", "f32"))]
+
+
+@pytest.mark.parametrize("cfg", RING_ACC, ids=lambda c: "n{n}-C{C}-w{weight:d}-M{M}-acc_{acc}".format(**c))
+def test_block_ring_with_acc(cfg):
+    s = spec("project", "bwd", cfg["n"], "bf16", "cn", cfg["C"], tf32=True, weight=cfg["weight"])
+    check_backward_with_acc(s, cfg["M"], case_seed("ring-acc", tuple(cfg.values())), cfg["acc"], cfg,
+                            acc_added_to_rounded=False)
 
 
 # The staged forward at K % 8 == 4 (bf16 x: pack + bulk-copy ring, the last
@@ -317,27 +367,4 @@ def test_one_wave_backward_at_k_mod_64(cfg):
     if acc_mode == "none":
         check_on_kernel_path(s, M, seed)
         return
-    gen = torch.Generator(device="cuda").manual_seed(seed)
-    t = make_inputs(s, M, gen)
-    dtype = torch.float32 if acc_mode == "f32" else torch.bfloat16
-    acc = torch.randn(t["x"].shape, generator=gen, device="cuda").to(dtype)
-    o = torch.ops.mhc
-    args = (t["gh"], t["gms"], t["x"], t["phi"], None, n, lay, True)
-    before = mhc._C.stats()
-    fused, again, unfused = o.project_backward(*args, acc), o.project_backward(*args, acc), o.project_backward(*args)
-    torch.cuda.synchronize()
-    after = mhc._C.stats()
-    where = f"({cfg}, seed {seed})"
-    assert after["reference_calls"] == before["reference_calls"], (before, after, where)
-    assert after["kernel_calls"] - before["kernel_calls"] == 3, (before, after, where)
-    for a, b in zip(fused, again):
-        assert torch.equal(a, b), f"two runs differ {where}"
-    gx = fused[0]
-    assert gx.dtype == torch.bfloat16 and gx.shape == t["x"].shape
-    # Launch "acc" (or the store in pieces) adds acc to gx rounded: the unfused add.
-    assert torch.equal(gx, unfused[0].to(dtype).add(acc).to(torch.bfloat16)), f"gx is not own + acc {where}"
-    assert torch.equal(fused[1], unfused[1]), f"gphi changed with acc {where}"
-    want = reference(s, t)["gx"].detach().reshape(-1) + acc.reshape(-1).double()
-    got = gx.reshape(-1).double()
-    err = ((got - want).norm() / want.norm().clamp_min(1e-300)).item()
-    assert torch.isfinite(got).all() and err <= bound(s, gx.dtype), f"gx: rel err {err:.3e} {where}"
+    check_backward_with_acc(s, M, seed, acc_mode, cfg, acc_added_to_rounded=True)

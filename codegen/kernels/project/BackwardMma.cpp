@@ -122,6 +122,25 @@ SmallVector<Value> MmaMain::shareSums() {
       });
 }
 
+/// With masked columns (K % laneCols != 0) a block whose slice lies inside
+/// K runs the step loop without the masks (every lane active, whole
+/// pieces), the last slice with them: the loop most blocks run keeps the
+/// aligned loop's branches (docs/design/project.md, "One loop per slice
+/// kind").
+SmallVector<Value> MmaMain::shareSumsBySlice() {
+  Value inside = kb.lt(kb.add(sliceCol, kb.idx(p.blockCols - 1)), kb.idx(p.K));
+  return kb.ifElse(
+      inside,
+      [&] {
+        Value maskedActive = active, maskedCol0 = col0;
+        wholeSlice = true, active = kb.boolean(true), col0 = colBase;
+        SmallVector<Value> sums = shareSums();
+        wholeSlice = false, active = maskedActive, col0 = maskedCol0;
+        return sums;
+      },
+      [&] { return shareSums(); });
+}
+
 /// The share's partials: gphi (times the weight) and gw, whose four lanes
 /// of a column group hold different tokens.
 void MmaMain::storeShare(ArrayRef<Value> total) {
@@ -170,7 +189,7 @@ void MmaMain::consume() {
   if (p.hasW)
     w = loadLaneCols(l.arg("weight"), [](Value c) { return c; });
   startCopies();
-  SmallVector<Value> total = shareSums();
+  SmallVector<Value> total = loopPerSlice() ? shareSumsBySlice() : shareSums();
   // Groups of steps past the share's end were empty.
   if (!p.staged)
     kb.copyAsyncWait(0);

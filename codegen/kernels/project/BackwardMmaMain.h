@@ -45,7 +45,16 @@ private:
   Value xSlot(Value base, int64_t u, int64_t c);
   Value xSlotPtr(Value base, int64_t u, int64_t c);
   Value pieceBytes(Value src, Value end);
-  bool masked() const { return p.colPiece < p.laneCols; }
+  /// Columns loaded and stored in masked pieces: K % laneCols != 0, except
+  /// in the loop of a block whose slice lies inside K (shareSumsBySlice).
+  bool masked() const { return p.colPiece < p.laneCols && !wholeSlice; }
+  /// The step loop emitted twice, for the slices inside K and the last
+  /// (shareSumsBySlice): on the block ring at 8-byte rows. (At 4-byte rows
+  /// it measured no gain; with a weight and acc the two loops spilled at
+  /// sm_100a's 168 registers.)
+  bool loopPerSlice() const {
+    return p.staged && masked() && p.xAlign == 8 && !(p.hasW && hasAcc);
+  }
   Value colsIn(int64_t offset);
   void copyX(Value dst, Value xOff, Value ok);
   SmallVector<Value> loadLaneCols(Value mem, function_ref<Value(Value)> at);
@@ -69,6 +78,7 @@ private:
   SmallVector<Value> stepRange(Value lb, Value ub, ValueRange start);
   void startCopies();
   SmallVector<Value> shareSums();
+  SmallVector<Value> shareSumsBySlice();
   void storeShare(ArrayRef<Value> total);
   void consume();
   void produce();
@@ -96,6 +106,9 @@ private:
   // consumer lane releases its own reads (BulkRing::release).
   std::optional<BulkRing> bulk;
   Value count, sliceCol, xRowBytes, laneColInBlock;
+  // While the step loop of a slice inside K is emitted: no column masks,
+  // every lane active.
+  bool wholeSlice = false;
 };
 
 } // namespace mlir::mhc
