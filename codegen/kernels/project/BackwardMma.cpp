@@ -43,6 +43,7 @@
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
+#include "llvm/Support/SaveAndRestore.h"
 
 using namespace mlir;
 using namespace mlir::mhc;
@@ -132,11 +133,10 @@ SmallVector<Value> MmaMain::shareSumsBySlice() {
   return kb.ifElse(
       inside,
       [&] {
-        Value maskedActive = active, maskedCol0 = col0;
-        wholeSlice = true, active = kb.boolean(true), col0 = colBase;
-        SmallVector<Value> sums = shareSums();
-        wholeSlice = false, active = maskedActive, col0 = maskedCol0;
-        return sums;
+        llvm::SaveAndRestore unmasked(wholeSlice, true);
+        llvm::SaveAndRestore allActive(active, kb.boolean(true));
+        llvm::SaveAndRestore ownColumns(col0, colBase);
+        return shareSums();
       },
       [&] { return shareSums(); });
 }
