@@ -6,8 +6,10 @@
 // (pack + bulk-copy ring), x read in 8-byte pieces and its last chunk
 // masked at K; at K % 8 == 2, 6 the same in 4-byte pieces, at n <= 3 as
 // aligned 16-byte granules shifted by words, on wgmma by the rows' parity
-// (8-byte loads, or 4, 8, 4); else the tf32 variant (no pack launch), x
-// read element by element at odd K. Backward: n = 6 in bf16
+// (8-byte loads, or 4, 8, 4); at odd K as five aligned 4-byte words
+// funnel-shifted by a half-word (on wgmma at the odd tokens only); f16 and
+// f32 x take the tf32 variant (no pack launch), x read element by element
+// at odd K. Backward: n = 6 in bf16
 // with tf32 and no weight on sm_90a the one-wave kernel with x by phase
 // maps (every P-th token) and gx in pieces; else the block ring at K % 8 ==
 // 4 on sm_90 (bulk copies from the 16-byte boundary below each row), else
@@ -22,6 +24,9 @@
 // RUN: rm -rf %t.f32 && mhc-compile --spec 'project.fwd;n=6;act=bf16;param=f32;layout=cn;C=5124;tf32=1;weight=0;arch=sm_90a' -o %t.f32 && cat %t.f32/mhc*.json %t.f32/*.ptx | FileCheck %s --check-prefix=FWD6K32
 // RUN: rm -rf %t.f3 && mhc-compile --spec 'project.fwd;n=3;act=bf16;param=f32;layout=cn;C=5127;tf32=1;weight=1;arch=sm_90a' -o %t.f3 && cat %t.f3/*.ptx | FileCheck %s --check-prefix=FWDODD
 // RUN: cat %t.f3/mhc*.json | FileCheck %s --check-prefix=FWDODDJSON
+// RUN: rm -rf %t.f7 && mhc-compile --spec 'project.fwd;n=7;act=bf16;param=f32;layout=cn;C=5121;tf32=1;weight=0;arch=sm_90a' -o %t.f7 && cat %t.f7/*.ptx | FileCheck %s --check-prefix=FWDODD7
+// RUN: rm -rf %t.f3h && mhc-compile --spec 'project.fwd;n=3;act=f16;param=f32;layout=cn;C=5127;tf32=1;weight=1;arch=sm_90a' -o %t.f3h && cat %t.f3h/*.ptx | FileCheck %s --check-prefix=FWDODDF16
+// RUN: cat %t.f3h/mhc*.json | FileCheck %s --check-prefix=FWDODDF16JSON
 // RUN: rm -rf %t.b4 && mhc-compile --spec 'project.bwd;n=4;act=bf16;param=f32;layout=cn;C=5129;tf32=1;weight=0;arch=sm_90a' -o %t.b4 && cat %t.b4/*.ptx | FileCheck %s --check-prefix=BWD4
 // RUN: cat %t.b4/*.ptx | FileCheck %s --check-prefix=SLICES
 // RUN: rm -rf %t.b21 && mhc-compile --spec 'project.bwd;n=2;act=bf16;param=f32;layout=cn;C=5121;tf32=1;weight=0;arch=sm_90a' -o %t.b21 && cat %t.b21/*.ptx | FileCheck %s --check-prefix=ONELOOP
@@ -115,15 +120,32 @@
 // FWD6K32-NEXT: selp.b32 %r{{[0-9]+}}, [[W3]], 0, %p{{[0-9]+}};
 // FWD6K32: wgmma.mma_async
 
-// Odd K: the tf32 variant (no pack), no vector load of a 2-byte element
-// run.
+// Odd K in bf16: the staged variant too (pack, partial). A lane's 16 bytes
+// of a row are the five aligned words that hold them, funnel-shifted by
+// the row's half-word (16 or 0 bits: a register); the masked last chunk
+// reads element by element; no vector load of a 2-byte element run.
+// FWDODDJSON: "entry": "mhc_project_fwd_n3_{{[0-9a-f]+}}_pack"
 // FWDODDJSON: "entry": "mhc_project_fwd_n3_{{[0-9a-f]+}}_partial"
-// FWDODDJSON-NOT: _pack"
-// FWDODDJSON: "entry": "mhc_project_fwd_n3_{{[0-9a-f]+}}_reduce"
+// FWDODD-LABEL: .entry mhc_project_fwd_n3_{{[0-9a-f]+}}_partial(
 // FWDODD-NOT: ld.global.nc.v{{[248]}}.b16
-// FWDODD-NOT: ld.global.nc.v{{[24]}}.u16
+// FWDODD-COUNT-4: shf.r.wrap.b32 %r{{[0-9]+}}, %r{{[0-9]+}}, %r{{[0-9]+}}, %r{{[0-9]+}};
 // FWDODD: ld.global.nc.b16
+// FWDODD: mma.sync.aligned
 // FWDODD-NOT: ld.global.nc.v{{[248]}}.b16
+// On wgmma (n = 7) by the rows' parity: the even tokens' rows start 4-byte
+// aligned, the odd ones' a half-word past: a constant shift of 16 bits.
+// FWDODD7-LABEL: .entry mhc_project_fwd_n7_{{[0-9a-f]+}}_partial(
+// FWDODD7-NOT: shf.r.wrap.b32 %r{{[0-9]+}}, %r{{[0-9]+}}, %r{{[0-9]+}}, %r{{[0-9]+}};
+// FWDODD7: shf.{{[lr]}}.wrap.b32 %r{{[0-9]+}}, %r{{[0-9]+}}, %r{{[0-9]+}}, 16;
+// FWDODD7: wgmma.mma_async
+// Odd K in f16: the tf32 variant (no pack), x element by element.
+// FWDODDF16JSON: "entry": "mhc_project_fwd_n3_{{[0-9a-f]+}}_partial"
+// FWDODDF16JSON-NOT: _pack"
+// FWDODDF16JSON: "entry": "mhc_project_fwd_n3_{{[0-9a-f]+}}_reduce"
+// FWDODDF16-NOT: ld.global.nc.v{{[248]}}.b16
+// FWDODDF16-NOT: ld.global.nc.v{{[24]}}.u16
+// FWDODDF16: ld.global.nc.b16
+// FWDODDF16-NOT: ld.global.nc.v{{[248]}}.b16
 
 // K % 8 == 4 on sm_90a (n = 4 at odd C; n = 2 at C = 2 mod 4; n = 6 there
 // with a weight or f16 x): the

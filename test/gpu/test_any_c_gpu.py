@@ -228,6 +228,27 @@ def test_staged_forward_at_4_byte_rows(cfg):
     check_on_kernel_path(s, cfg["M"], case_seed("staged4", tuple(cfg.values())))
 
 
+# The staged forward at 2-byte rows (odd K: n and C odd): the last chunk
+# masked at K element by element; the others as the five aligned words
+# around a lane's 16 bytes, funnel-shifted by a half-word at odd tokens
+# (halfRows), on wgmma (n = 7 tf32) by the rows' parity (at M = 1 the odd
+# rows read token 0 from its second element). K = 33, 35, 63: one 32-column
+# chunk and the masked one.
+STAGED_2B = [dict(n=n, C=C, act="bf16", layout=("cn", "nc")[i % 2], tf32=bool((i // 2) % 2), weight=bool(i % 3 == 0),
+                  M=(1, 77, 4099, 130, 2, 3)[i % 6])
+             for i, (n, C) in enumerate([(1, 5121), (3, 5127), (5, 5121), (7, 5121), (1, 33), (3, 11), (5, 7),
+                                         (7, 9), (1, 5127), (3, 5121), (5, 5127), (7, 5127), (7, 7167), (3, 7167)])]
+STAGED_2B += [dict(n=7, C=C, act="bf16", layout="cn", tf32=True, weight=w, M=M)
+              for (C, w), M in itertools.product(((9, False), (5121, True)), (1, 2, 3, 64, 129))]
+assert all((c["n"] * c["C"]) % 2 for c in STAGED_2B)
+
+
+@pytest.mark.parametrize("cfg", STAGED_2B, ids=lambda c: "n{n}-C{C}-{layout}-tf32{tf32:d}-w{weight:d}-M{M}".format(**c))
+def test_staged_forward_at_2_byte_rows(cfg):
+    s = spec("project", "fwd", cfg["n"], "bf16", cfg["layout"], cfg["C"], tf32=cfg["tf32"], weight=cfg["weight"])
+    check_on_kernel_path(s, cfg["M"], case_seed("staged2", tuple(cfg.values())))
+
+
 # The wgmma plans at 4- and 8-byte rows (tf32, n = 6 and 7) take each
 # m-tile's even tokens as rows g and its odd ones as rows g + 8
 # (parityRows); a row past M loads the last token of its parity, or at M = 1

@@ -7,8 +7,8 @@
 // add zeros. Rows of x (and phi) start only 8-byte aligned at K % 8 == 4:
 // every masked access here is one of the rows' alignment and reads an
 // element that exists (the row's start) instead of the next row or past the
-// buffer. At 4-byte rows the other chunks' x loads as ForwardStagedRows.cpp
-// says.
+// buffer. At 2- and 4-byte rows the other chunks' x loads as
+// ForwardStagedRows.cpp says.
 //
 //===----------------------------------------------------------------------===//
 
@@ -42,11 +42,21 @@ SmallVector<Value> mlir::mhc::loadStagedParams(KernelBuilder &kb,
 Value mlir::mhc::loadStagedXMasked(KernelBuilder &kb, const StagedPlan &p,
                                    Value x, Value rowOff, Value col,
                                    Value end) {
-  // Pieces of whole 32-bit words (xUnit >= 2: rows at least 4-byte
-  // aligned), masked as words: 16-bit selects would hold each value in a
-  // register of its own.
+  // Pieces of whole 32-bit words where rows are at least 4-byte aligned,
+  // masked as words: 16-bit selects would hold each value in a register of
+  // its own. At 2-byte rows (once per row, the last chunk) by element.
   int64_t unit = p.xUnit, words = unit / 2;
-  assert(unit % 2 == 0 && "x pieces of whole words");
+  if (unit == 1) {
+    SmallVector<Value> out;
+    for (int64_t e = 0; e < 8; ++e) {
+      Value at = kb.add(col, kb.idx(e));
+      Value ok = kb.lt(at, end);
+      Value v = kb.load(x, kb.add(rowOff, kb.select(ok, at, kb.sub(end, kb.idx(1)))));
+      Value zero = arith::ConstantOp::create(kb.b, kb.loc, kb.b.getZeroAttr(v.getType()));
+      out.push_back(kb.select(ok, v, zero));
+    }
+    return kb.vector(out);
+  }
   Type i32 = kb.b.getI32Type();
   auto pieceWords = VectorType::get({words}, i32);
   Value zero = arith::ConstantOp::create(
@@ -90,6 +100,9 @@ void StagedPartial::loadXAnyK(Value chunk, ChunkLoads &in) {
           });
         } else if (p.parityRows()) {
           flat.push_back(loadParityRow(r, at));
+        } else if (p.halfRows()) {
+          Value first = kb.add(xRowAligned[r], at);
+          flat.push_back(loadHalfRow(first, kb.add(first, xNextStep[r]), halfShift[r]));
         } else {
           flat.push_back(kb.vload(l.arg("x"), kb.add(xRow[r], at), 8));
         }

@@ -89,6 +89,8 @@ private:
   void locateShifts();
   void locateParityRows(Value first, int64_t tileStride);
   Value loadParityRow(int64_t r, Value at);
+  void locateHalfShifts();
+  Value loadHalfRow(Value first, Value fifth, Value bits);
   void stageMixing();
   Value chunkColumn(Value i);
   ChunkLoads loadChunk(Value i);
@@ -122,8 +124,11 @@ private:
   /// the step to its second granule (8, or 0 where the row is aligned) and
   /// the row's shift in words, bit by bit.
   SmallVector<Value> xRowAligned, xNextStep, shiftBit0, shiftBit1;
-  /// parityRows: [r] as xRow, past token 0's first two elements for the odd
-  /// rows where M = 1 (locateParityRows).
+  /// halfRows: xRowAligned (to 4 bytes) and xNextStep (to the fifth word:
+  /// 8 or 6 elements) as above, and the i32 funnel shift (16 or 0 bits).
+  SmallVector<Value> halfShift;
+  /// parityRows: [r] as xRow, past token 0's first xUnit elements for the
+  /// odd rows where M = 1 (locateParityRows).
   SmallVector<Value> xRowSplit;
   /// Whether the warp has a token below M (its first row).
   Value liveWarp;

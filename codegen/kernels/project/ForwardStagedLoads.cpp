@@ -39,6 +39,8 @@ void StagedPartial::locateRows() {
     xRow.push_back(kb.add(kb.mul(r, kb.idx(p.K)), kb.mul(sk.t, kb.idx(8))));
   if (p.realignX())
     locateShifts();
+  if (p.halfRows())
+    locateHalfShifts();
 }
 
 /// The block's tokens' post and P (rows past M - 1 as M - 1) into `mixing`,

@@ -50,11 +50,12 @@ std::optional<StagedPlan> mlir::mhc::planStaged(const KernelContext &ctx) {
   // its rows' alignment allows: 16 bytes at K % 8 == 0, two 8-byte ones at
   // K % 8 == 4, four 4-byte ones at K % 8 == 2 or 6 (or two aligned 16-byte
   // ones shifted by words: realignX; or by the rows' parity: parityRows),
+  // five aligned 4-byte ones funnel-shifted by a half-word at odd K
+  // (halfRows),
   // any K with a last chunk masked at K.
-  // Rows aligned to 2 bytes (odd K) take the tf32 variant.
-  int64_t xAlign = projectRowAlignBytes(ctx, ctx.spec.act);
-  if (ctx.spec.act != DType::BF16 || ctx.spec.arch == "sm_80" || xAlign < 4)
+  if (ctx.spec.act != DType::BF16 || ctx.spec.arch == "sm_80")
     return std::nullopt;
+  int64_t xAlign = projectRowAlignBytes(ctx, ctx.spec.act);
   StagedPlan s;
   s.N = ctx.N();
   s.K = ctx.K();

@@ -56,6 +56,11 @@ struct StagedPlan {
   /// (parityRows; docs/design/project.md, "Rows by parity"). The mma.sync
   /// plans keep their loads: there it spilled at 128 registers.
   bool parityRows() const { return wgmma && xUnit < 8; }
+  /// At 2-byte rows (odd K; with parityRows its odd rows) a lane's 16 bytes
+  /// come as the five aligned 4-byte words that hold them, funnel-shifted
+  /// by a half-word where the row is not 4-byte aligned (loadHalfRow),
+  /// instead of eight 2-byte loads.
+  bool halfRows() const { return xUnit == 1 && !parityRows(); }
   ::mhc::SplitRule split;
   int64_t chunk() const { return 16 * sq; }
   /// Chunks of K, the last one partial where K % chunk() != 0 (any K): the
@@ -90,8 +95,7 @@ struct StagedPlan {
 };
 
 /// The plan of a spec the staged forward serves (bf16 x on sm_90+ whose
-/// chunks fit the shared memory, rows at least 8-byte aligned), else
-/// nullopt.
+/// chunks fit the shared memory), else nullopt.
 std::optional<StagedPlan> planStaged(const KernelContext &ctx);
 
 /// Any K (ForwardStagedAnyK.cpp): `count` f32 values of phi / weight from

@@ -1,18 +1,21 @@
-//===- ForwardStagedRows.cpp - the staged forward's x at 4/8-byte rows ---===//
+//===- ForwardStagedRows.cpp - the staged forward's x at unaligned rows ---===//
 //
 // At K % 8 = 2 or 6 x's rows start 0, 4, 8 or 12 bytes past a 16-byte
-// boundary, at K % 8 = 4 0 or 8 (docs/design/project.md, "Realigned x" and
-// "Rows by parity"). At 4-byte rows where the products leave registers for
-// it (n <= 3), a lane's 16 bytes come as the two aligned granules that hold
-// them, shifted by words (realignX); on wgmma, whose registers do not, an
-// m-tile's even tokens take rows g and its odd ones rows g + 8, each read
-// in as few loads as its alignment allows (parityRows, at 4- and 8-byte
-// rows). The masked last chunk is ForwardStagedAnyK.cpp's.
+// boundary, at K % 8 = 4 0 or 8, at odd K any even count (docs/design/
+// project.md, "Realigned x", "Rows by parity" and "Odd K"). At 4-byte rows
+// where the products leave registers for it (n <= 3), a lane's 16 bytes
+// come as the two aligned granules that hold them, shifted by words
+// (realignX); on wgmma, whose registers do not, an m-tile's even tokens take
+// rows g and its odd ones rows g + 8, each read in as few loads as its
+// alignment allows (parityRows, at 2-, 4- and 8-byte rows). At 2-byte rows
+// five aligned 4-byte words funnel-shifted by a half-word (halfRows; by
+// parity only the odd rows). The masked last chunk is ForwardStagedAnyK.cpp's.
 //
 //===----------------------------------------------------------------------===//
 
 #include "kernels/project/ForwardStagedLaunches.h"
 
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 
 using namespace mlir;
@@ -45,8 +48,8 @@ void StagedPartial::locateShifts() {
 }
 
 /// parityRows: row r of m-tile r / 2 is token `first` + 2g + r % 2; a row
-/// past M loads the last token of its parity (token 0's element 2 for the
-/// odd rows where M = 1: 4 bytes past a boundary as well, and inside x).
+/// past M loads the last token of its parity (token 0 from element xUnit
+/// for the odd rows where M = 1: the odd rows' alignment, and inside x).
 void StagedPartial::locateParityRows(Value first, int64_t tileStride) {
   Value inTile = kb.add(first, kb.mul(sk.g, kb.idx(2)));
   Value last = kb.sub(sk.M, kb.idx(1)), one = kb.eq(sk.M, kb.idx(1));
@@ -57,7 +60,7 @@ void StagedPartial::locateParityRows(Value first, int64_t tileStride) {
     loadRows.push_back(kb.min(rows.back(), r % 2 ? lastOdd : lastEven));
     xRow.push_back(kb.add(kb.mul(loadRows.back(), kb.idx(p.K)), kb.mul(sk.t, kb.idx(8))));
     // (At M = 1 the odd rows start at token 0's first element one class
-    // past it: 4 bytes at 4-byte rows, 8 at 8-byte rows.)
+    // past it: 2 bytes at 2-byte rows, 4 at 4-byte rows, 8 at 8-byte rows.)
     xRowSplit.push_back(r % 2 ? kb.add(xRow.back(), kb.select(one, kb.idx(p.xUnit), kb.idx(0)))
                               : xRow.back());
   }
@@ -65,11 +68,21 @@ void StagedPartial::locateParityRows(Value first, int64_t tileStride) {
 }
 
 /// parityRows: a lane's 16 bytes of row r at column `at` (not the masked
-/// chunk). At 4-byte rows two 8-byte loads on the even rows, 4, 8 and 4
-/// bytes on the odd; at 8-byte rows one 16-byte load on the even rows (16-
-/// byte aligned), two 8-byte ones on the odd.
+/// chunk). At 2-byte rows four 4-byte loads on the even rows (4-byte
+/// aligned), five shifted by a half-word on the odd; at 4-byte rows two
+/// 8-byte loads on the even rows, 4, 8 and 4 bytes on the odd; at 8-byte
+/// rows one 16-byte load on the even rows (16-byte aligned), two 8-byte
+/// ones on the odd.
 Value StagedPartial::loadParityRow(int64_t r, Value at) {
   Value x = l.arg("x"), base = kb.add(xRowSplit[r], at), out;
+  if (p.xUnit == 1 && r % 2) {
+    Value first = kb.sub(base, kb.idx(1));
+    return loadHalfRow(first, kb.add(first, kb.idx(8)), kb.indexToI32(kb.idx(16)));
+  }
+  if (p.xUnit == 1) {
+    kb.withAccessLimit(4, [&] { out = kb.vload(x, base, 8); });
+    return out;
+  }
   bool eightByteRows = p.xUnit == 4;
   kb.withAccessLimit(eightByteRows && r % 2 == 0 ? 16 : 8, [&] {
     if (r % 2 == 0 || eightByteRows) {
@@ -82,6 +95,35 @@ Value StagedPartial::loadParityRow(int64_t r, Value at) {
     out = xFromWords(kb, words, cast<MemRefType>(x.getType()).getElementType());
   });
   return out;
+}
+
+/// halfRows: rows of odd tokens start a half-word past a 4-byte boundary
+/// (K odd; the lane's and the chunks' columns are even): xRowAligned, the
+/// step to the fifth word (8 elements, or 6 where the row is aligned) and
+/// halfShift, the i32 funnel shift (16 or 0 bits).
+void StagedPartial::locateHalfShifts() {
+  for (size_t r = 0; r < xRow.size(); ++r) {
+    Value odd = kb.rem(loadRows[r], kb.idx(2));
+    xRowAligned.push_back(kb.sub(xRow[r], odd));
+    xNextStep.push_back(kb.add(kb.idx(6), kb.mul(odd, kb.idx(2))));
+    halfShift.push_back(kb.indexToI32(kb.mul(odd, kb.idx(16))));
+  }
+}
+
+/// At 2-byte rows: a lane's 16 bytes from the four aligned words at
+/// `first` and the word at `fifth`, funnel-shifted by `bits` (i32: 16, or 0
+/// where the row is aligned and `fifth` is the fourth again, so that every
+/// word holds a byte of x: inside its allocation).
+Value StagedPartial::loadHalfRow(Value first, Value fifth, Value bits) {
+  Value x = l.arg("x");
+  SmallVector<Value> in, out;
+  kb.withAccessLimit(4, [&] {
+    in = xWords(kb, kb.vload(x, first, 8));
+    in.append(xWords(kb, kb.vload(x, fifth, 2)));
+  });
+  for (int64_t e = 0; e < 4; ++e)
+    out.push_back(LLVM::FshrOp::create(kb.b, kb.loc, in[e + 1], in[e], bits));
+  return xFromWords(kb, out, cast<MemRefType>(x.getType()).getElementType());
 }
 
 /// realignX: chunk i's 16 bytes per (row, pair) from the two granules
