@@ -47,13 +47,14 @@ Value mlir::mhc::loadStagedXMasked(KernelBuilder &kb, const StagedPlan &p,
   // its own. At 2-byte rows (once per row, the last chunk) by element.
   int64_t unit = p.xUnit, words = unit / 2;
   if (unit == 1) {
+    Type elem = cast<MemRefType>(x.getType()).getElementType();
+    Value zero = arith::ConstantOp::create(kb.b, kb.loc, kb.b.getZeroAttr(elem));
+    Value last = kb.sub(end, kb.idx(1));
     SmallVector<Value> out;
     for (int64_t e = 0; e < 8; ++e) {
       Value at = kb.add(col, kb.idx(e));
       Value ok = kb.lt(at, end);
-      Value v = kb.load(x, kb.add(rowOff, kb.select(ok, at, kb.sub(end, kb.idx(1)))));
-      Value zero = arith::ConstantOp::create(kb.b, kb.loc, kb.b.getZeroAttr(v.getType()));
-      out.push_back(kb.select(ok, v, zero));
+      out.push_back(kb.select(ok, kb.load(x, kb.add(rowOff, kb.select(ok, at, last))), zero));
     }
     return kb.vector(out);
   }
