@@ -200,6 +200,8 @@ void MmaMain::storeGx(StepValues &s, ArrayRef<Value> d, SmallVector<Value> &sums
       gx[u].push_back(hasAcc || foldAgg ? plusAcc(kb, spec, own, s.acc[u][j]) : own);
       sums[nAcc + j] = kb.fma(s.xa[u][j], dv, sums[nAcc + j]);
     }
+  if (p.wordCopy && !p.staged)
+    return storeGxWords(s, gx);
   for (int u = 0; u < 2; ++u)
     kb.when(kb.andi(active, s.tokOk[u]), [&] {
       storeLaneCols(gx[u], l.arg("gx"), [&](Value c) {
