@@ -221,13 +221,18 @@
 // PIECES4-DAG: st.global.b32
 // PIECES4-NOT: cp.async.ca
 
-// Odd K with 2-byte x: x element by element through registers (cp.async
-// has no 2-byte copy), gx stored element by element.
-// BWDODD-NOT: cp.async.ca
+// Odd K with 2-byte x: x as the aligned 4-byte words that hold a lane's
+// columns (cp.async has no 2-byte copy), read back as whole words and
+// funnel-shifted by the row's half-word; gx in aligned words where the
+// lane's columns lie inside K, the odd rows' two ends and the lane that
+// crosses K by element.
 // BWDODD-NOT: cp.async.bulk
-// BWDODD: ld.global.nc.b16
-// BWDODD: st.shared.b16
-// BWDODD: st.global.b16
+// BWDODD-NOT: ld.global.nc.b16
+// BWDODD-NOT: st.shared.b16
+// BWDODD: cp.async.ca.shared.global [%rd{{[0-9]+}}{{(\+[0-9]+)?}}], [%rd{{[0-9]+}}{{(\+[0-9]+)?}}], 4, %r{{[0-9]+}};
+// BWDODD: shf.r.wrap.b32
+// BWDODD-DAG: st.global.b32
+// BWDODD-DAG: st.global.b16
 
 // f32 x at odd K: 4-byte cp.async pieces.
 // BWDF32: cp.async.ca.shared.global [%rd{{[0-9]+}}{{(\+[0-9]+)?}}], [%rd{{[0-9]+}}{{(\+[0-9]+)?}}], 4, %r{{[0-9]+}};

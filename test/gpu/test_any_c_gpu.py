@@ -188,6 +188,28 @@ def test_block_ring_with_acc(cfg):
                             acc_added_to_rounded=False)
 
 
+# The per-warp ring at 2-byte rows (odd K: n and C odd): x as the aligned
+# words around a lane's columns, funnel-shifted by the row's half-word; rows
+# past M and words past a row's end zero-filled. n = 1, 3, 5, 7 (laneCols 8,
+# 4, 2), bf16 and f16, tf32 and precise, weight or not, M = 1, 2, 9, 4099;
+# the bf16 cases also with acc (in x's dtype or TE's f32 buffer; the acc
+# helper is bf16's). C = 33 at n = 1: K = 33.
+WORDS_2B = [dict(n=n, C=C, act=("bf16", "f16")[i % 2], tf32=bool((i // 2) % 2), weight=bool(i % 3 == 0), M=M,
+                 acc=("x", "f32")[(i // 3) % 2])
+            for i, ((n, C), M) in enumerate(itertools.product(((1, 5121), (1, 33), (3, 5127), (5, 5121), (7, 5121)),
+                                                            (1, 2, 9, 4099)))]
+assert all((c["n"] * c["C"]) % 2 for c in WORDS_2B)
+
+
+@pytest.mark.parametrize("cfg", WORDS_2B, ids=lambda c: "n{n}-C{C}-{act}-tf32{tf32:d}-w{weight:d}-M{M}-acc_{acc}".format(**c))
+def test_backward_at_2_byte_rows(cfg):
+    s = spec("project", "bwd", cfg["n"], cfg["act"], "cn", cfg["C"], tf32=cfg["tf32"], weight=cfg["weight"])
+    seed = case_seed("words", tuple(cfg.values()))
+    check_on_kernel_path(s, cfg["M"], seed)
+    if cfg["act"] == "bf16":
+        check_backward_with_acc(s, cfg["M"], seed, cfg["acc"], cfg, acc_added_to_rounded=False)
+
+
 # The staged forward at K % 8 == 4 (bf16 x: pack + bulk-copy ring, the last
 # chunk masked at K) for every n that has such K (n = 8 has none): one M
 # per case from 1 (one token block: the partial packs its chunks itself)

@@ -2,7 +2,8 @@
 //
 // x's rows at K = n*C not a multiple of 8 (issue 35; docs/design/project.md,
 // "Any K"): the lane's columns loaded and stored in pieces masked at K, x
-// pieces under 4 bytes copied by ld/st, and the block ring's row shift.
+// at 2-byte rows as aligned words shifted by a half-word, and the block
+// ring's row shift.
 //
 //===----------------------------------------------------------------------===//
 
@@ -24,19 +25,10 @@ Value MmaMain::colsIn(int64_t offset) {
 }
 
 /// One x piece of `unit` bytes (x element xOff) to the ring's `dst`
-/// (xSlotPtr), zeros where !ok: by cp.async, or by ld/st for 2-byte pieces
-/// (odd K). The lane alone reads the piece back (enterStep), so program
-/// order orders the ld/st; reuse of the slot is the same lane's too.
+/// (xSlotPtr), zeros where !ok.
 void MmaMain::copyX(Value dst, Value xOff, Value ok) {
-  if (!p.syncCopy) {
-    kb.copyAsync(dst, kb.globalPtr(l.arg("x"), xOff), p.unit,
-                 kb.select(ok, kb.i32(p.unit), kb.i32(0)));
-    return;
-  }
-  Value v = kb.load(l.arg("x"), kb.select(ok, xOff, kb.idx(0)));
-  Value zeroAct = arith::ConstantOp::create(kb.b, kb.loc, kb.b.getFloatAttr(v.getType(), 0.0));
-  v = kb.select(ok, v, zeroAct);
-  LLVM::StoreOp::create(kb.b, kb.loc, v, dst, p.unit);
+  kb.copyAsync(dst, kb.globalPtr(l.arg("x"), xOff), p.unit,
+               kb.select(ok, kb.i32(p.unit), kb.i32(0)));
 }
 
 /// The lane's laneCols columns of a row as f32 (zeros past K), `at(col)`
@@ -68,15 +60,10 @@ void MmaMain::storeLaneCols(ArrayRef<Value> vals, Value mem,
     });
 }
 
-/// The shared address of xSlot's piece. 2-byte pieces (odd K) are not
-/// float slots: their byte offset within the stage is (piece * 32 + lane)
-/// * 2 (a float index would give every lane the same slot).
+/// The shared address of xSlot's piece (pieces of 4 bytes or more).
 Value MmaMain::xSlotPtr(Value base, int64_t u, int64_t c) {
-  if (p.unit >= 4)
-    return kb.sharedPtr(ring, xSlot(base, u, c));
-  return kb.bytePtr(kb.sharedPtr(ring, base),
-                    kb.add(kb.idx((u * p.copies + c) * 32 * p.unit),
-                           kb.mul(lane, kb.idx(p.unit))));
+  assert(!p.wordCopy && "2-byte rows go by copyXWords");
+  return kb.sharedPtr(ring, xSlot(base, u, c));
 }
 
 /// Bytes from the 16-byte boundary at or below x's row `row` (its block's

@@ -44,6 +44,10 @@ void MmaMain::issuePartialStep(Value step) {
     Value ok = kb.andi(active, kb.lt(tok, M));
     Value bytes = kb.select(ok, kb.i32(unit), kb.i32(0));
     Value off = kb.add(kb.mul(kb.min(tok, lastRow), kb.idx(K)), col0);
+    if (p.wordCopy) {
+      copyXWords(base, u, off, kb.min(tok, lastRow), ok);
+      continue;
+    }
     for (int64_t c = 0; c < p.copies; ++c) {
       Value xOff = kb.add(off, kb.idx(c * unit / p.actBytes));
       if (masked())
@@ -87,6 +91,11 @@ void MmaMain::issueFullStep(Value step) {
   Value off = kb.add(kb.mul(m0, kb.idx(K)), xLane);
   for (int u = 0; u < 2; ++u)
     for (int64_t c = 0; c < p.copies; ++c) {
+      if (p.wordCopy) {
+        copyXWords(base, u, kb.add(off, kb.idx(u * K)),
+                   kb.add(m0, kb.add(kb.mul(t, kb.idx(2)), kb.idx(u))), active);
+        break;
+      }
       Value xOff = kb.add(off, kb.idx(u * K + c * unit / p.actBytes));
       if (masked())
         copyX(xSlotPtr(base, u, c), xOff, colsIn(c * unit / p.actBytes));

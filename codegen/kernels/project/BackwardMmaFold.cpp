@@ -52,7 +52,7 @@ bool mlir::mhc::projectBackwardFoldsAggregate(const KernelContext &ctx) {
   // The folds' loads and stores are whole lanes' columns of 16-byte aligned
   // rows: not the any-K plan's masked pieces (K % 8 != 0).
   MmaPlan p = planMma(ctx);
-  return p.laneCols % ctx.n() == 0 && p.xAlign == 16 && !p.syncCopy &&
+  return p.laneCols % ctx.n() == 0 && p.xAlign == 16 && !p.wordCopy &&
          p.colPiece == p.laneCols;
 }
 

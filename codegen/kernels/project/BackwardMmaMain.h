@@ -57,6 +57,9 @@ private:
   }
   Value colsIn(int64_t offset);
   void copyX(Value dst, Value xOff, Value ok);
+  void copyXWords(Value base, int u, Value xOff, Value row, Value ok);
+  SmallVector<Value> readXWords(Value base, int u, Value row);
+  void storeGxWords(StepValues &s, ArrayRef<SmallVector<Value>> gx);
   SmallVector<Value> loadLaneCols(Value mem, function_ref<Value(Value)> at);
   void storeLaneCols(ArrayRef<Value> vals, Value mem, function_ref<Value(Value)> at);
   void issuePartialStep(Value step);

@@ -96,8 +96,8 @@ void planRing(const KernelContext &ctx, MmaPlan &p) {
   p.unit = std::min<int64_t>({16, laneBytes, p.xAlign});
   p.copies = laneBytes / p.unit;
   p.colPiece = std::gcd(p.laneCols, p.K & -p.K); // K & -K: K's lowest bit
-  p.syncCopy = p.unit < 4;
-  p.xFloats = 2 * 32 * laneBytes / 4;
+  p.wordCopy = p.unit < 4;
+  p.xFloats = 2 * 32 * (p.wordCopy ? p.laneCols : laneBytes / 4);
   p.ghFloats = (8 * N + 3) / 4 * 4;
   p.ghPieces = 2 * N; // 16-byte pieces
   p.stageFloats = p.xFloats + p.ghFloats + 8;

@@ -33,10 +33,12 @@ struct MmaPlan {
   // 0; at 8 the block ring copies each row from the 16-byte boundary below
   // it, MmaMain::issueBlockStep); a lane's columns are loaded and stored in pieces of colPiece
   // elements, each masked at K where colPiece < laneCols (K % laneCols !=
-  // 0); x pieces under 4 bytes (odd K, 2-byte x) are copied by ld/st, not
-  // cp.async.
+  // 0). At 2-byte rows (odd K, 2-byte x; the per-warp ring) x goes as the
+  // aligned 4-byte words that hold a lane's columns, laneCols / 2 + 1 of
+  // them by cp.async into a slot of laneCols words, read back funnel-shifted
+  // by the row's half-word (MmaMain::copyXWords, readXWords).
   int64_t xAlign, colPiece;
-  bool syncCopy;
+  bool wordCopy;
   // A stage of the ring (floats), x's pieces (per-warp ring) and rows
   // (block ring), gh's row stride and the phi fragments' slots.
   int64_t unit, copies, xFloats, ghFloats, ghPieces, stageFloats, phiFloats;

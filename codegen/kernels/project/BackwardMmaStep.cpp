@@ -147,6 +147,10 @@ void MmaMain::enterStep(StepValues &s) {
   for (int u = 0; u < 2; ++u) {
     s.tok[u] = kb.add(s.m0, kb.add(kb.mul(t, kb.idx(2)), kb.idx(u)));
     s.tokOk[u] = kb.lt(s.tok[u], M);
+    if (!p.staged && p.wordCopy) {
+      s.xa[u] = readXWords(s.base, u, kb.min(s.tok[u], lastRow));
+      continue;
+    }
     for (int64_t c = 0; c < p.copies; ++c) {
       Value inRow = kb.add(kb.mul(t, kb.idx(2 * rowBytes)), kb.mul(laneColInBlock, kb.idx(actBytes)));
       if (p.staged && p.xAlign < 16)
@@ -196,6 +200,8 @@ void MmaMain::storeGx(StepValues &s, ArrayRef<Value> d, SmallVector<Value> &sums
       gx[u].push_back(hasAcc || foldAgg ? plusAcc(kb, spec, own, s.acc[u][j]) : own);
       sums[nAcc + j] = kb.fma(s.xa[u][j], dv, sums[nAcc + j]);
     }
+  if (p.wordCopy && !p.staged)
+    return storeGxWords(s, gx);
   for (int u = 0; u < 2; ++u)
     kb.when(kb.andi(active, s.tokOk[u]), [&] {
       storeLaneCols(gx[u], l.arg("gx"), [&](Value c) {

@@ -1,0 +1,92 @@
+//===- BackwardMmaWords.cpp - the per-warp ring at 2-byte rows ------------===//
+//
+// x and gx at odd K (2-byte x rows; docs/design/project.md, "Any K") in the
+// mma.sync backward's per-warp ring: x as the aligned 4-byte words that
+// hold a lane's columns (cp.async has no 2-byte copy), read back shifted by
+// the row's half-word; gx in aligned words where the lane's columns lie
+// inside K, a 2-byte store at each end of the odd rows.
+//
+//===----------------------------------------------------------------------===//
+
+#include "kernels/project/BackwardMmaMain.h"
+
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
+
+using namespace mlir;
+using namespace mlir::mhc;
+
+/// wordCopy: the lane's columns of x row `row` (element xOff, the lane's
+/// first column) as the laneCols / 2 + 1 aligned words from the one at or
+/// below xOff, into slot u of the lane. A word past the row's end, or every
+/// word where !ok, is zero-filled (every word copied holds a byte of x).
+void MmaMain::copyXWords(Value base, int u, Value xOff, Value row, Value ok) {
+  Value first = kb.sub(xOff, kb.rem(xOff, kb.idx(2)));
+  Value rowEnd = kb.mul(kb.add(row, kb.idx(1)), kb.idx(p.K));
+  Value slot = kb.add(base, kb.mul(kb.add(kb.idx(u * 32), lane), kb.idx(p.laneCols)));
+  for (int64_t w = 0; w <= p.laneCols / 2; ++w) {
+    Value src = kb.add(first, kb.idx(2 * w));
+    Value in = kb.andi(ok, kb.lt(src, rowEnd));
+    kb.copyAsync(kb.sharedPtr(ring, kb.add(slot, kb.idx(w))),
+                 kb.globalPtr(l.arg("x"), kb.select(in, src, kb.idx(0))), 4,
+                 kb.select(in, kb.i32(4), kb.i32(0)));
+  }
+}
+
+/// wordCopy: the lane's laneCols x values of slot u (row `row`, clamped)
+/// as f32, the words shifted by 16 bits where the row starts at an odd
+/// element (K odd, the lane's first column even); zeros at columns past K.
+SmallVector<Value> MmaMain::readXWords(Value base, int u, Value row) {
+  Value slot = kb.add(base, kb.mul(kb.add(kb.idx(u * 32), lane), kb.idx(p.laneCols)));
+  SmallVector<Value> words;
+  for (int64_t w = 0; w < p.laneCols; w += 4) {
+    int64_t count = std::min<int64_t>(4, p.laneCols - w);
+    auto type = VectorType::get({count}, kb.b.getI32Type());
+    Value v = LLVM::LoadOp::create(kb.b, kb.loc, type, kb.sharedPtr(ring, kb.add(slot, kb.idx(w))), 4 * count);
+    for (int64_t e = 0; e < count; ++e)
+      words.push_back(kb.extract(v, e));
+  }
+  Value bits = kb.indexToI32(kb.mul(kb.rem(row, kb.idx(2)), kb.idx(16)));
+  SmallVector<Value> out;
+  for (int64_t w = 0; w < p.laneCols / 2; ++w) {
+    Value word = LLVM::FshrOp::create(kb.b, kb.loc, words[w + 1], words[w], bits);
+    Type pair = VectorType::get({2}, cast<VectorType>(actVec).getElementType());
+    Value f = kb.toF32(vector::BitCastOp::create(kb.b, kb.loc, pair, kb.vector({word})));
+    for (int64_t e = 0; e < 2; ++e) {
+      Value v = kb.extract(f, e);
+      out.push_back(masked() ? kb.select(colsIn(2 * w + e), v, zero) : v);
+    }
+  }
+  return out;
+}
+
+/// wordCopy: token 2t + u's gx (laneCols values, f32) where its row is
+/// below M. A lane whose columns all lie before K stores aligned pairs: the
+/// step's tokens m0 + 2t + u start at an element of parity u (m0 % 8 == 0,
+/// K odd, col0 even), so the odd rows store their first and last value
+/// alone. The lane that crosses K stores element by element.
+void MmaMain::storeGxWords(StepValues &s, ArrayRef<SmallVector<Value>> gx) {
+  Type elem = cast<VectorType>(actVec).getElementType();
+  Value mem = l.arg("gx");
+  for (int u = 0; u < 2; ++u)
+    kb.when(kb.andi(active, s.tokOk[u]), [&] {
+      Value row = kb.mul(s.tok[u], kb.idx(p.K));
+      auto at = [&](Value c) { return kb.add(row, c); };
+      kb.ifElse(colsIn(p.laneCols - 1), [&] {
+        kb.withAccessLimit(4, [&] {
+          for (int64_t i = 0; i < p.laneCols;) {
+            int64_t width = (u == 1 && (i == 0 || i == p.laneCols - 1)) ? 1 : 2;
+            SmallVector<Value> vals;
+            for (int64_t e = 0; e < width; ++e)
+              vals.push_back(kb.toType(gx[u][i + e], elem));
+            kb.vstore(kb.vector(vals), mem, at(kb.add(col0, kb.idx(i))));
+            i += width;
+          }
+        });
+        return SmallVector<Value>();
+      }, [&] {
+        storeLaneCols(gx[u], mem, at);
+        return SmallVector<Value>();
+      });
+    });
+}
