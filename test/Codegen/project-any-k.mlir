@@ -120,15 +120,15 @@
 // FWD6K32-NEXT: selp.b32 %r{{[0-9]+}}, [[W3]], 0, %p{{[0-9]+}};
 // FWD6K32: wgmma.mma_async
 
-// Odd K in bf16: the staged variant too (pack, partial). A lane's 16 bytes
-// of a row are the five aligned words that hold them, funnel-shifted by
-// the row's half-word (16 or 0 bits: a register); the masked last chunk
-// reads element by element; no vector load of a 2-byte element run.
+// Odd K in bf16: the staged variant too (pack, partial), rows by parity:
+// a lane's 16 bytes of an odd token's row are the five aligned words that
+// hold them, funnel-shifted by 16 bits; the masked last chunk reads
+// element by element; no vector load of a 2-byte element run.
 // FWDODDJSON: "entry": "mhc_project_fwd_n3_{{[0-9a-f]+}}_pack"
 // FWDODDJSON: "entry": "mhc_project_fwd_n3_{{[0-9a-f]+}}_partial"
 // FWDODD-LABEL: .entry mhc_project_fwd_n3_{{[0-9a-f]+}}_partial(
 // FWDODD-NOT: ld.global.nc.v{{[248]}}.b16
-// FWDODD-COUNT-4: shf.r.wrap.b32 %r{{[0-9]+}}, %r{{[0-9]+}}, %r{{[0-9]+}}, %r{{[0-9]+}};
+// FWDODD: shf.{{[lr]}}.wrap.b32 %r{{[0-9]+}}, %r{{[0-9]+}}, %r{{[0-9]+}}, 16;
 // FWDODD: ld.global.nc.b16
 // FWDODD: mma.sync.aligned
 // FWDODD-NOT: ld.global.nc.v{{[248]}}.b16

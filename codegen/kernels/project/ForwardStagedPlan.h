@@ -54,8 +54,10 @@ struct StagedPlan {
   /// bytes (odd) instead of four 4-byte loads; at 8-byte rows one 16-byte
   /// load (even) or two 8-byte loads (odd) instead of two 8-byte loads
   /// (parityRows; docs/design/project.md, "Rows by parity"). The mma.sync
-  /// plans keep their loads: there it spilled at 128 registers.
-  bool parityRows() const { return wgmma && xUnit < 8; }
+  /// plans keep their loads at 4- and 8-byte rows (there it spilled at 128
+  /// registers); at 2-byte rows they take the parity rows too: the even
+  /// rows' words need no shift.
+  bool parityRows() const { return (wgmma && xUnit < 8) || xUnit == 1; }
   /// At 2-byte rows (odd K; with parityRows its odd rows) a lane's 16 bytes
   /// come as the five aligned 4-byte words that hold them, funnel-shifted
   /// by a half-word where the row is not 4-byte aligned (loadHalfRow),
