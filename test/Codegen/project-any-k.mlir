@@ -41,6 +41,8 @@
 // RUN: rm -rf %t.b80 && mhc-compile --spec 'project.bwd;n=4;act=bf16;param=f32;layout=cn;C=5129;tf32=1;weight=0;arch=sm_80' -o %t.b80 && cat %t.b80/*.ptx | FileCheck %s --check-prefix=BWD80
 // RUN: rm -rf %t.b3 && mhc-compile --spec 'project.bwd;n=3;act=bf16;param=f32;layout=cn;C=5127;tf32=0;weight=1;arch=sm_90a' -o %t.b3 && cat %t.b3/*.ptx | FileCheck %s --check-prefix=BWDODD
 // RUN: rm -rf %t.bf && mhc-compile --spec 'project.bwd;n=3;act=f32;param=f32;layout=cn;C=5127;tf32=1;weight=0;arch=sm_90a' -o %t.bf && cat %t.bf/*.ptx | FileCheck %s --check-prefix=BWDF32
+// RUN: rm -rf %t.f8w && mhc-compile --spec 'project.fwd;n=8;act=bf16;param=f32;layout=cn;C=5124;tf32=1;weight=0;arch=sm_90a' -o %t.f8w && cat %t.f8w/*.ptx | FileCheck %s --check-prefix=FWD8W
+// RUN: rm -rf %t.sw && mhc-compile --spec 'post_pre.fwd;n=4;act=bf16;param=f32;layout=cn;C=4104;tf32=1;weight=0;norm_eps=9.99999997e-07;pre_eps=9.99999997e-07;post_mult=2;mode=log;iters=20;bias=1;arch=sm_90a' -o %t.sw && cat %t.sw/*.json %t.sw/*.ptx | FileCheck %s --check-prefix=SEAMW
 // RUN: rm -rf %t.s && mhc-compile --spec 'post_pre.fwd;n=4;act=bf16;param=f32;layout=cn;C=5129;tf32=1;weight=0;norm_eps=9.99999997e-07;pre_eps=9.99999997e-07;post_mult=2;mode=log;iters=20;bias=1;arch=sm_90a' -o %t.s && cat %t.s/*.json | FileCheck %s --check-prefix=SEAM
 
 // K % 8 == 4: the staged variant's pack, partial and reduce, its
@@ -246,3 +248,21 @@
 // SEAM: "entry": "mhc_post_pre_fwd_n4_{{[0-9a-f]+}}_pre_pack"
 // SEAM: "entry": "mhc_post_pre_fwd_n4_{{[0-9a-f]+}}_pre_partial"
 // SEAM: "entry": "mhc_post_pre_fwd_n4_{{[0-9a-f]+}}_pre_tail"
+
+// K % 8 == 0 with the widest chunk not dividing K (n = 8, C = 5124: K % 128
+// = 32): that chunk, its last one masked at K (16-byte loads zeroed past
+// it), not a narrower one that divides K.
+// FWD8W-LABEL: .entry mhc_project_fwd_n8_{{[0-9a-f]+}}_partial(
+// FWD8W: wgmma.mma_async
+// FWD8W: ld.global.nc.v4.b32 {{{%r[0-9]+, %r[0-9]+, %r[0-9]+, %r[0-9]+}}}, [%rd{{[0-9]+}}];
+// FWD8W-NEXT: selp.b32 %r{{[0-9]+}}, %r{{[0-9]+}}, 0, %p{{[0-9]+}};
+
+// The seam there (n = 4, C = 4104: K % 128 = 32) still fuses the expand
+// into the projection's partial, at the chunking the parts' projection
+// runs: x_next past K is zero for the products and not stored.
+// SEAMW: "entry": "mhc_post_pre_fwd_n4_{{[0-9a-f]+}}_expand_pack"
+// SEAMW: "entry": "mhc_post_pre_fwd_n4_{{[0-9a-f]+}}_expand_partial"
+// SEAMW-NOT: _post_main"
+// SEAMW-LABEL: .entry mhc_post_pre_fwd_n4_{{[0-9a-f]+}}_expand_partial(
+// SEAMW: selp.f32 %r{{[0-9]+}}, %r{{[0-9]+}}, 0f00000000, %p{{[0-9]+}};
+// SEAMW: st.global.v4.b32

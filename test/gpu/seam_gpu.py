@@ -42,6 +42,8 @@ def cases():
     # backward), and C off the kernels' column blocks (precise, weight).
     yield dict(n=4, act="bf16", layout="cn", C=4096, tf32=True)
     yield dict(n=4, act="bf16", layout="cn", C=1002, weight=True, bias=True)
+    # The fused forward with its last chunk masked at K (K % 128 = 32).
+    yield dict(n=4, act="bf16", layout="cn", C=4104, tf32=True, bias=True)
     yield dict(n=4, act="bf16", layout="nc", C=2048, bias=True)
     yield dict(n=3, act="f32", layout="cn", C=1000, mode="softmax_eps")
     yield dict(n=8, act="bf16", layout="cn", C=1024, weight=True)

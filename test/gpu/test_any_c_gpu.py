@@ -305,6 +305,22 @@ def test_staged_forward_with_no_dividing_chunk(cfg):
     check_on_kernel_path(s, cfg["M"], case_seed("staged32", tuple(cfg.values())))
 
 
+# K % 32 == 0 with the widest chunk (128 columns) not dividing K (n = 8, C =
+# 5124; n = 4, C = 4104: K % 128 = 32): that chunk with its last one masked
+# at K, not a narrower dividing one (half the aligned C's speed before).
+STAGED_WIDE = [dict(n=n, C=C, act="bf16", layout=("cn", "nc")[i % 2], tf32=bool(i % 4 != 1), weight=bool(i % 3 == 0),
+                    M=(1, 77, 4099, 130, 256)[i % 5])
+               for i, (n, C) in enumerate([(8, 5124), (4, 4104), (2, 2192), (4, 5128), (4, 7176), (8, 5124), (4, 4104),
+                                           (2, 2192), (6, 2144), (8, 20)])]
+assert all((c["n"] * c["C"]) % 32 == 0 and (c["n"] * c["C"]) % 128 for c in STAGED_WIDE)
+
+
+@pytest.mark.parametrize("cfg", STAGED_WIDE, ids=lambda c: "n{n}-C{C}-{layout}-tf32{tf32:d}-w{weight:d}-M{M}".format(**c))
+def test_staged_forward_widest_chunk_masked(cfg):
+    s = spec("project", "fwd", cfg["n"], "bf16", cfg["layout"], cfg["C"], tf32=cfg["tf32"], weight=cfg["weight"])
+    check_on_kernel_path(s, cfg["M"], case_seed("widest", tuple(cfg.values())))
+
+
 ELEMENTWISE = [dict(op=op, d=d, n=n, C=C, act=act, layout=lay)
                for i, (op, d, (n, C), act, lay) in enumerate(itertools.product(
                    ("aggregate", "expand_combine"), ("fwd", "bwd"), ((3, 5127), (4, 5129), (8, 33)), ("bf16", "f32"),

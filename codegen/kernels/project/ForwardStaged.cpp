@@ -52,8 +52,8 @@ using ::mhc::DType;
 
 bool mlir::mhc::projectForwardExpands(const KernelContext &ctx) {
   std::optional<StagedPlan> p = planStaged(ctx);
-  // (Not at any K: its f, x_next and bias accesses assume K % 8 == 0.)
-  return p && !p->anyK() && !p->wgmma && p->mTiles == 1 &&
+  // (K % 8 == 0: a lane's f, x_next and bias accesses are whole vectors.)
+  return p && p->K % 8 == 0 && !p->wgmma && p->mTiles == 1 &&
          ctx.spec.layout == ::mhc::Layout::CN && 8 % ctx.n() == 0;
 }
 

@@ -93,6 +93,7 @@ private:
   Value loadHalfRow(Value first, Value fifth, Value bits);
   void stageMixing();
   Value chunkColumn(Value i);
+  Value laneColumn(Value col, int64_t j);
   ChunkLoads loadChunk(Value i);
   void loadXAnyK(Value chunk, ChunkLoads &in);
   void realignRows(Value i, ChunkLoads &in);

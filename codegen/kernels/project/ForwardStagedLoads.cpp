@@ -9,6 +9,8 @@
 #include "builder/Streams.h"
 #include "kernels/project/ForwardStagedLaunches.h"
 
+#include "mlir/Dialect/Arith/IR/Arith.h"
+
 using namespace mlir;
 using namespace mlir::mhc;
 
@@ -70,28 +72,37 @@ Value StagedPartial::chunkColumn(Value i) {
   return kb.mul(kb.add(sk.cBegin, i), kb.idx(p.chunk()));
 }
 
+/// The lane's first column of pair j of the chunk at column `col`.
+Value StagedPartial::laneColumn(Value col, int64_t j) {
+  return kb.add(col, kb.add(kb.idx(32 * j), kb.mul(sk.t, kb.idx(8))));
+}
+
 /// xs[r][j]: the 16 bytes of row r (m-tile r / 2, rows[r]) for
 /// pair j of chunk i of the block's range; with the expand, f's 8/n
 /// channels of those positions per (r, j) and the bias' per j.
 StagedPartial::ChunkLoads StagedPartial::loadChunk(Value i) {
   ChunkLoads in;
   in.pieces = loadPieces(i);
-  if (p.anyK()) { // (never with the expand)
-    loadXAnyK(kb.add(sk.cBegin, i), in);
-    return in;
-  }
   Value col = chunkColumn(i);
-  in.xs.resize(2 * p.mTiles);
-  for (int64_t j = 0; j < p.pairs(); ++j)
-    for (int64_t r = 0; r < 2 * p.mTiles; ++r)
-      in.xs[r].push_back(kb.vload(l.arg("x"), kb.add(xRow[r], kb.add(col, kb.idx(32 * j))), 8));
+  if (p.anyK()) {
+    loadXAnyK(kb.add(sk.cBegin, i), in);
+  } else {
+    in.xs.resize(2 * p.mTiles);
+    for (int64_t j = 0; j < p.pairs(); ++j)
+      for (int64_t r = 0; r < 2 * p.mTiles; ++r)
+        in.xs[r].push_back(kb.vload(l.arg("x"), kb.add(xRow[r], kb.add(col, kb.idx(32 * j))), 8));
+  }
   if (!p.expand)
     return in;
   int64_t per = 8 / p.n;
   in.fs.resize(2 * p.mTiles);
   for (int64_t j = 0; j < p.pairs(); ++j) {
-    Value k0 = kb.add(col, kb.add(kb.idx(32 * j), kb.mul(sk.t, kb.idx(8))));
+    // Past K (the masked last chunk; K % 8 == 0, so a lane's 8 columns lie
+    // wholly before K or past it) channel 0's, which expandRows discards.
+    Value k0 = laneColumn(col, j);
     Value c0 = kb.div(k0, kb.idx(p.n));
+    if (p.anyK())
+      c0 = kb.select(kb.lt(k0, kb.idx(p.K)), c0, kb.idx(0));
     for (int64_t r = 0; r < 2 * p.mTiles; ++r)
       in.fs[r].push_back(kb.vload(l.arg("f"), kb.add(kb.mul(loadRows[r], kb.idx(p.C)), c0), per));
     if (p.hasBias)
@@ -164,7 +175,14 @@ void StagedPartial::expandRows(Value col, ChunkLoads &in) {
       }
       Value next = kb.toType(kb.vector(out), act);
       Value at = kb.add(xRow[r], kb.add(col, kb.idx(32 * j)));
-      kb.when(kb.lt(rows[r], sk.M), [&] { kb.vstore(next, l.arg("x_next"), at); });
+      Value store = kb.lt(rows[r], sk.M);
+      if (p.anyK()) { // x_next past K: zeros for the products, not stored
+        Value inK = kb.lt(laneColumn(col, j), kb.idx(p.K));
+        Value zero = arith::ConstantOp::create(kb.b, kb.loc, cast<TypedAttr>(kb.b.getZeroAttr(next.getType())));
+        next = kb.select(inK, next, zero);
+        store = kb.andi(store, inK);
+      }
+      kb.when(store, [&] { kb.vstore(next, l.arg("x_next"), at); });
       in.xs[r][j] = next;
     }
   }

@@ -69,20 +69,20 @@ std::optional<StagedPlan> mlir::mhc::planStaged(const KernelContext &ctx) {
                 ::mhc::byteWidth(ctx.spec.param);
   planStagedRegisters(ctx, s);
   // The widest chunk whose ring of kStages buffers fits a block's share of
-  // the shared memory; at K % 8 == 0 one that divides K where one does,
-  // else one no wider than K (the masked last chunk's products past K are
-  // work for nothing): K % 8 == 4, and e.g. n = 6, C = 5124 (K % 32 = 24).
+  // the shared memory, no wider than K (the masked last chunk's products
+  // past K are work for nothing); unmasked where it divides K. (A narrower
+  // dividing chunk ran n = 8, C = 5124 at 32 columns: 0.60 of C = 5120's
+  // speed on H200, docs/design/project.md.)
   int64_t ringBytes =
       (LaunchBuilder::sharedLimit(ctx.spec.arch) - 2048) / s.blocksPerSM;
   const int64_t widest = s.sq;
-  auto pick = [&](bool divides) {
+  auto pick = [&] {
     for (s.sq = widest; s.sq >= 2; s.sq /= 2)
-      if ((divides ? s.K % s.chunk() == 0 : s.K >= s.chunk()) &&
-          kStages * s.chunkBytes() <= ringBytes)
+      if (s.K >= s.chunk() && kStages * s.chunkBytes() <= ringBytes)
         return true;
     return false;
   };
-  if (!(s.K % 8 == 0 && pick(true)) && !pick(false))
+  if (!pick())
     return std::nullopt;
   s.split = {s.tokensPerBlock(), ctx.persistentBlocks(),
              std::min<int64_t>(kMaxForwardSplit, s.chunks())};
