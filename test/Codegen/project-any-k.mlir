@@ -7,15 +7,17 @@
 // masked at K; at K % 8 == 2, 6 the same in 4-byte pieces, at n <= 3 as
 // aligned 16-byte granules shifted by words, on wgmma by the rows' parity
 // (8-byte loads, or 4, 8, 4); at odd K as five aligned 4-byte words
-// funnel-shifted by a half-word (on wgmma at the odd tokens only); f16 and
+// funnel-shifted by a half-word (by the rows' parity: at the odd tokens
+// only); at K % 8 == 0 its widest chunk, masked at K where it does not
+// divide K (the seam's fused expand too); f16 and
 // f32 x take the tf32 variant (no pack launch), x read element by element
 // at odd K. Backward: n = 6 in bf16
 // with tf32 and no weight on sm_90a the one-wave kernel with x by phase
 // maps (every P-th token) and gx in pieces; else the block ring at K % 8 ==
 // 4 on sm_90 (bulk copies from the 16-byte boundary below each row), else
-// the per-warp cp.async ring in pieces of the rows' alignment, 2-byte x
-// pieces (odd K) by ld/st, each lane its own slots; gx stored as wide as
-// the rows allow.
+// the per-warp cp.async ring in pieces of the rows' alignment (odd K: the
+// aligned 4-byte words that hold a lane's columns, funnel-shifted on
+// read), each lane its own slots; gx stored as wide as the rows allow.
 // RUN: rm -rf %t.f4 && mhc-compile --spec 'project.fwd;n=4;act=bf16;param=f32;layout=cn;C=5129;tf32=1;weight=0;arch=sm_90a' -o %t.f4 && cat %t.f4/*.json | FileCheck %s --check-prefix=FWD4JSON
 // RUN: cat %t.f4/*.ptx | FileCheck %s --check-prefix=FWD4PTX
 // RUN: rm -rf %t.f6 && mhc-compile --spec 'project.fwd;n=6;act=bf16;param=bf16;layout=cn;C=5126;tf32=1;weight=1;arch=sm_90a' -o %t.f6 && cat %t.f6/mhc*.json %t.f6/*.ptx | FileCheck %s --check-prefix=FWD6
