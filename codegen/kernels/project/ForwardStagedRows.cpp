@@ -34,6 +34,22 @@ Value mlir::mhc::shiftWords(KernelBuilder &kb, Value first, Value second,
   return xFromWords(kb, out, cast<VectorType>(first.getType()).getElementType());
 }
 
+Value mlir::mhc::shiftHalfWords(KernelBuilder &kb, Value first, Value second,
+                                Value bit0, Value bit1, Value halfBits) {
+  SmallVector<Value> in = xWords(kb, first);
+  in.append(xWords(kb, second));
+  // Five words from bit1 * 2 + bit0 on (11 selects), then four funnel
+  // shifts by halfBits.
+  SmallVector<Value> by2, by1, out;
+  for (int64_t e = 0; e < 6; ++e)
+    by2.push_back(kb.select(bit1, in[e + 2], in[e]));
+  for (int64_t e = 0; e < 5; ++e)
+    by1.push_back(kb.select(bit0, by2[e + 1], by2[e]));
+  for (int64_t e = 0; e < 4; ++e)
+    out.push_back(LLVM::FshrOp::create(kb.b, kb.loc, by1[e + 1], by1[e], halfBits));
+  return xFromWords(kb, out, cast<VectorType>(first.getType()).getElementType());
+}
+
 /// realignX: each row's shift from 16 bytes, and the granules' offsets.
 void StagedPartial::locateShifts() {
   // Row m starts (m K) % 8 elements past a 16-byte boundary (an even count
@@ -44,6 +60,8 @@ void StagedPartial::locateShifts() {
     xNextStep.push_back(kb.mul(kb.min(shift, kb.idx(1)), kb.idx(8)));
     shiftBit0.push_back(kb.lt(kb.idx(0), kb.andi(shift, kb.idx(2))));
     shiftBit1.push_back(kb.lt(kb.idx(0), kb.andi(shift, kb.idx(4))));
+    if (p.xUnit == 1)
+      halfShift.push_back(kb.indexToI32(kb.mul(kb.andi(shift, kb.idx(1)), kb.idx(16))));
   }
 }
 
@@ -134,8 +152,10 @@ void StagedPartial::realignRows(Value i, ChunkLoads &in) {
   Value shifted = kb.lt(kb.add(sk.cBegin, i), kb.idx(p.chunks() - 1));
   for (int64_t r = 0; r < 2 * p.mTiles; ++r) {
     Value bit0 = kb.andi(shiftBit0[r], shifted), bit1 = kb.andi(shiftBit1[r], shifted);
+    Value half = p.xUnit == 1 ? kb.select(shifted, halfShift[r], kb.indexToI32(kb.idx(0))) : Value();
     for (int64_t j = 0; j < p.pairs(); ++j)
-      in.xs[r][j] = shiftWords(kb, in.xs[r][j], in.xsNext[r][j], bit0, bit1);
+      in.xs[r][j] = half ? shiftHalfWords(kb, in.xs[r][j], in.xsNext[r][j], bit0, bit1, half)
+                         : shiftWords(kb, in.xs[r][j], in.xsNext[r][j], bit0, bit1);
   }
   in.xsNext.clear();
 }
