@@ -2,14 +2,15 @@
 //
 // At K % 8 = 2 or 6 x's rows start 0, 4, 8 or 12 bytes past a 16-byte
 // boundary, at K % 8 = 4 0 or 8, at odd K any even count (docs/design/
-// project.md, "Realigned x", "Rows by parity" and "Odd K"). At 4-byte rows
-// where the products leave registers for it (n <= 3), a lane's 16 bytes
-// come as the two aligned granules that hold them, shifted by words
-// (realignX); on wgmma, whose registers do not, an m-tile's even tokens take
-// rows g and its odd ones rows g + 8, each read in as few loads as its
-// alignment allows (parityRows, at 2-, 4- and 8-byte rows). At 2-byte rows
-// five aligned 4-byte words funnel-shifted by a half-word (halfRows; by
-// parity only the odd rows). The masked last chunk is ForwardStagedAnyK.cpp's.
+// project.md, "Realigned x", "Rows by parity" and "Odd K"). At 2- and
+// 4-byte rows where the products leave registers for it (n <= 3), a lane's
+// 16 bytes come as the two aligned granules that hold them, shifted by
+// words and at 2-byte rows by a half-word (realignX); on wgmma, whose
+// registers do not, an m-tile's even tokens take rows g and its odd ones
+// rows g + 8, each read in as few loads as its alignment allows
+// (parityRows, at 2-, 4- and 8-byte rows). Else at 2-byte rows five aligned
+// 4-byte words funnel-shifted by a half-word (halfRows; by parity only the
+// odd rows). The masked last chunk is ForwardStagedAnyK.cpp's.
 //
 //===----------------------------------------------------------------------===//
 
@@ -53,7 +54,8 @@ Value mlir::mhc::shiftHalfWords(KernelBuilder &kb, Value first, Value second,
 /// realignX: each row's shift from 16 bytes, and the granules' offsets.
 void StagedPartial::locateShifts() {
   // Row m starts (m K) % 8 elements past a 16-byte boundary (an even count
-  // at 4-byte rows), and so does each lane's 16 bytes of it.
+  // at 4-byte rows; at 2-byte rows its low bit is the half-word), and so
+  // does each lane's 16 bytes of it.
   for (size_t r = 0; r < xRow.size(); ++r) {
     Value shift = kb.rem(kb.mul(loadRows[r], kb.idx(p.K % 8)), kb.idx(8));
     xRowAligned.push_back(kb.sub(xRow[r], shift));
