@@ -124,16 +124,18 @@
 // FWD6K32-NEXT: selp.b32 %r{{[0-9]+}}, [[W3]], 0, %p{{[0-9]+}};
 // FWD6K32: wgmma.mma_async
 
-// Odd K in bf16: the staged variant too (pack, partial), rows by parity:
-// a lane's 16 bytes of an odd token's row are the five aligned words that
-// hold them, funnel-shifted by 16 bits; the masked last chunk reads
-// element by element; no vector load of a 2-byte element run.
+// Odd K in bf16: the staged variant too (pack, partial); at n <= 3 a
+// lane's 16 bytes of a row come as the two aligned 16-byte granules that
+// hold them, shifted by words and then by the row's half-word (a funnel
+// shift by a register); the masked last chunk reads element by element;
+// no vector load of a 2-byte element run.
 // FWDODDJSON: "entry": "mhc_project_fwd_n3_{{[0-9a-f]+}}_pack"
 // FWDODDJSON: "entry": "mhc_project_fwd_n3_{{[0-9a-f]+}}_partial"
 // FWDODD-LABEL: .entry mhc_project_fwd_n3_{{[0-9a-f]+}}_partial(
 // FWDODD-NOT: ld.global.nc.v{{[248]}}.b16
-// FWDODD: shf.{{[lr]}}.wrap.b32 %r{{[0-9]+}}, %r{{[0-9]+}}, %r{{[0-9]+}}, 16;
 // FWDODD: ld.global.nc.b16
+// FWDODD: ld.global.nc.v4.b32
+// FWDODD: shf.r.wrap.b32 %r{{[0-9]+}}, %r{{[0-9]+}}, %r{{[0-9]+}}, %r{{[0-9]+}};
 // FWDODD: mma.sync.aligned
 // FWDODD-NOT: ld.global.nc.v{{[248]}}.b16
 // On wgmma (n = 7) by the rows' parity: the even tokens' rows start 4-byte

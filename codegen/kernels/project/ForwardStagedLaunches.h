@@ -126,7 +126,8 @@ private:
   /// the row's shift in words, bit by bit.
   SmallVector<Value> xRowAligned, xNextStep, shiftBit0, shiftBit1;
   /// halfRows: xRowAligned (to 4 bytes) and xNextStep (to the fifth word:
-  /// 8 or 6 elements) as above, and the i32 funnel shift (16 or 0 bits).
+  /// 8 or 6 elements) as above, and the i32 funnel shift (16 or 0 bits;
+  /// also realignX's at 2-byte rows).
   SmallVector<Value> halfShift;
   /// parityRows: [r] as xRow, past token 0's first xUnit elements for the
   /// odd rows where M = 1 (locateParityRows).

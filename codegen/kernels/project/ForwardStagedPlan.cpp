@@ -50,8 +50,8 @@ std::optional<StagedPlan> mlir::mhc::planStaged(const KernelContext &ctx) {
   // its rows' alignment allows: 16 bytes at K % 8 == 0, two 8-byte ones at
   // K % 8 == 4, four 4-byte ones at K % 8 == 2 or 6 (or two aligned 16-byte
   // ones shifted by words: realignX; or by the rows' parity: parityRows),
-  // five aligned 4-byte ones funnel-shifted by a half-word at odd K
-  // (halfRows),
+  // at odd K the same granules shifted by words and a half-word (realignX)
+  // or five aligned 4-byte words funnel-shifted by one (halfRows),
   // any K with a last chunk masked at K.
   if (ctx.spec.act != DType::BF16 || ctx.spec.arch == "sm_80")
     return std::nullopt;

@@ -46,7 +46,9 @@ struct StagedPlan {
   /// for the second granules and the shifts' selects (docs/design/
   /// project.md, "Realigned x"). Not in "partial_few" (one token block:
   /// latency, not loads, bounds it), where it spilled.
-  bool realignX() const { return xUnit == 2 && nTiles <= 2 && !fewOnly; }
+  /// At 2-byte rows (odd K) the same granules, shifted by words and then
+  /// by a half-word where the row starts at an odd element.
+  bool realignX() const { return xUnit <= 2 && nTiles <= 2 && !fewOnly; }
   /// With wgmma (whose registers leave no room for second granules) at
   /// 4- or 8-byte rows, each m-tile's rows g are its even tokens and rows
   /// g + 8 its odd ones, so each load covers rows of one alignment: at
@@ -57,12 +59,12 @@ struct StagedPlan {
   /// plans keep their loads at 4- and 8-byte rows (there it spilled at 128
   /// registers); at 2-byte rows they take the parity rows too: the even
   /// rows' words need no shift.
-  bool parityRows() const { return (wgmma && xUnit < 8) || xUnit == 1; }
+  bool parityRows() const { return (wgmma && xUnit < 8) || (xUnit == 1 && !realignX()); }
   /// At 2-byte rows (odd K; with parityRows its odd rows) a lane's 16 bytes
   /// come as the five aligned 4-byte words that hold them, funnel-shifted
   /// by a half-word where the row is not 4-byte aligned (loadHalfRow),
   /// instead of eight 2-byte loads.
-  bool halfRows() const { return xUnit == 1 && !parityRows(); }
+  bool halfRows() const { return xUnit == 1 && !parityRows() && !realignX(); }
   ::mhc::SplitRule split;
   int64_t chunk() const { return 16 * sq; }
   /// Chunks of K, the last one partial where K % chunk() != 0 (any K): the
@@ -123,6 +125,9 @@ Value xFromWords(KernelBuilder &kb, ArrayRef<Value> words, Type elem);
 /// bytes `first`, `second` (vectors of 8 of x's elements).
 Value shiftWords(KernelBuilder &kb, Value first, Value second, Value bit0,
                  Value bit1);
+/// The same, then a half-word further where `halfBits` (i32: 16, else 0).
+Value shiftHalfWords(KernelBuilder &kb, Value first, Value second, Value bit0,
+                     Value bit1, Value halfBits);
 
 } // namespace mlir::mhc
 

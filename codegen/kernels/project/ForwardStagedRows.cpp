@@ -2,14 +2,15 @@
 //
 // At K % 8 = 2 or 6 x's rows start 0, 4, 8 or 12 bytes past a 16-byte
 // boundary, at K % 8 = 4 0 or 8, at odd K any even count (docs/design/
-// project.md, "Realigned x", "Rows by parity" and "Odd K"). At 4-byte rows
-// where the products leave registers for it (n <= 3), a lane's 16 bytes
-// come as the two aligned granules that hold them, shifted by words
-// (realignX); on wgmma, whose registers do not, an m-tile's even tokens take
-// rows g and its odd ones rows g + 8, each read in as few loads as its
-// alignment allows (parityRows, at 2-, 4- and 8-byte rows). At 2-byte rows
-// five aligned 4-byte words funnel-shifted by a half-word (halfRows; by
-// parity only the odd rows). The masked last chunk is ForwardStagedAnyK.cpp's.
+// project.md, "Realigned x", "Rows by parity" and "Odd K"). At 2- and
+// 4-byte rows where the products leave registers for it (n <= 3), a lane's
+// 16 bytes come as the two aligned granules that hold them, shifted by
+// words and at 2-byte rows by a half-word (realignX); on wgmma, whose
+// registers do not, an m-tile's even tokens take rows g and its odd ones
+// rows g + 8, each read in as few loads as its alignment allows
+// (parityRows, at 2-, 4- and 8-byte rows). Else at 2-byte rows five aligned
+// 4-byte words funnel-shifted by a half-word (halfRows; by parity only the
+// odd rows). The masked last chunk is ForwardStagedAnyK.cpp's.
 //
 //===----------------------------------------------------------------------===//
 
@@ -34,16 +35,35 @@ Value mlir::mhc::shiftWords(KernelBuilder &kb, Value first, Value second,
   return xFromWords(kb, out, cast<VectorType>(first.getType()).getElementType());
 }
 
+Value mlir::mhc::shiftHalfWords(KernelBuilder &kb, Value first, Value second,
+                                Value bit0, Value bit1, Value halfBits) {
+  SmallVector<Value> in = xWords(kb, first);
+  in.append(xWords(kb, second));
+  // Five words from bit1 * 2 + bit0 on (11 selects), then four funnel
+  // shifts by halfBits.
+  SmallVector<Value> by2, by1, out;
+  for (int64_t e = 0; e < 6; ++e)
+    by2.push_back(kb.select(bit1, in[e + 2], in[e]));
+  for (int64_t e = 0; e < 5; ++e)
+    by1.push_back(kb.select(bit0, by2[e + 1], by2[e]));
+  for (int64_t e = 0; e < 4; ++e)
+    out.push_back(LLVM::FshrOp::create(kb.b, kb.loc, by1[e + 1], by1[e], halfBits));
+  return xFromWords(kb, out, cast<VectorType>(first.getType()).getElementType());
+}
+
 /// realignX: each row's shift from 16 bytes, and the granules' offsets.
 void StagedPartial::locateShifts() {
   // Row m starts (m K) % 8 elements past a 16-byte boundary (an even count
-  // at 4-byte rows), and so does each lane's 16 bytes of it.
+  // at 4-byte rows; at 2-byte rows its low bit is the half-word), and so
+  // does each lane's 16 bytes of it.
   for (size_t r = 0; r < xRow.size(); ++r) {
     Value shift = kb.rem(kb.mul(loadRows[r], kb.idx(p.K % 8)), kb.idx(8));
     xRowAligned.push_back(kb.sub(xRow[r], shift));
     xNextStep.push_back(kb.mul(kb.min(shift, kb.idx(1)), kb.idx(8)));
     shiftBit0.push_back(kb.lt(kb.idx(0), kb.andi(shift, kb.idx(2))));
     shiftBit1.push_back(kb.lt(kb.idx(0), kb.andi(shift, kb.idx(4))));
+    if (p.xUnit == 1)
+      halfShift.push_back(kb.indexToI32(kb.mul(kb.andi(shift, kb.idx(1)), kb.idx(16))));
   }
 }
 
@@ -134,8 +154,10 @@ void StagedPartial::realignRows(Value i, ChunkLoads &in) {
   Value shifted = kb.lt(kb.add(sk.cBegin, i), kb.idx(p.chunks() - 1));
   for (int64_t r = 0; r < 2 * p.mTiles; ++r) {
     Value bit0 = kb.andi(shiftBit0[r], shifted), bit1 = kb.andi(shiftBit1[r], shifted);
+    Value half = p.xUnit == 1 ? kb.select(shifted, halfShift[r], kb.indexToI32(kb.idx(0))) : Value();
     for (int64_t j = 0; j < p.pairs(); ++j)
-      in.xs[r][j] = shiftWords(kb, in.xs[r][j], in.xsNext[r][j], bit0, bit1);
+      in.xs[r][j] = half ? shiftHalfWords(kb, in.xs[r][j], in.xsNext[r][j], bit0, bit1, half)
+                         : shiftWords(kb, in.xs[r][j], in.xsNext[r][j], bit0, bit1);
   }
   in.xsNext.clear();
 }
