@@ -89,13 +89,13 @@ void MmaMain::issueFullStep(Value step) {
   Value base = stageBase(step);
   Value m0 = kb.mul(step, kb.idx(8));
   Value off = kb.add(kb.mul(m0, kb.idx(K)), xLane);
-  for (int u = 0; u < 2; ++u)
+  for (int u = 0; u < 2; ++u) {
+    if (p.wordCopy) {
+      copyXWords(base, u, kb.add(off, kb.idx(u * K)),
+                 kb.add(m0, kb.add(kb.mul(t, kb.idx(2)), kb.idx(u))), active);
+      continue;
+    }
     for (int64_t c = 0; c < p.copies; ++c) {
-      if (p.wordCopy) {
-        copyXWords(base, u, kb.add(off, kb.idx(u * K)),
-                   kb.add(m0, kb.add(kb.mul(t, kb.idx(2)), kb.idx(u))), active);
-        break;
-      }
       Value xOff = kb.add(off, kb.idx(u * K + c * unit / p.actBytes));
       if (masked())
         copyX(xSlotPtr(base, u, c), xOff, colsIn(c * unit / p.actBytes));
@@ -103,6 +103,7 @@ void MmaMain::issueFullStep(Value step) {
         kb.copyAsync(kb.sharedPtr(ring, xSlot(base, u, c)),
                      kb.globalPtr(l.arg("x"), xOff), unit, xBytes);
     }
+  }
   Value ghBase = kb.add(base, kb.idx(p.xFloats));
   Value ghSrc = kb.add(kb.mul(m0, kb.idx(N)), kb.mul(lane, kb.idx(4)));
   Value ghDst = kb.add(ghBase, kb.mul(lane, kb.idx(4)));

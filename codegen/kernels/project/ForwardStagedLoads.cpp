@@ -155,6 +155,10 @@ void StagedPartial::expandRows(Value col, ChunkLoads &in) {
     return out;
   };
   Value first = kb.mul(sk.mBlock, kb.idx(p.tokensPerBlock()));
+  Value zeros; // x_next past K at any K
+  if (p.anyK())
+    zeros = arith::ConstantOp::create(kb.b, kb.loc,
+                                      cast<TypedAttr>(kb.b.getZeroAttr(VectorType::get({8}, act))));
   for (int64_t r = 0; r < 2 * p.mTiles; ++r) {
     SmallVector<Value> mix = loadRow(kb, mixing, kb.sub(loadRows[r], first), n + n * n);
     ArrayRef<Value> post = ArrayRef<Value>(mix).take_front(n), P = ArrayRef<Value>(mix).drop_front(n);
@@ -178,8 +182,7 @@ void StagedPartial::expandRows(Value col, ChunkLoads &in) {
       Value store = kb.lt(rows[r], sk.M);
       if (p.anyK()) { // x_next past K: zeros for the products, not stored
         Value inK = kb.lt(laneColumn(col, j), kb.idx(p.K));
-        Value zero = arith::ConstantOp::create(kb.b, kb.loc, cast<TypedAttr>(kb.b.getZeroAttr(next.getType())));
-        next = kb.select(inK, next, zero);
+        next = kb.select(inK, next, zeros);
         store = kb.andi(store, inK);
       }
       kb.when(store, [&] { kb.vstore(next, l.arg("x_next"), at); });

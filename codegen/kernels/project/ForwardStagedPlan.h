@@ -122,12 +122,10 @@ SmallVector<Value> xWords(KernelBuilder &kb, Value v);
 Value xFromWords(KernelBuilder &kb, ArrayRef<Value> words, Type elem);
 
 /// realignX: the 16 bytes that start `bit1 * 2 + bit0` words into the 32
-/// bytes `first`, `second` (vectors of 8 of x's elements).
+/// bytes `first`, `second` (vectors of 8 of x's elements), and where
+/// `halfBits` is given (i32: 16 or 0, at 2-byte rows) a half-word further.
 Value shiftWords(KernelBuilder &kb, Value first, Value second, Value bit0,
-                 Value bit1);
-/// The same, then a half-word further where `halfBits` (i32: 16, else 0).
-Value shiftHalfWords(KernelBuilder &kb, Value first, Value second, Value bit0,
-                     Value bit1, Value halfBits);
+                 Value bit1, Value halfBits = Value());
 
 } // namespace mlir::mhc
 

@@ -23,31 +23,21 @@ using namespace mlir;
 using namespace mlir::mhc;
 
 Value mlir::mhc::shiftWords(KernelBuilder &kb, Value first, Value second,
-                            Value bit0, Value bit1) {
+                            Value bit0, Value bit1, Value halfBits) {
   SmallVector<Value> in = xWords(kb, first);
   in.append(xWords(kb, second));
-  // Two words where bit1, then one more where bit0: 9 selects.
+  // Two words where bit1, then one more where bit0: 9 selects; with
+  // halfBits a fifth word (11) and four funnel shifts.
+  int64_t keep = halfBits ? 5 : 4;
   SmallVector<Value> by2, out;
-  for (int64_t e = 0; e < 5; ++e)
+  for (int64_t e = 0; e < keep + 1; ++e)
     by2.push_back(kb.select(bit1, in[e + 2], in[e]));
-  for (int64_t e = 0; e < 4; ++e)
+  for (int64_t e = 0; e < keep; ++e)
     out.push_back(kb.select(bit0, by2[e + 1], by2[e]));
-  return xFromWords(kb, out, cast<VectorType>(first.getType()).getElementType());
-}
-
-Value mlir::mhc::shiftHalfWords(KernelBuilder &kb, Value first, Value second,
-                                Value bit0, Value bit1, Value halfBits) {
-  SmallVector<Value> in = xWords(kb, first);
-  in.append(xWords(kb, second));
-  // Five words from bit1 * 2 + bit0 on (11 selects), then four funnel
-  // shifts by halfBits.
-  SmallVector<Value> by2, by1, out;
-  for (int64_t e = 0; e < 6; ++e)
-    by2.push_back(kb.select(bit1, in[e + 2], in[e]));
-  for (int64_t e = 0; e < 5; ++e)
-    by1.push_back(kb.select(bit0, by2[e + 1], by2[e]));
-  for (int64_t e = 0; e < 4; ++e)
-    out.push_back(LLVM::FshrOp::create(kb.b, kb.loc, by1[e + 1], by1[e], halfBits));
+  if (halfBits)
+    for (int64_t e = 0; e < 4; ++e)
+      out[e] = LLVM::FshrOp::create(kb.b, kb.loc, out[e + 1], out[e], halfBits);
+  out.resize(4);
   return xFromWords(kb, out, cast<VectorType>(first.getType()).getElementType());
 }
 
@@ -156,8 +146,7 @@ void StagedPartial::realignRows(Value i, ChunkLoads &in) {
     Value bit0 = kb.andi(shiftBit0[r], shifted), bit1 = kb.andi(shiftBit1[r], shifted);
     Value half = p.xUnit == 1 ? kb.select(shifted, halfShift[r], kb.indexToI32(kb.idx(0))) : Value();
     for (int64_t j = 0; j < p.pairs(); ++j)
-      in.xs[r][j] = half ? shiftHalfWords(kb, in.xs[r][j], in.xsNext[r][j], bit0, bit1, half)
-                         : shiftWords(kb, in.xs[r][j], in.xsNext[r][j], bit0, bit1);
+      in.xs[r][j] = shiftWords(kb, in.xs[r][j], in.xsNext[r][j], bit0, bit1, half);
   }
   in.xsNext.clear();
 }
