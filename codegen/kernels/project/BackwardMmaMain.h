@@ -57,6 +57,7 @@ private:
   }
   Value colsIn(int64_t offset);
   void copyX(Value dst, Value xOff, Value ok);
+  Value wordSlot(Value base, int u, int64_t w);
   void copyXWords(Value base, int u, Value xOff, Value row, Value ok);
   SmallVector<Value> readXWords(Value base, int u, Value row);
   void storeGxWords(StepValues &s, ArrayRef<SmallVector<Value>> gx);

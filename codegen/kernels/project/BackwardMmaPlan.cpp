@@ -97,7 +97,7 @@ void planRing(const KernelContext &ctx, MmaPlan &p) {
   p.copies = laneBytes / p.unit;
   p.colPiece = std::gcd(p.laneCols, p.K & -p.K); // K & -K: K's lowest bit
   p.wordCopy = p.unit < 4;
-  p.xFloats = 2 * 32 * (p.wordCopy ? p.laneCols : laneBytes / 4);
+  p.xFloats = 2 * 32 * (p.wordCopy ? p.laneCols / 2 + 1 : laneBytes / 4);
   p.ghFloats = (8 * N + 3) / 4 * 4;
   p.ghPieces = 2 * N; // 16-byte pieces
   p.stageFloats = p.xFloats + p.ghFloats + 8;

@@ -16,6 +16,13 @@
 using namespace mlir;
 using namespace mlir::mhc;
 
+/// wordCopy: word w of the lane's slot u, word-major ([u][w][lane]), so
+/// that a warp's copies and reads of one word hit 32 consecutive banks (a
+/// lane-major slot of laneCols words was an 8-way conflict: the L1 bound).
+Value MmaMain::wordSlot(Value base, int u, int64_t w) {
+  return kb.add(base, kb.add(kb.idx((u * (p.laneCols / 2 + 1) + w) * 32), lane));
+}
+
 /// wordCopy: the lane's columns of x row `row` (element xOff, the lane's
 /// first column) as the laneCols / 2 + 1 aligned words from the one at or
 /// below xOff, into slot u of the lane. A word past the row's end, or every
@@ -23,11 +30,10 @@ using namespace mlir::mhc;
 void MmaMain::copyXWords(Value base, int u, Value xOff, Value row, Value ok) {
   Value first = kb.sub(xOff, kb.rem(xOff, kb.idx(2)));
   Value rowEnd = kb.mul(kb.add(row, kb.idx(1)), kb.idx(p.K));
-  Value slot = kb.add(base, kb.mul(kb.add(kb.idx(u * 32), lane), kb.idx(p.laneCols)));
   for (int64_t w = 0; w <= p.laneCols / 2; ++w) {
     Value src = kb.add(first, kb.idx(2 * w));
     Value in = kb.andi(ok, kb.lt(src, rowEnd));
-    kb.copyAsync(kb.sharedPtr(ring, kb.add(slot, kb.idx(w))),
+    kb.copyAsync(kb.sharedPtr(ring, wordSlot(base, u, w)),
                  kb.globalPtr(l.arg("x"), kb.select(in, src, kb.idx(0))), 4,
                  kb.select(in, kb.i32(4), kb.i32(0)));
   }
@@ -37,15 +43,10 @@ void MmaMain::copyXWords(Value base, int u, Value xOff, Value row, Value ok) {
 /// as f32, the words shifted by 16 bits where the row starts at an odd
 /// element (K odd, the lane's first column even); zeros at columns past K.
 SmallVector<Value> MmaMain::readXWords(Value base, int u, Value row) {
-  Value slot = kb.add(base, kb.mul(kb.add(kb.idx(u * 32), lane), kb.idx(p.laneCols)));
   SmallVector<Value> words;
-  for (int64_t w = 0; w < p.laneCols; w += 4) {
-    int64_t count = std::min<int64_t>(4, p.laneCols - w);
-    auto type = VectorType::get({count}, kb.b.getI32Type());
-    Value v = LLVM::LoadOp::create(kb.b, kb.loc, type, kb.sharedPtr(ring, kb.add(slot, kb.idx(w))), 4 * count);
-    for (int64_t e = 0; e < count; ++e)
-      words.push_back(kb.extract(v, e));
-  }
+  for (int64_t w = 0; w <= p.laneCols / 2; ++w)
+    words.push_back(LLVM::LoadOp::create(kb.b, kb.loc, kb.b.getI32Type(),
+                                         kb.sharedPtr(ring, wordSlot(base, u, w)), 4));
   Value bits = kb.indexToI32(kb.mul(kb.rem(row, kb.idx(2)), kb.idx(16)));
   SmallVector<Value> out;
   for (int64_t w = 0; w < p.laneCols / 2; ++w) {
