@@ -97,7 +97,15 @@ void planRing(const KernelContext &ctx, MmaPlan &p) {
   p.copies = laneBytes / p.unit;
   p.colPiece = std::gcd(p.laneCols, p.K & -p.K); // K & -K: K's lowest bit
   p.wordCopy = p.unit < 4;
+  // 4-byte copies whose lanes hold consecutive words of one row (one
+  // request of 4 sectors; a lane's own words spread a request over 16).
+  // (Not in precise mode with acc, at 168 registers already: there the
+  // spills grew, from 36 to 244 bytes with a weight on sm_90a.)
+  p.rowWords = !p.staged && p.actBytes == 2 && p.laneCols == 8 && p.xAlign <= 4 &&
+               !(p.precise && ctx.spec.readsAcc());
   p.xFloats = 2 * 32 * (p.wordCopy ? p.laneCols / 2 + 1 : laneBytes / 4);
+  if (p.rowWords)
+    p.xFloats = 8 * kRowWords;
   p.ghFloats = (8 * N + 3) / 4 * 4;
   p.ghPieces = 2 * N; // 16-byte pieces
   p.stageFloats = p.xFloats + p.ghFloats + 8;
