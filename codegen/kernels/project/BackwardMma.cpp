@@ -100,16 +100,8 @@ MmaMain::MmaMain(KernelContext &ctx, const MmaPlan &p, LaunchBuilder &l,
                      kb.idx(p.actBytes));
   // This lane's x columns within the block's slice.
   laneColInBlock = kb.sub(colBase, sliceCol);
-  if (p.rowWords) {
-    Value warpCol = kb.add(sliceCol, kb.mul(warp, kb.idx(16 * p.T)));
-    rowWordCol = kb.add(warpCol, kb.mul(lane, kb.idx(2)));
-    // Row m0 + c, c = 2 (lane % 4) + lane / 4, starts (c K) % 2 past a word.
-    Value c = kb.add(kb.mul(kb.rem(lane, kb.idx(4)), kb.idx(2)), kb.div(lane, kb.idx(4)));
-    Value par = kb.rem(kb.mul(c, kb.idx(K)), kb.idx(2));
-    Value col = kb.add(warpCol, kb.idx(2 * (kRowWords - 1)));
-    rowWordExtra = kb.add(kb.sub(kb.mul(c, kb.idx(K)), par), col);
-    rowWordExtraIn = kb.lt(col, kb.add(kb.idx(K), par));
-  }
+  if (p.rowWords)
+    rowWordCol = kb.add(sliceCol, kb.add(kb.mul(warp, kb.idx(16 * p.T)), kb.mul(lane, kb.idx(2))));
   limitRowAccesses(ctx, kb, l, {"x", "phi", "weight", "acc", "gx", "partials"});
 }
 

@@ -58,7 +58,7 @@ private:
   Value colsIn(int64_t offset);
   void copyX(Value dst, Value xOff, Value ok);
   Value wordSlot(Value base, int u, int64_t w);
-  void copyRowWord(Value base, Value r, Value m0, Value word);
+  void copyRowWord(Value base, int64_t r, Value m0);
   void copyWordIf(Value dst, Value src, Value in);
   void copyRowWords(Value base, Value m0, bool partial);
   SmallVector<Value> readRowWords(Value base, int u, Value row);
@@ -115,10 +115,8 @@ private:
   // consumer lane releases its own reads (BulkRing::release).
   std::optional<BulkRing> bulk;
   Value count, sliceCol, xRowBytes, laneColInBlock;
-  // rowWords: word `lane`'s column in the warp's columns (2 lane past the
-  // first), and the word past them (lanes 0..7: row `lane`'s offset from
-  // the step's first row, whether it lies before K).
-  Value rowWordCol, rowWordExtra, rowWordExtraIn;
+  // rowWords: the column of word `lane` of the warp's columns.
+  Value rowWordCol;
   // While the step loop of a slice inside K is emitted: no column masks,
   // every lane active.
   bool wholeSlice = false;

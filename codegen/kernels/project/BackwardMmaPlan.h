@@ -18,9 +18,8 @@ constexpr int64_t kRun = 8;
 // Pacing of the producer warps (WavePacer): steps per epoch, epochs of lag.
 constexpr int64_t kEpoch = 3, kPaceLag = 1;
 // rowWords: a row's stride in the stage (4-byte words). 33: the 32 words
-// of a warp's 64 columns and the one past them at 2-byte rows; rows 4u + t
-// then start t banks apart, so lane (g, t)'s reads of word 4g + w are
-// conflict-free.
+// of a warp's 64 columns and one more, so that rows 4u + t start t banks
+// apart and lane (g, t)'s reads of word 4g + w are conflict-free.
 constexpr int64_t kRowWords = 33;
 
 /// The kernel's plan, all constants of the spec: tiles and warps, the
@@ -39,11 +38,10 @@ struct MmaPlan {
   // it, MmaMain::issueBlockStep); a lane's columns are loaded and stored in pieces of colPiece
   // elements, each masked at K where colPiece < laneCols (K % laneCols !=
   // 0). At 2-byte rows (odd K, 2-byte x; the per-warp ring) x goes as the
-  // aligned 4-byte words that hold a lane's columns, read back
-  // funnel-shifted by the row's half-word: wordCopy. rowWords (laneCols 8,
-  // 2- and 4-byte rows): a warp copies each row's words in one request
-  // (MmaMain::copyRowWords); else each lane its own laneCols / 2 + 1
-  // (copyXWords).
+  // aligned 4-byte words that hold a lane's columns, laneCols / 2 + 1 of
+  // them, read back funnel-shifted by the row's half-word (wordCopy:
+  // MmaMain::copyXWords). rowWords (laneCols 8, 4-byte rows): a warp copies
+  // each row's words in one request (MmaMain::copyRowWords).
   int64_t xAlign, colPiece;
   bool wordCopy, rowWords;
   // A stage of the ring (floats), x's pieces (per-warp ring) and rows

@@ -1,11 +1,11 @@
 //===- BackwardMmaWords.cpp - the per-warp ring at 2-byte rows ------------===//
 //
 // x and gx at 2- and 4-byte rows (docs/design/project.md, "Any K") in the
-// mma.sync backward's per-warp ring: x as the aligned 4-byte words that
-// hold a lane's columns (cp.async has no 2-byte copy), copied a row per
-// request (rowWords) or a lane's words at a time, read back shifted by the
-// row's half-word at odd K; there gx in aligned words where the lane's
-// columns lie inside K, a 2-byte store at each end of the odd rows.
+// mma.sync backward's per-warp ring: x as 4-byte words, at 4-byte rows a
+// row's per request (rowWords), at 2-byte rows (odd K) the aligned words
+// that hold a lane's columns (cp.async has no 2-byte copy) read back
+// shifted by the row's half-word; there gx in aligned words where the
+// lane's columns lie inside K, a 2-byte store at each end of the odd rows.
 //
 //===----------------------------------------------------------------------===//
 
@@ -69,17 +69,16 @@ SmallVector<Value> MmaMain::wordsToX(ArrayRef<Value> words, Value row) {
   return out;
 }
 
-/// rowWords: word `word` of the warp's columns of row r = 4u + t of a
-/// partial step (token m0 + 2t + u, clamped; from the aligned word at or
-/// below the warp's first column) to word r * kRowWords + word of the
-/// stage. A word past the row's end, or of a token past M, is zero-filled.
-void MmaMain::copyRowWord(Value base, Value r, Value m0, Value word) {
-  Value tok = kb.add(m0, kb.add(kb.mul(kb.rem(r, kb.idx(4)), kb.idx(2)), kb.div(r, kb.idx(4))));
+/// rowWords: word `lane` of the warp's columns of row r = 4u + t of a
+/// partial step (token m0 + 2t + u, clamped) to word r * kRowWords + lane
+/// of the stage. A word past the row's end, or of a token past M, is
+/// zero-filled.
+void MmaMain::copyRowWord(Value base, int64_t r, Value m0) {
+  Value tok = kb.add(m0, kb.idx(2 * (r % 4) + r / 4));
   Value row = kb.min(tok, lastRow);
-  Value start = kb.add(kb.mul(row, kb.idx(p.K)), kb.add(sliceCol, kb.mul(warp, kb.idx(16 * p.T))));
-  Value src = kb.add(kb.sub(start, kb.rem(start, kb.idx(2))), kb.mul(word, kb.idx(2)));
-  Value in = kb.andi(kb.lt(src, kb.mul(kb.add(row, kb.idx(1)), kb.idx(p.K))), kb.lt(tok, M));
-  copyWordIf(kb.add(base, kb.add(kb.mul(r, kb.idx(kRowWords)), word)), src, in);
+  Value src = kb.add(kb.mul(row, kb.idx(p.K)), rowWordCol);
+  Value in = kb.andi(kb.lt(rowWordCol, kb.idx(p.K)), kb.lt(tok, M));
+  copyWordIf(kb.add(base, kb.add(kb.idx(r * kRowWords), lane)), src, in);
 }
 
 /// A 4-byte cp.async of x's element src to stage float dst, zeros where !in.
@@ -88,39 +87,29 @@ void MmaMain::copyWordIf(Value dst, Value src, Value in) {
                kb.select(in, kb.i32(4), kb.i32(0)));
 }
 
-/// rowWords: the step's 8 rows, lane j copying word j of each; at 2-byte
-/// rows lanes 0..7 then copy word 32 of row `lane`. In a full step row
-/// m0 + c starts (c K) % 2 elements past a word (m0 % 8 == 0), so each
-/// source is m0 K plus a lane's constant.
+/// rowWords: the step's 8 rows, lane j copying word j of each (4-byte
+/// rows: row m0 + c's words start at its first element).
 void MmaMain::copyRowWords(Value base, Value m0, bool partial) {
-  if (partial) {
-    for (int64_t r = 0; r < 8; ++r)
-      copyRowWord(base, kb.idx(r), m0, lane);
-    if (p.wordCopy)
-      kb.when(kb.lt(lane, kb.idx(8)), [&] { copyRowWord(base, lane, m0, kb.idx(kRowWords - 1)); });
-    return;
-  }
   const int64_t K = p.K;
   Value at = kb.add(kb.mul(m0, kb.idx(K)), rowWordCol);
+  Value in = kb.lt(rowWordCol, kb.idx(K));
   for (int64_t r = 0; r < 8; ++r) {
-    int64_t c = 2 * (r % 4) + r / 4, par = c * K % 2;
-    copyWordIf(kb.add(base, kb.add(kb.idx(r * kRowWords), lane)), kb.add(at, kb.idx(c * K - par)),
-               kb.lt(rowWordCol, kb.idx(K + par)));
+    if (partial) {
+      copyRowWord(base, r, m0);
+      continue;
+    }
+    int64_t c = 2 * (r % 4) + r / 4;
+    copyWordIf(kb.add(base, kb.add(kb.idx(r * kRowWords), lane)), kb.add(at, kb.idx(c * K)), in);
   }
-  if (p.wordCopy)
-    kb.when(kb.lt(lane, kb.idx(8)), [&] {
-      copyWordIf(kb.add(base, kb.add(kb.mul(lane, kb.idx(kRowWords)), kb.idx(kRowWords - 1))),
-                 kb.add(kb.mul(m0, kb.idx(K)), rowWordExtra), rowWordExtraIn);
-    });
 }
 
 /// rowWords: the lane's laneCols values of token 2t + u's row (`row`,
-/// clamped), words 4g .. 4g + 4 of stage row 4u + t.
+/// clamped), words 4g .. 4g + 3 of stage row 4u + t.
 SmallVector<Value> MmaMain::readRowWords(Value base, int u, Value row) {
   Value first = kb.add(base, kb.add(kb.mul(kb.add(kb.idx(4 * u), t), kb.idx(kRowWords)),
                                     kb.mul(g, kb.idx(4))));
   SmallVector<Value> words;
-  for (int64_t w = 0; w < (p.wordCopy ? 5 : 4); ++w)
+  for (int64_t w = 0; w < 4; ++w)
     words.push_back(LLVM::LoadOp::create(kb.b, kb.loc, kb.b.getI32Type(),
                                          kb.sharedPtr(ring, kb.add(first, kb.idx(w))), 4));
   return wordsToX(words, row);
