@@ -210,6 +210,27 @@ def test_backward_at_2_byte_rows(cfg):
         check_backward_with_acc(s, cfg["M"], seed, cfg["acc"], cfg, acc_added_to_rounded=False)
 
 
+# The per-warp ring's row words (laneCols 8: n = 1, 3 in tf32, n = 1
+# precise; 2- and 4-byte rows): a warp copies each of a step's 8 rows as
+# consecutive words, lane j word j, the word past the warp's columns at odd
+# K. Rows past M (M = 1, 7, 9: partial steps) and words past a row's end or
+# past K's last warp (C = 34 at n = 3: K = 102; C = 11: K = 33) zero-filled.
+ROW_WORDS = [dict(n=n, C=C, act=("bf16", "f16")[i % 2], tf32=bool((i // 2) % 2) or n == 3, weight=bool(i % 3 == 0),
+                  M=M, acc=("x", "f32")[(i // 3) % 2])
+             for i, ((n, C), M) in enumerate(itertools.product(((1, 5122), (1, 4102), (3, 5122), (3, 34), (1, 66),
+                                                               (3, 11)), (1, 7, 9, 4099)))]
+assert all((c["n"] * c["C"]) % 4 != 0 for c in ROW_WORDS)
+
+
+@pytest.mark.parametrize("cfg", ROW_WORDS, ids=lambda c: "n{n}-C{C}-{act}-tf32{tf32:d}-w{weight:d}-M{M}-acc_{acc}".format(**c))
+def test_backward_row_words(cfg):
+    s = spec("project", "bwd", cfg["n"], cfg["act"], "cn", cfg["C"], tf32=cfg["tf32"], weight=cfg["weight"])
+    seed = case_seed("row-words", tuple(cfg.values()))
+    check_on_kernel_path(s, cfg["M"], seed)
+    if cfg["act"] == "bf16":
+        check_backward_with_acc(s, cfg["M"], seed, cfg["acc"], cfg, acc_added_to_rounded=False)
+
+
 # The staged forward at K % 8 == 4 (bf16 x: pack + bulk-copy ring, the last
 # chunk masked at K) for every n that has such K (n = 8 has none): one M
 # per case from 1 (one token block: the partial packs its chunks itself)

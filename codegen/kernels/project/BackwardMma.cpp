@@ -100,6 +100,8 @@ MmaMain::MmaMain(KernelContext &ctx, const MmaPlan &p, LaunchBuilder &l,
                      kb.idx(p.actBytes));
   // This lane's x columns within the block's slice.
   laneColInBlock = kb.sub(colBase, sliceCol);
+  if (p.rowWords)
+    rowWordCol = kb.add(sliceCol, kb.add(kb.mul(warp, kb.idx(16 * p.T)), kb.mul(lane, kb.idx(2))));
   limitRowAccesses(ctx, kb, l, {"x", "phi", "weight", "acc", "gx", "partials"});
 }
 

@@ -39,7 +39,9 @@ void MmaMain::issuePartialStep(Value step) {
   const int64_t N = p.N, K = p.K, unit = p.unit, ghPieces = p.ghPieces;
   Value base = stageBase(step);
   Value m0 = kb.mul(step, kb.idx(8));
-  for (int u = 0; u < 2; ++u) {
+  if (p.rowWords)
+    copyRowWords(base, m0, /*partial=*/true);
+  for (int u = 0; u < 2 && !p.rowWords; ++u) {
     Value tok = kb.add(m0, kb.add(kb.mul(t, kb.idx(2)), kb.idx(u)));
     Value ok = kb.andi(active, kb.lt(tok, M));
     Value bytes = kb.select(ok, kb.i32(unit), kb.i32(0));
@@ -89,7 +91,9 @@ void MmaMain::issueFullStep(Value step) {
   Value base = stageBase(step);
   Value m0 = kb.mul(step, kb.idx(8));
   Value off = kb.add(kb.mul(m0, kb.idx(K)), xLane);
-  for (int u = 0; u < 2; ++u) {
+  if (p.rowWords)
+    copyRowWords(base, m0, /*partial=*/false);
+  for (int u = 0; u < 2 && !p.rowWords; ++u) {
     if (p.wordCopy) {
       copyXWords(base, u, kb.add(off, kb.idx(u * K)),
                  kb.add(m0, kb.add(kb.mul(t, kb.idx(2)), kb.idx(u))), active);

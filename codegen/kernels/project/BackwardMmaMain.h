@@ -58,6 +58,11 @@ private:
   Value colsIn(int64_t offset);
   void copyX(Value dst, Value xOff, Value ok);
   Value wordSlot(Value base, int u, int64_t w);
+  void copyRowWord(Value base, int64_t r, Value m0);
+  void copyWordIf(Value dst, Value src, Value in);
+  void copyRowWords(Value base, Value m0, bool partial);
+  SmallVector<Value> readRowWords(Value base, int u, Value row);
+  SmallVector<Value> wordsToX(ArrayRef<Value> words, Value row);
   void copyXWords(Value base, int u, Value xOff, Value row, Value ok);
   SmallVector<Value> readXWords(Value base, int u, Value row);
   void storeGxWords(StepValues &s, ArrayRef<SmallVector<Value>> gx);
@@ -110,6 +115,8 @@ private:
   // consumer lane releases its own reads (BulkRing::release).
   std::optional<BulkRing> bulk;
   Value count, sliceCol, xRowBytes, laneColInBlock;
+  // rowWords: the column of word `lane` of the warp's columns.
+  Value rowWordCol;
   // While the step loop of a slice inside K is emitted: no column masks,
   // every lane active.
   bool wholeSlice = false;

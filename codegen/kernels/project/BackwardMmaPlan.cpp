@@ -97,7 +97,15 @@ void planRing(const KernelContext &ctx, MmaPlan &p) {
   p.copies = laneBytes / p.unit;
   p.colPiece = std::gcd(p.laneCols, p.K & -p.K); // K & -K: K's lowest bit
   p.wordCopy = p.unit < 4;
+  // At 4-byte rows, 4-byte copies whose lanes hold consecutive words of
+  // one row (a request of 4 sectors; a lane's own words spread one over
+  // 16). At 2-byte rows they measured no faster than wordSlot's. (Not in
+  // precise mode with acc, at 168 registers already: its spills grew.)
+  p.rowWords = !p.staged && p.actBytes == 2 && p.laneCols == 8 && p.xAlign == 4 &&
+               !(p.precise && ctx.spec.readsAcc());
   p.xFloats = 2 * 32 * (p.wordCopy ? p.laneCols / 2 + 1 : laneBytes / 4);
+  if (p.rowWords)
+    p.xFloats = 8 * kRowWords;
   p.ghFloats = (8 * N + 3) / 4 * 4;
   p.ghPieces = 2 * N; // 16-byte pieces
   p.stageFloats = p.xFloats + p.ghFloats + 8;

@@ -17,6 +17,10 @@ namespace mlir::mhc {
 constexpr int64_t kRun = 8;
 // Pacing of the producer warps (WavePacer): steps per epoch, epochs of lag.
 constexpr int64_t kEpoch = 3, kPaceLag = 1;
+// rowWords: a row's stride in the stage (4-byte words). 33: the 32 words
+// of a warp's 64 columns and one more, so that rows 4u + t start t banks
+// apart and lane (g, t)'s reads of word 4g + w are conflict-free.
+constexpr int64_t kRowWords = 33;
 
 /// The kernel's plan, all constants of the spec: tiles and warps, the
 /// token split, the stage layout of the ring and its depth.
@@ -35,10 +39,11 @@ struct MmaPlan {
   // elements, each masked at K where colPiece < laneCols (K % laneCols !=
   // 0). At 2-byte rows (odd K, 2-byte x; the per-warp ring) x goes as the
   // aligned 4-byte words that hold a lane's columns, laneCols / 2 + 1 of
-  // them by cp.async into a slot of laneCols words, read back funnel-shifted
-  // by the row's half-word (MmaMain::copyXWords, readXWords).
+  // them, read back funnel-shifted by the row's half-word (wordCopy:
+  // MmaMain::copyXWords). rowWords (laneCols 8, 4-byte rows): a warp copies
+  // each row's words in one request (MmaMain::copyRowWords).
   int64_t xAlign, colPiece;
-  bool wordCopy;
+  bool wordCopy, rowWords;
   // A stage of the ring (floats), x's pieces (per-warp ring) and rows
   // (block ring), gh's row stride and the phi fragments' slots.
   int64_t unit, copies, xFloats, ghFloats, ghPieces, stageFloats, phiFloats;

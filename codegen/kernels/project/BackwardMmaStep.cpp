@@ -147,6 +147,10 @@ void MmaMain::enterStep(StepValues &s) {
   for (int u = 0; u < 2; ++u) {
     s.tok[u] = kb.add(s.m0, kb.add(kb.mul(t, kb.idx(2)), kb.idx(u)));
     s.tokOk[u] = kb.lt(s.tok[u], M);
+    if (p.rowWords) {
+      s.xa[u] = readRowWords(s.base, u, kb.min(s.tok[u], lastRow));
+      continue;
+    }
     if (!p.staged && p.wordCopy) {
       s.xa[u] = readXWords(s.base, u, kb.min(s.tok[u], lastRow));
       continue;

@@ -1,10 +1,11 @@
 //===- BackwardMmaWords.cpp - the per-warp ring at 2-byte rows ------------===//
 //
-// x and gx at odd K (2-byte x rows; docs/design/project.md, "Any K") in the
-// mma.sync backward's per-warp ring: x as the aligned 4-byte words that
-// hold a lane's columns (cp.async has no 2-byte copy), read back shifted by
-// the row's half-word; gx in aligned words where the lane's columns lie
-// inside K, a 2-byte store at each end of the odd rows.
+// x and gx at 2- and 4-byte rows (docs/design/project.md, "Any K") in the
+// mma.sync backward's per-warp ring: x as 4-byte words, at 4-byte rows a
+// row's per request (rowWords), at 2-byte rows (odd K) the aligned words
+// that hold a lane's columns (cp.async has no 2-byte copy) read back
+// shifted by the row's half-word; there gx in aligned words where the
+// lane's columns lie inside K, a 2-byte store at each end of the odd rows.
 //
 //===----------------------------------------------------------------------===//
 
@@ -47,11 +48,18 @@ SmallVector<Value> MmaMain::readXWords(Value base, int u, Value row) {
   for (int64_t w = 0; w <= p.laneCols / 2; ++w)
     words.push_back(LLVM::LoadOp::create(kb.b, kb.loc, kb.b.getI32Type(),
                                          kb.sharedPtr(ring, wordSlot(base, u, w)), 4));
-  Value bits = kb.indexToI32(kb.mul(kb.rem(row, kb.idx(2)), kb.idx(16)));
+  return wordsToX(words, row);
+}
+
+/// The lane's laneCols values from the words that hold them (one more at
+/// 2-byte rows, shifted by the row's half-word), zeros past K where masked.
+SmallVector<Value> MmaMain::wordsToX(ArrayRef<Value> words, Value row) {
+  Value bits = p.wordCopy ? kb.indexToI32(kb.mul(kb.rem(row, kb.idx(2)), kb.idx(16))) : Value();
+  Type pair = VectorType::get({2}, cast<VectorType>(actVec).getElementType());
   SmallVector<Value> out;
   for (int64_t w = 0; w < p.laneCols / 2; ++w) {
-    Value word = LLVM::FshrOp::create(kb.b, kb.loc, words[w + 1], words[w], bits);
-    Type pair = VectorType::get({2}, cast<VectorType>(actVec).getElementType());
+    Value word = bits ? LLVM::FshrOp::create(kb.b, kb.loc, words[w + 1], words[w], bits)
+                      : words[w];
     Value f = kb.toF32(vector::BitCastOp::create(kb.b, kb.loc, pair, kb.vector({word})));
     for (int64_t e = 0; e < 2; ++e) {
       Value v = kb.extract(f, e);
@@ -59,6 +67,52 @@ SmallVector<Value> MmaMain::readXWords(Value base, int u, Value row) {
     }
   }
   return out;
+}
+
+/// rowWords: word `lane` of the warp's columns of row r = 4u + t of a
+/// partial step (token m0 + 2t + u, clamped) to word r * kRowWords + lane
+/// of the stage. A word past the row's end, or of a token past M, is
+/// zero-filled.
+void MmaMain::copyRowWord(Value base, int64_t r, Value m0) {
+  Value tok = kb.add(m0, kb.idx(2 * (r % 4) + r / 4));
+  Value row = kb.min(tok, lastRow);
+  Value src = kb.add(kb.mul(row, kb.idx(p.K)), rowWordCol);
+  Value in = kb.andi(kb.lt(rowWordCol, kb.idx(p.K)), kb.lt(tok, M));
+  copyWordIf(kb.add(base, kb.add(kb.idx(r * kRowWords), lane)), src, in);
+}
+
+/// A 4-byte cp.async of x's element src to stage float dst, zeros where !in.
+void MmaMain::copyWordIf(Value dst, Value src, Value in) {
+  kb.copyAsync(kb.sharedPtr(ring, dst), kb.globalPtr(l.arg("x"), kb.select(in, src, kb.idx(0))), 4,
+               kb.select(in, kb.i32(4), kb.i32(0)));
+}
+
+/// rowWords: the step's 8 rows, lane j copying word j of each (4-byte
+/// rows: row m0 + c's words start at its first element).
+void MmaMain::copyRowWords(Value base, Value m0, bool partial) {
+  const int64_t K = p.K;
+  Value at = kb.add(kb.mul(m0, kb.idx(K)), rowWordCol);
+  Value in = kb.lt(rowWordCol, kb.idx(K));
+  for (int64_t r = 0; r < 8; ++r) {
+    if (partial) {
+      copyRowWord(base, r, m0);
+      continue;
+    }
+    int64_t c = 2 * (r % 4) + r / 4;
+    copyWordIf(kb.add(base, kb.add(kb.idx(r * kRowWords), lane)), kb.add(at, kb.idx(c * K)), in);
+  }
+}
+
+/// rowWords: the lane's laneCols values of token 2t + u's row (`row`,
+/// clamped), words 4g .. 4g + 3 of stage row 4u + t.
+SmallVector<Value> MmaMain::readRowWords(Value base, int u, Value row) {
+  Value first = kb.add(base, kb.add(kb.mul(kb.add(kb.idx(4 * u), t), kb.idx(kRowWords)),
+                                    kb.mul(g, kb.idx(4))));
+  SmallVector<Value> words;
+  for (int64_t w = 0; w < 4; ++w)
+    words.push_back(LLVM::LoadOp::create(kb.b, kb.loc, kb.b.getI32Type(),
+                                         kb.sharedPtr(ring, kb.add(first, kb.idx(w))), 4));
+  return wordsToX(words, row);
 }
 
 /// wordCopy: token 2t + u's gx (laneCols values, f32) where its row is
