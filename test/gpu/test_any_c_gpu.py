@@ -203,18 +203,24 @@ assert all((c["n"] * c["C"]) % 2 for c in WORDS_2B)
 
 @pytest.mark.parametrize("cfg", WORDS_2B, ids=lambda c: "n{n}-C{C}-{act}-tf32{tf32:d}-w{weight:d}-M{M}-acc_{acc}".format(**c))
 def test_backward_at_2_byte_rows(cfg):
+    check_per_warp_ring(cfg, "words")
+
+
+def check_per_warp_ring(cfg, key):
+    """The backward on the kernel path, and for bf16 with acc too."""
     s = spec("project", "bwd", cfg["n"], cfg["act"], "cn", cfg["C"], tf32=cfg["tf32"], weight=cfg["weight"])
-    seed = case_seed("words", tuple(cfg.values()))
+    seed = case_seed(key, tuple(cfg.values()))
     check_on_kernel_path(s, cfg["M"], seed)
     if cfg["act"] == "bf16":
         check_backward_with_acc(s, cfg["M"], seed, cfg["acc"], cfg, acc_added_to_rounded=False)
 
 
 # The per-warp ring's row words (laneCols 8: n = 1, 3 in tf32, n = 1
-# precise; 2- and 4-byte rows): a warp copies each of a step's 8 rows as
-# consecutive words, lane j word j, the word past the warp's columns at odd
-# K. Rows past M (M = 1, 7, 9: partial steps) and words past a row's end or
-# past K's last warp (C = 34 at n = 3: K = 102; C = 11: K = 33) zero-filled.
+# precise; 4-byte rows): a warp copies each of a step's 8 rows as
+# consecutive words, lane j word j. Rows past M (M = 1, 7, 9: partial steps)
+# and words past a row's end or past K's last warp (C = 34 at n = 3: K =
+# 102; C = 66 at n = 1) zero-filled. C = 11 at n = 3 (K = 33, odd) takes
+# the lane slots beside them.
 ROW_WORDS = [dict(n=n, C=C, act=("bf16", "f16")[i % 2], tf32=bool((i // 2) % 2) or n == 3, weight=bool(i % 3 == 0),
                   M=M, acc=("x", "f32")[(i // 3) % 2])
              for i, ((n, C), M) in enumerate(itertools.product(((1, 5122), (1, 4102), (3, 5122), (3, 34), (1, 66),
@@ -224,11 +230,7 @@ assert all((c["n"] * c["C"]) % 4 != 0 for c in ROW_WORDS)
 
 @pytest.mark.parametrize("cfg", ROW_WORDS, ids=lambda c: "n{n}-C{C}-{act}-tf32{tf32:d}-w{weight:d}-M{M}-acc_{acc}".format(**c))
 def test_backward_row_words(cfg):
-    s = spec("project", "bwd", cfg["n"], cfg["act"], "cn", cfg["C"], tf32=cfg["tf32"], weight=cfg["weight"])
-    seed = case_seed("row-words", tuple(cfg.values()))
-    check_on_kernel_path(s, cfg["M"], seed)
-    if cfg["act"] == "bf16":
-        check_backward_with_acc(s, cfg["M"], seed, cfg["acc"], cfg, acc_added_to_rounded=False)
+    check_per_warp_ring(cfg, "row-words")
 
 
 # The staged forward at K % 8 == 4 (bf16 x: pack + bulk-copy ring, the last
