@@ -58,7 +58,6 @@ private:
   Value colsIn(int64_t offset);
   void copyX(Value dst, Value xOff, Value ok);
   Value wordSlot(Value base, int u, int64_t w);
-  void copyRowWord(Value base, int64_t r, Value m0);
   void copyWordIf(Value dst, Value src, Value in);
   void copyRowWords(Value base, Value m0, bool partial);
   SmallVector<Value> readRowWords(Value base, int u, Value row);

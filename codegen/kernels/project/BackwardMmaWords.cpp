@@ -33,10 +33,7 @@ void MmaMain::copyXWords(Value base, int u, Value xOff, Value row, Value ok) {
   Value rowEnd = kb.mul(kb.add(row, kb.idx(1)), kb.idx(p.K));
   for (int64_t w = 0; w <= p.laneCols / 2; ++w) {
     Value src = kb.add(first, kb.idx(2 * w));
-    Value in = kb.andi(ok, kb.lt(src, rowEnd));
-    kb.copyAsync(kb.sharedPtr(ring, wordSlot(base, u, w)),
-                 kb.globalPtr(l.arg("x"), kb.select(in, src, kb.idx(0))), 4,
-                 kb.select(in, kb.i32(4), kb.i32(0)));
+    copyWordIf(wordSlot(base, u, w), src, kb.andi(ok, kb.lt(src, rowEnd)));
   }
 }
 
@@ -69,18 +66,6 @@ SmallVector<Value> MmaMain::wordsToX(ArrayRef<Value> words, Value row) {
   return out;
 }
 
-/// rowWords: word `lane` of the warp's columns of row r = 4u + t of a
-/// partial step (token m0 + 2t + u, clamped) to word r * kRowWords + lane
-/// of the stage. A word past the row's end, or of a token past M, is
-/// zero-filled.
-void MmaMain::copyRowWord(Value base, int64_t r, Value m0) {
-  Value tok = kb.add(m0, kb.idx(2 * (r % 4) + r / 4));
-  Value row = kb.min(tok, lastRow);
-  Value src = kb.add(kb.mul(row, kb.idx(p.K)), rowWordCol);
-  Value in = kb.andi(kb.lt(rowWordCol, kb.idx(p.K)), kb.lt(tok, M));
-  copyWordIf(kb.add(base, kb.add(kb.idx(r * kRowWords), lane)), src, in);
-}
-
 /// A 4-byte cp.async of x's element src to stage float dst, zeros where !in.
 void MmaMain::copyWordIf(Value dst, Value src, Value in) {
   kb.copyAsync(kb.sharedPtr(ring, dst), kb.globalPtr(l.arg("x"), kb.select(in, src, kb.idx(0))), 4,
@@ -88,18 +73,22 @@ void MmaMain::copyWordIf(Value dst, Value src, Value in) {
 }
 
 /// rowWords: the step's 8 rows, lane j copying word j of each (4-byte
-/// rows: row m0 + c's words start at its first element).
+/// rows: row m0 + c's words start at its first element); stage row r = 4u
+/// + t holds token m0 + 2t + u. Words past a row's end are zero-filled, and
+/// in a partial step the rows of tokens past M (their sources clamped).
 void MmaMain::copyRowWords(Value base, Value m0, bool partial) {
   const int64_t K = p.K;
   Value at = kb.add(kb.mul(m0, kb.idx(K)), rowWordCol);
   Value in = kb.lt(rowWordCol, kb.idx(K));
   for (int64_t r = 0; r < 8; ++r) {
-    if (partial) {
-      copyRowWord(base, r, m0);
-      continue;
-    }
     int64_t c = 2 * (r % 4) + r / 4;
-    copyWordIf(kb.add(base, kb.add(kb.idx(r * kRowWords), lane)), kb.add(at, kb.idx(c * K)), in);
+    Value src = kb.add(at, kb.idx(c * K)), ok = in;
+    if (partial) {
+      Value tok = kb.add(m0, kb.idx(c));
+      src = kb.add(kb.mul(kb.min(tok, lastRow), kb.idx(K)), rowWordCol);
+      ok = kb.andi(in, kb.lt(tok, M));
+    }
+    copyWordIf(kb.add(base, kb.add(kb.idx(r * kRowWords), lane)), src, ok);
   }
 }
 
