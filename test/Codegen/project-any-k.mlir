@@ -43,6 +43,10 @@
 // RUN: rm -rf %t.b80 && mhc-compile --spec 'project.bwd;n=4;act=bf16;param=f32;layout=cn;C=5129;tf32=1;weight=0;arch=sm_80' -o %t.b80 && cat %t.b80/*.ptx | FileCheck %s --check-prefix=BWD80
 // RUN: rm -rf %t.b3 && mhc-compile --spec 'project.bwd;n=3;act=bf16;param=f32;layout=cn;C=5127;tf32=0;weight=1;arch=sm_90a' -o %t.b3 && cat %t.b3/*.ptx | FileCheck %s --check-prefix=BWDODD
 // RUN: rm -rf %t.rw && mhc-compile --spec 'project.bwd;n=1;act=bf16;param=f32;layout=cn;C=5122;tf32=1;weight=0;arch=sm_90a' -o %t.rw && cat %t.rw/*.ptx | FileCheck %s --check-prefix=ROWWORDS
+// RUN: rm -rf %t.gg && mhc-compile --spec 'project.bwd;n=1;act=bf16;param=f32;layout=cn;C=5121;tf32=1;weight=0;arch=sm_90a' -o %t.gg && cat %t.gg/*.ptx | FileCheck %s --check-prefix=GXSTAGED
+// RUN: cat %t.gg/*.ptx | FileCheck %s --check-prefix=NOSHFL
+// RUN: cat %t.rw/*.ptx | FileCheck %s --check-prefix=GXGRANULES
+// RUN: cat %t.b3/*.ptx | FileCheck %s --check-prefix=NOSHFL
 // RUN: rm -rf %t.bf && mhc-compile --spec 'project.bwd;n=3;act=f32;param=f32;layout=cn;C=5127;tf32=1;weight=0;arch=sm_90a' -o %t.bf && cat %t.bf/*.ptx | FileCheck %s --check-prefix=BWDF32
 // RUN: rm -rf %t.f8w && mhc-compile --spec 'project.fwd;n=8;act=bf16;param=f32;layout=cn;C=5124;tf32=1;weight=0;arch=sm_90a' -o %t.f8w && cat %t.f8w/*.ptx | FileCheck %s --check-prefix=FWD8W
 // RUN: rm -rf %t.sw && mhc-compile --spec 'post_pre.fwd;n=4;act=bf16;param=f32;layout=cn;C=4104;tf32=1;weight=0;norm_eps=9.99999997e-07;pre_eps=9.99999997e-07;post_mult=2;mode=log;iters=20;bias=1;arch=sm_90a' -o %t.sw && cat %t.sw/*.json %t.sw/*.ptx | FileCheck %s --check-prefix=SEAMW
@@ -246,10 +250,31 @@
 // n = 1 at 4-byte rows (K = 5122): the warp copies each of the step's 8
 // rows as words, lane j word j, the rows 33 words (132 bytes) apart.
 // ROWWORDS-NOT: cp.async.bulk
-// ROWWORDS: cp.async.ca.shared.global [%rd[[D:[0-9]+]]], [%rd{{[0-9]+}}], 4, %r{{[0-9]+}};
-// ROWWORDS: cp.async.ca.shared.global [%rd[[D]]+132], [%rd{{[0-9]+}}], 4, %r{{[0-9]+}};
+// ROWWORDS: cp.async.ca.shared.global [%rd[[D:[0-9]+]]+132], [%rd{{[0-9]+}}], 4, %r{{[0-9]+}};
+// ROWWORDS: cp.async.ca.shared.global [%rd[[D]]+264], [%rd{{[0-9]+}}], 4, %r{{[0-9]+}};
 // ROWWORDS: cp.async.ca.shared.global [%rd[[D]]+924], [%rd{{[0-9]+}}], 4, %r{{[0-9]+}};
 // ROWWORDS-NOT: shf.r.wrap
+
+// gx at 4-byte rows with laneCols 8 (n = 1 tf32, K = 5122): each lane's
+// 16 bytes as the aligned granule that holds its first column, the head
+// from the lane before (a shuffle up by 4 lanes: g - 1).
+// GXGRANULES: shfl.sync.up.b32 %r{{[0-9]+}}, %r{{[0-9]+}}, 4, 0, -1;
+// GXGRANULES: st.global.v4.b32 [%rd{{[0-9]+}}], {%r{{[0-9]+}}, %r{{[0-9]+}}, %r{{[0-9]+}}, %r{{[0-9]+}}};
+
+// At 2-byte rows (n = 1 tf32, K = 5121) the lanes trade gx through the
+// step's stage instead: each writes its words, and after a warp sync reads
+// back its granule's, funnel-shifted by the row's half-word (the odd rows
+// u = 1 by 16 bits: a constant); a second sync before the stage is
+// refilled. No shuffles (NOSHFL), nor at laneCols 4 (n = 3 precise), which
+// stores pairs.
+// GXSTAGED: mma.sync
+// GXSTAGED: st.shared.b32
+// GXSTAGED: bar.warp.sync
+// GXSTAGED: ld.shared.b32
+// GXSTAGED: bar.warp.sync
+// GXSTAGED: st.global.v4.b32 [%rd{{[0-9]+}}], {%r{{[0-9]+}}, %r{{[0-9]+}}, %r{{[0-9]+}}, %r{{[0-9]+}}};
+// GXSTAGED: shf.{{[lr]}}.wrap.b32 %r{{[0-9]+}}, %r{{[0-9]+}}, %r{{[0-9]+}}, 16;
+// NOSHFL-NOT: shfl.sync.up
 
 // f32 x at odd K: 4-byte cp.async pieces.
 // BWDF32: cp.async.ca.shared.global [%rd{{[0-9]+}}{{(\+[0-9]+)?}}], [%rd{{[0-9]+}}{{(\+[0-9]+)?}}], 4, %r{{[0-9]+}};

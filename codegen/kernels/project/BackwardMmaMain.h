@@ -3,8 +3,9 @@
 // The emitter of the mma.sync projection backward's main launch
 // (BackwardMma.cpp: the kernel; BackwardMmaCopies.cpp: the rings' copies;
 // BackwardMmaStep.cpp: a step's products and gx; BackwardMmaAnyK.cpp: x's
-// rows at any K; BackwardMmaFold.cpp: the seam's aggregate fold), shared by
-// those files.
+// rows at any K; BackwardMmaWords.cpp, BackwardMmaGxGranules.cpp: x and gx
+// at 2- and 4-byte rows; BackwardMmaFold.cpp: the seam's aggregate fold),
+// shared by those files.
 //
 //===----------------------------------------------------------------------===//
 
@@ -59,12 +60,18 @@ private:
   void copyX(Value dst, Value xOff, Value ok);
   Value wordSlot(Value base, int u, int64_t w);
   void copyWordIf(Value dst, Value src, Value in);
+  void copyRowWord(Value dst, Value m0, Value c, Value col, bool partial);
   void copyRowWords(Value base, Value m0, bool partial);
   SmallVector<Value> readRowWords(Value base, int u, Value row);
   SmallVector<Value> wordsToX(ArrayRef<Value> words, Value row);
   void copyXWords(Value base, int u, Value xOff, Value row, Value ok);
   SmallVector<Value> readXWords(Value base, int u, Value row);
   void storeGxWords(StepValues &s, ArrayRef<SmallVector<Value>> gx);
+  void storeGxGranules(StepValues &s, ArrayRef<SmallVector<Value>> gx);
+  void storeGxStaged(StepValues &s, ArrayRef<SmallVector<Value>> gx);
+  void storeGranules(StepValues &s, int u, ArrayRef<Value> gxU, Value r,
+                     ArrayRef<Value> granule, ArrayRef<Value> tail);
+  void storeGranulePieces(ArrayRef<Value> words, Value base, Value from, Value to);
   SmallVector<Value> loadLaneCols(Value mem, function_ref<Value(Value)> at);
   void storeLaneCols(ArrayRef<Value> vals, Value mem, function_ref<Value(Value)> at);
   void issuePartialStep(Value step);

@@ -97,15 +97,25 @@ void planRing(const KernelContext &ctx, MmaPlan &p) {
   p.copies = laneBytes / p.unit;
   p.colPiece = std::gcd(p.laneCols, p.K & -p.K); // K & -K: K's lowest bit
   p.wordCopy = p.unit < 4;
-  // At 4-byte rows, 4-byte copies whose lanes hold consecutive words of
-  // one row (a request of 4 sectors; a lane's own words spread one over
-  // 16). At 2-byte rows they measured no faster than wordSlot's. (Not in
-  // precise mode with acc, at 168 registers already: its spills grew.)
-  p.rowWords = !p.staged && p.actBytes == 2 && p.laneCols == 8 && p.xAlign == 4 &&
-               !(p.precise && ctx.spec.readsAcc());
+  bool laneWords = !p.staged && p.actBytes == 2 && p.laneCols == 8;
+  // gx in aligned 16-byte granules where a lane's 8 columns are 16 bytes of
+  // a 2- or 4-byte aligned row: gx's 4-byte pieces made the L2 the bound
+  // (3.4x the aligned C's write sectors at n = 1, C = 5121). Not in precise
+  // mode (slower there: n = 1, C = 5121 0.585 -> 0.546), nor with a weight
+  // and acc (8-212 bytes of spill). On the block ring (n = 2, 4) the same
+  // stores measured slower at 8-byte rows and at one of two C at 4-byte rows.
+  p.gxGranules = laneWords && p.xAlign <= 4 && !p.precise && !(p.hasW && ctx.spec.readsAcc());
+  // 4-byte copies whose lanes hold consecutive words of one row (a request
+  // of 4 sectors; a lane's own words spread one over 16): at 4-byte rows
+  // (not in precise mode with acc, at 168 registers already: its spills
+  // grew), at 2-byte rows with gx in granules and without acc (spills).
+  p.rowWords = laneWords && (p.xAlign == 4 ? !(p.precise && ctx.spec.readsAcc())
+                                           : p.xAlign == 2 && p.gxGranules && !ctx.spec.readsAcc());
   p.xFloats = 2 * 32 * (p.wordCopy ? p.laneCols / 2 + 1 : laneBytes / 4);
   if (p.rowWords)
     p.xFloats = 8 * kRowWords;
+  if (p.gxGranules && p.xAlign == 2)
+    p.xFloats = std::max<int64_t>(p.xFloats, 8 * kGxRow);
   p.ghFloats = (8 * N + 3) / 4 * 4;
   p.ghPieces = 2 * N; // 16-byte pieces
   p.stageFloats = p.xFloats + p.ghFloats + 8;

@@ -18,9 +18,15 @@ constexpr int64_t kRun = 8;
 // Pacing of the producer warps (WavePacer): steps per epoch, epochs of lag.
 constexpr int64_t kEpoch = 3, kPaceLag = 1;
 // rowWords: a row's stride in the stage (4-byte words). 33: the 32 words
-// of a warp's 64 columns and one more, so that rows 4u + t start t banks
-// apart and lane (g, t)'s reads of word 4g + w are conflict-free.
+// of a warp's 64 columns and one more (the 33rd at 2-byte rows), so that
+// rows 4u + t start t banks apart and lane (g, t)'s reads of word 4g + w
+// are conflict-free.
 constexpr int64_t kRowWords = 33;
+// gxGranules at 2-byte rows: gx's rows in the stage (words), the row's
+// column 0 at word kGxPad (granule 0's image reads up to 4 words before
+// it), 37 words a row so that lane (g, t)'s writes of word 4g + i to row
+// 4u + t are conflict-free.
+constexpr int64_t kGxPad = 4, kGxRow = 37;
 
 /// The kernel's plan, all constants of the spec: tiles and warps, the
 /// token split, the stage layout of the ring and its depth.
@@ -40,10 +46,13 @@ struct MmaPlan {
   // 0). At 2-byte rows (odd K, 2-byte x; the per-warp ring) x goes as the
   // aligned 4-byte words that hold a lane's columns, laneCols / 2 + 1 of
   // them, read back funnel-shifted by the row's half-word (wordCopy:
-  // MmaMain::copyXWords). rowWords (laneCols 8, 4-byte rows): a warp copies
-  // each row's words in one request (MmaMain::copyRowWords).
+  // MmaMain::copyXWords). rowWords (laneCols 8, 4-byte rows; 2-byte rows
+  // with gxGranules): a warp copies each row's words in one request
+  // (MmaMain::copyRowWords). gxGranules (per-warp ring, laneCols 8, tf32,
+  // 2- and 4-byte rows): gx goes as aligned 16-byte granules
+  // (MmaMain::storeGxStaged, storeGxGranules).
   int64_t xAlign, colPiece;
-  bool wordCopy, rowWords;
+  bool wordCopy, rowWords, gxGranules;
   // A stage of the ring (floats), x's pieces (per-warp ring) and rows
   // (block ring), gh's row stride and the phi fragments' slots.
   int64_t unit, copies, xFloats, ghFloats, ghPieces, stageFloats, phiFloats;

@@ -1,11 +1,12 @@
 //===- BackwardMmaWords.cpp - the per-warp ring at 2-byte rows ------------===//
 //
 // x and gx at 2- and 4-byte rows (docs/design/project.md, "Any K") in the
-// mma.sync backward's per-warp ring: x as 4-byte words, at 4-byte rows a
-// row's per request (rowWords), at 2-byte rows (odd K) the aligned words
-// that hold a lane's columns (cp.async has no 2-byte copy) read back
-// shifted by the row's half-word; there gx in aligned words where the
-// lane's columns lie inside K, a 2-byte store at each end of the odd rows.
+// mma.sync backward's per-warp ring: x as 4-byte words (cp.async has no
+// 2-byte copy), a row's per request (rowWords) or the aligned words that
+// hold a lane's columns (wordCopy), read back shifted by the row's
+// half-word at odd K; there gx, where not in granules
+// (BackwardMmaGxGranules.cpp), in aligned words where the lane's columns
+// lie inside K, a 2-byte store at each end of the odd rows.
 //
 //===----------------------------------------------------------------------===//
 
@@ -72,33 +73,47 @@ void MmaMain::copyWordIf(Value dst, Value src, Value in) {
                kb.select(in, kb.i32(4), kb.i32(0)));
 }
 
-/// rowWords: the step's 8 rows, lane j copying word j of each (4-byte
-/// rows: row m0 + c's words start at its first element); stage row r = 4u
-/// + t holds token m0 + 2t + u. Words past a row's end are zero-filled, and
-/// in a partial step the rows of tokens past M (their sources clamped).
-void MmaMain::copyRowWords(Value base, Value m0, bool partial) {
+/// rowWords: the word of row m0 + c (clamped where `partial`) that starts
+/// at column col - par of the row, par = 1 where the row starts a half-word
+/// past a word (odd K, odd row), into stage float `dst`. Zero-filled past
+/// the row's end, and in a partial step for tokens past M.
+void MmaMain::copyRowWord(Value dst, Value m0, Value c, Value col, bool partial) {
   const int64_t K = p.K;
-  Value at = kb.add(kb.mul(m0, kb.idx(K)), rowWordCol);
-  Value in = kb.lt(rowWordCol, kb.idx(K));
-  for (int64_t r = 0; r < 8; ++r) {
-    int64_t c = 2 * (r % 4) + r / 4;
-    Value src = kb.add(at, kb.idx(c * K)), ok = in;
-    if (partial) {
-      Value tok = kb.add(m0, kb.idx(c));
-      src = kb.add(kb.mul(kb.min(tok, lastRow), kb.idx(K)), rowWordCol);
-      ok = kb.andi(in, kb.lt(tok, M));
-    }
-    copyWordIf(kb.add(base, kb.add(kb.idx(r * kRowWords), lane)), src, ok);
-  }
+  Value tok = kb.add(m0, c), row = partial ? kb.min(tok, lastRow) : tok;
+  // In a full step m0 % 8 == 0, so m0 K is even and the parity is c K's.
+  Value par = p.wordCopy ? kb.rem(kb.mul(partial ? row : c, kb.idx(K)), kb.idx(2)) : kb.idx(0);
+  Value src = kb.add(kb.sub(kb.mul(row, kb.idx(K)), par), col);
+  Value ok = kb.lt(col, kb.add(kb.idx(K), par));
+  if (partial)
+    ok = kb.andi(ok, kb.lt(tok, M));
+  copyWordIf(dst, src, ok);
+}
+
+/// rowWords: the step's 8 rows, lane j copying word j of each; stage row r
+/// = 4u + t holds token m0 + 2t + u. At 2-byte rows lanes 0..7 then copy
+/// word 32 of stage row `lane` (a lane's 8 columns span 5 words there).
+void MmaMain::copyRowWords(Value base, Value m0, bool partial) {
+  for (int64_t r = 0; r < 8; ++r)
+    copyRowWord(kb.add(base, kb.add(kb.idx(r * kRowWords), lane)), m0,
+                kb.idx(2 * (r % 4) + r / 4), rowWordCol, partial);
+  if (!p.wordCopy)
+    return;
+  kb.when(kb.lt(lane, kb.idx(8)), [&] {
+    Value c = kb.add(kb.mul(kb.rem(lane, kb.idx(4)), kb.idx(2)), kb.div(lane, kb.idx(4)));
+    Value col = kb.add(kb.sub(rowWordCol, kb.mul(lane, kb.idx(2))), kb.idx(2 * (kRowWords - 1)));
+    copyRowWord(kb.add(base, kb.add(kb.mul(lane, kb.idx(kRowWords)), kb.idx(kRowWords - 1))), m0, c,
+                col, partial);
+  });
 }
 
 /// rowWords: the lane's laneCols values of token 2t + u's row (`row`,
-/// clamped), words 4g .. 4g + 3 of stage row 4u + t.
+/// clamped), words 4g .. 4g + 3 of stage row 4u + t (and 4g + 4 at 2-byte
+/// rows, shifted by the row's half-word).
 SmallVector<Value> MmaMain::readRowWords(Value base, int u, Value row) {
   Value first = kb.add(base, kb.add(kb.mul(kb.add(kb.idx(4 * u), t), kb.idx(kRowWords)),
                                     kb.mul(g, kb.idx(4))));
   SmallVector<Value> words;
-  for (int64_t w = 0; w < 4; ++w)
+  for (int64_t w = 0; w < (p.wordCopy ? 5 : 4); ++w)
     words.push_back(LLVM::LoadOp::create(kb.b, kb.loc, kb.b.getI32Type(),
                                          kb.sharedPtr(ring, kb.add(first, kb.idx(w))), 4));
   return wordsToX(words, row);
