@@ -76,6 +76,22 @@ void MmaMain::storeGranulePieces(ArrayRef<Value> words, Value base, Value from, 
   });
 }
 
+/// How many elements past an aligned granule token 2t + u's row starts:
+/// ((2t + u) K) % 8, a constant of the lane (a step's first token m0 has
+/// m0 % 8 == 0; rows past M are not stored).
+Value MmaMain::granuleOffset(int u) {
+  return kb.rem(kb.mul(kb.add(kb.mul(t, kb.idx(2)), kb.idx(u)), kb.idx(p.K % 8)), kb.idx(8));
+}
+
+/// Token 2t + u's gx (laneCols = 8 values) in x's dtype, as 4 words.
+SmallVector<Value> MmaMain::gxWords(ArrayRef<Value> gxU) {
+  Type elem = cast<VectorType>(actVec).getElementType();
+  SmallVector<Value> vals;
+  for (Value v : gxU)
+    vals.push_back(kb.toType(v, elem));
+  return xWords(kb, kb.vector(vals));
+}
+
 /// Token 2t + u's gx where its row is below M, from the images of its
 /// lane's granule g and the next one (`granule`, `tail`: 4 words each), the
 /// row r elements past a granule: the granule whole where the lane's
@@ -118,7 +134,6 @@ void MmaMain::storeGranules(StepValues &s, int u, ArrayRef<Value> gxU, Value r,
 /// lane g's first 8 - r, shifted into place by word selects.
 void MmaMain::storeGxGranules(StepValues &s, ArrayRef<SmallVector<Value>> gx) {
   Type elem = cast<VectorType>(actVec).getElementType();
-  const int64_t K = p.K;
   for (int u = 0; u < 2; ++u) {
     SmallVector<Value> vals;
     for (Value v : gx[u])
@@ -128,8 +143,10 @@ void MmaMain::storeGxGranules(StepValues &s, ArrayRef<SmallVector<Value>> gx) {
     for (Value w : words)
       before.push_back(gpu::ShuffleOp::create(kb.b, kb.loc, w, 4, 32, gpu::ShuffleMode::UP)
                            .getShuffleResult());
+    // (The row's offset per step, as measured; granuleOffset is the same
+    // for every row stored.)
     Value row = kb.min(s.tok[u], lastRow);
-    Value r = kb.rem(kb.mul(kb.rem(row, kb.idx(8)), kb.idx(K % 8)), kb.idx(8));
+    Value r = kb.rem(kb.mul(kb.rem(row, kb.idx(8)), kb.idx(p.K % 8)), kb.idx(8));
     Value shift = kb.rem(kb.sub(kb.idx(8), r), kb.idx(8)); // elements into the 16 bytes
     Value bit0 = kb.lt(kb.idx(0), kb.andi(shift, kb.idx(2)));
     Value bit1 = kb.lt(kb.idx(0), kb.andi(shift, kb.idx(4)));
@@ -146,12 +163,9 @@ void MmaMain::storeGxGranules(StepValues &s, ArrayRef<SmallVector<Value>> gx) {
 /// At 2-byte rows: token 2t + u's gx (laneCols = 8 values, f32) through
 /// the step's stage (its x is read by then): each lane writes its
 /// words to stage row 4u + t (kGxRow words a row, the row's column 0 at
-/// word kGxPad), then reads back the aligned granule g of the row. Row m0 +
-/// 2t + u starts r = ((2t + u) K) % 8 elements past a granule (m0 % 8 ==
-/// 0): granule g is the row's columns 8g - r .. 8g - r + 7.
+/// word kGxPad), then reads back the aligned granule g of the row: the
+/// row's columns 8g - r .. 8g - r + 7 (r: granuleOffset).
 void MmaMain::storeGxStaged(StepValues &s, ArrayRef<SmallVector<Value>> gx) {
-  Type elem = cast<VectorType>(actVec).getElementType();
-  const int64_t K = p.K;
   auto rowAt = [&](int u) {
     return kb.add(s.base, kb.mul(kb.add(kb.idx(4 * u), t), kb.idx(kGxRow)));
   };
@@ -160,10 +174,7 @@ void MmaMain::storeGxStaged(StepValues &s, ArrayRef<SmallVector<Value>> gx) {
         .getResult();
   };
   for (int u = 0; u < 2; ++u) {
-    SmallVector<Value> vals;
-    for (Value v : gx[u])
-      vals.push_back(kb.toType(v, elem));
-    SmallVector<Value> mine = xWords(kb, kb.vector(vals));
+    SmallVector<Value> mine = gxWords(gx[u]);
     Value at = kb.add(rowAt(u), kb.add(kb.idx(kGxPad), kb.mul(g, kb.idx(4))));
     for (int64_t i = 0; i < 4; ++i)
       LLVM::StoreOp::create(kb.b, kb.loc, mine[i], kb.sharedPtr(ring, kb.add(at, kb.idx(i))), 4);
@@ -176,7 +187,7 @@ void MmaMain::storeGxStaged(StepValues &s, ArrayRef<SmallVector<Value>> gx) {
   std::array<SmallVector<Value>, 2> granule, tail;
   std::array<Value, 2> rs;
   for (int u = 0; u < 2; ++u) {
-    Value r = kb.rem(kb.mul(kb.add(kb.mul(t, kb.idx(2)), kb.idx(u)), kb.idx(K % 8)), kb.idx(8));
+    Value r = granuleOffset(u);
     rs[u] = r;
     Value bits = kb.indexToI32(kb.mul(kb.rem(r, kb.idx(2)), kb.idx(16)));
     // floor((8g - r) / 2) words past column 0 (8g - r >= -7).

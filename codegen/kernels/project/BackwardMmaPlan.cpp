@@ -114,7 +114,7 @@ void planRing(const KernelContext &ctx, MmaPlan &p) {
   p.xFloats = 2 * 32 * (p.wordCopy ? p.laneCols / 2 + 1 : laneBytes / 4);
   if (p.rowWords)
     p.xFloats = 8 * kRowWords;
-  if (p.gxGranules && p.xAlign == 2)
+  if (p.gxStaged())
     p.xFloats = std::max<int64_t>(p.xFloats, 8 * kGxRow);
   p.ghFloats = (8 * N + 3) / 4 * 4;
   p.ghPieces = 2 * N; // 16-byte pieces

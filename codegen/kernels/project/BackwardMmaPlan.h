@@ -60,6 +60,8 @@ struct MmaPlan {
   // The paced producers' wave counters.
   int64_t waveBlocks, waves, paceTokens;
   int64_t nAcc() const { return T * rSteps; }
+  // gxGranules' lanes trade words through the stage (odd K), else by shuffles.
+  bool gxStaged() const { return gxGranules && xAlign == 2; }
 };
 
 

@@ -205,7 +205,7 @@ void MmaMain::storeGx(StepValues &s, ArrayRef<Value> d, SmallVector<Value> &sums
       sums[nAcc + j] = kb.fma(s.xa[u][j], dv, sums[nAcc + j]);
     }
   if (p.gxGranules)
-    return p.xAlign == 2 ? storeGxStaged(s, gx) : storeGxGranules(s, gx);
+    return p.gxStaged() ? storeGxStaged(s, gx) : storeGxGranules(s, gx);
   if (p.wordCopy && !p.staged)
     return storeGxWords(s, gx);
   for (int u = 0; u < 2; ++u)
