@@ -104,7 +104,9 @@ void planRing(const KernelContext &ctx, MmaPlan &p) {
   // mode (slower there: n = 1, C = 5121 0.585 -> 0.546), nor with a weight
   // and acc (8-212 bytes of spill). On the block ring (n = 2, 4) the same
   // stores measured slower at 8-byte rows and at one of two C at 4-byte rows.
-  p.gxGranules = laneWords && p.xAlign <= 4 && !p.precise && !(p.hasW && ctx.spec.readsAcc());
+  p.gxGranules = laneWords && p.xAlign <= 4 &&
+                 (p.precise ? p.xAlign == 2 && !p.hasW && !ctx.spec.readsAcc()
+                            : !(p.hasW && ctx.spec.readsAcc()));
   // 4-byte copies whose lanes hold consecutive words of one row (a request
   // of 4 sectors; a lane's own words spread one over 16): at 4-byte rows
   // (not in precise mode with acc, at 168 registers already: its spills
