@@ -45,6 +45,7 @@
 // RUN: rm -rf %t.rw && mhc-compile --spec 'project.bwd;n=1;act=bf16;param=f32;layout=cn;C=5122;tf32=1;weight=0;arch=sm_90a' -o %t.rw && cat %t.rw/*.ptx | FileCheck %s --check-prefix=ROWWORDS
 // RUN: rm -rf %t.gg && mhc-compile --spec 'project.bwd;n=1;act=bf16;param=f32;layout=cn;C=5121;tf32=1;weight=0;arch=sm_90a' -o %t.gg && cat %t.gg/*.ptx | FileCheck %s --check-prefix=GXSTAGED
 // RUN: cat %t.gg/*.ptx | FileCheck %s --check-prefix=NOSHFL
+// RUN: rm -rf %t.gp && mhc-compile --spec 'project.bwd;n=1;act=bf16;param=f32;layout=cn;C=5121;tf32=0;weight=0;arch=sm_90a' -o %t.gp && cat %t.gp/*.ptx | FileCheck %s --check-prefix=GXSTAGED
 // RUN: cat %t.rw/*.ptx | FileCheck %s --check-prefix=GXGRANULES
 // RUN: cat %t.b3/*.ptx | FileCheck %s --check-prefix=NOSHFL
 // RUN: rm -rf %t.bf && mhc-compile --spec 'project.bwd;n=3;act=f32;param=f32;layout=cn;C=5127;tf32=1;weight=0;arch=sm_90a' -o %t.bf && cat %t.bf/*.ptx | FileCheck %s --check-prefix=BWDF32
@@ -265,8 +266,8 @@
 // step's stage instead: each writes its words, and after a warp sync reads
 // back its granule's, funnel-shifted by the row's half-word (the odd rows
 // u = 1 by 16 bits: a constant); a second sync before the stage is
-// refilled. No shuffles (NOSHFL), nor at laneCols 4 (n = 3 precise), which
-// stores pairs.
+// refilled; in precise mode too (n = 1, K = 5121, no weight or acc). No
+// shuffles (NOSHFL), nor at laneCols 4 (n = 3 precise), which stores pairs.
 // GXSTAGED: mma.sync
 // GXSTAGED: st.shared.b32
 // GXSTAGED: bar.warp.sync

@@ -100,10 +100,11 @@ void planRing(const KernelContext &ctx, MmaPlan &p) {
   bool laneWords = !p.staged && p.actBytes == 2 && p.laneCols == 8;
   // gx in aligned 16-byte granules where a lane's 8 columns are 16 bytes of
   // a 2- or 4-byte aligned row: gx's 4-byte pieces made the L2 the bound
-  // (3.4x the aligned C's write sectors at n = 1, C = 5121). Not in precise
-  // mode (slower there: n = 1, C = 5121 0.585 -> 0.546), nor with a weight
-  // and acc (8-212 bytes of spill). On the block ring (n = 2, 4) the same
-  // stores measured slower at 8-byte rows and at one of two C at 4-byte rows.
+  // (3.4x the aligned C's write sectors at n = 1, C = 5121). In precise mode
+  // only at 2-byte rows without weight or acc (n = 1, C = 5121 0.588 -> 0.723;
+  // at 4-byte rows slower: C = 5122 0.834 -> 0.797), nor with a weight and
+  // acc (8-212 bytes of spill). On the block ring (n = 2, 4) the same stores
+  // measured slower at 8-byte rows and at one of two C at 4-byte rows.
   p.gxGranules = laneWords && p.xAlign <= 4 &&
                  (p.precise ? p.xAlign == 2 && !p.hasW && !ctx.spec.readsAcc()
                             : !(p.hasW && ctx.spec.readsAcc()));
