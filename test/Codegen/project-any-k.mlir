@@ -263,13 +263,13 @@
 // GXGRANULES: st.global.v4.b32 [%rd{{[0-9]+}}], {%r{{[0-9]+}}, %r{{[0-9]+}}, %r{{[0-9]+}}, %r{{[0-9]+}}};
 
 // At 2-byte rows (n = 1 tf32, K = 5121) the lanes trade gx through the
-// step's stage instead: each writes its words, and after a warp sync reads
+// step's stage instead: each writes its 16 bytes, and after a warp sync reads
 // back its granule's, funnel-shifted by the row's half-word (the odd rows
 // u = 1 by 16 bits: a constant); a second sync before the stage is
 // refilled; in precise mode too (n = 1, K = 5121, no weight or acc). No
 // shuffles (NOSHFL), nor at laneCols 4 (n = 3 precise), which stores pairs.
 // GXSTAGED: mma.sync
-// GXSTAGED: st.shared.b32
+// GXSTAGED: st.shared.v4.b32
 // GXSTAGED: bar.warp.sync
 // GXSTAGED: ld.shared.b32
 // GXSTAGED: bar.warp.sync

@@ -161,8 +161,8 @@ void MmaMain::storeGxGranules(StepValues &s, ArrayRef<SmallVector<Value>> gx) {
 }
 
 /// At 2-byte rows: token 2t + u's gx (laneCols = 8 values, f32) through
-/// the step's stage (its x is read by then): each lane writes its
-/// words to stage row 4u + t (kGxRow words a row, the row's column 0 at
+/// the step's stage (its x is read by then): each lane writes its 16
+/// bytes to stage row 4u + t (kGxRow words a row, the row's column 0 at
 /// word kGxPad), then reads back the aligned granule g of the row: the
 /// row's columns 8g - r .. 8g - r + 7 (r: granuleOffset).
 void MmaMain::storeGxStaged(StepValues &s, ArrayRef<SmallVector<Value>> gx) {
@@ -176,8 +176,7 @@ void MmaMain::storeGxStaged(StepValues &s, ArrayRef<SmallVector<Value>> gx) {
   for (int u = 0; u < 2; ++u) {
     SmallVector<Value> mine = gxWords(gx[u]);
     Value at = kb.add(rowAt(u), kb.add(kb.idx(kGxPad), kb.mul(g, kb.idx(4))));
-    for (int64_t i = 0; i < 4; ++i)
-      LLVM::StoreOp::create(kb.b, kb.loc, mine[i], kb.sharedPtr(ring, kb.add(at, kb.idx(i))), 4);
+    LLVM::StoreOp::create(kb.b, kb.loc, kb.vector(mine), kb.sharedPtr(ring, at), 16);
   }
   kb.syncWarp();
   // Granule g's image and the next one's (the row's columns 8g - r .. 8g

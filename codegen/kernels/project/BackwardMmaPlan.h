@@ -24,9 +24,11 @@ constexpr int64_t kEpoch = 3, kPaceLag = 1;
 constexpr int64_t kRowWords = 33;
 // gxGranules at 2-byte rows: gx's rows in the stage (words), the row's
 // column 0 at word kGxPad (granule 0's image reads up to 4 words before
-// it), 37 words a row so that lane (g, t)'s writes of word 4g + i to row
-// 4u + t are conflict-free.
-constexpr int64_t kGxPad = 4, kGxRow = 37;
+// it). 40 words a row: lane (g, t)'s 16-byte writes to row 4u + t are
+// conflict-free in each 8-lane phase (granule slots 2t + g mod 8), and its
+// reads of word 4g + 4 - ceil(r / 2) + i, r = ((2t + u) K) % 8 at odd K,
+// too (ceil(r / 2) takes every residue mod 4 over t; at 37, 4-way).
+constexpr int64_t kGxPad = 4, kGxRow = 40;
 
 /// The kernel's plan, all constants of the spec: tiles and warps, the
 /// token split, the stage layout of the ring and its depth.
