@@ -216,11 +216,12 @@ def check_per_warp_ring(cfg, key):
 
 
 # The per-warp ring's row words (laneCols 8: n = 1, 3 in tf32, n = 1
-# precise; 4-byte rows, and odd K in tf32 without acc): a warp copies each
-# of a step's 8 rows as consecutive words, lane j word j. Rows past M (M =
-# 1, 7, 9: partial steps) and words past a row's end or past K's last warp
-# (C = 34 at n = 3: K = 102; C = 66 at n = 1) zero-filled. C = 11 at n = 3
-# (K = 33, odd) takes row words without acc, the lane slots with it.
+# precise; 4-byte rows, and odd K without acc: tf32, n = 1 precise without
+# a weight): a warp copies each of a step's 8 rows as consecutive words,
+# lane j word j. Rows past M (M = 1, 7, 9: partial steps) and words past a
+# row's end or past K's last warp (C = 34 at n = 3: K = 102; C = 66 at n =
+# 1) zero-filled. C = 11 at n = 3 (K = 33, odd) takes row words without
+# acc, the lane slots with it.
 ROW_WORDS = [dict(n=n, C=C, act=("bf16", "f16")[i % 2], tf32=bool((i // 2) % 2) or n == 3, weight=bool(i % 3 == 0),
                   M=M, acc=("x", "f32")[(i // 3) % 2])
              for i, ((n, C), M) in enumerate(itertools.product(((1, 5122), (1, 4102), (3, 5122), (3, 34), (1, 66),

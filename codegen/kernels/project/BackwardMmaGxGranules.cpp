@@ -18,6 +18,7 @@
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
 
 using namespace mlir;
 using namespace mlir::mhc;
@@ -83,13 +84,13 @@ Value MmaMain::granuleOffset(int u) {
   return kb.rem(kb.mul(kb.add(kb.mul(t, kb.idx(2)), kb.idx(u)), kb.idx(p.K % 8)), kb.idx(8));
 }
 
-/// Token 2t + u's gx (laneCols = 8 values) in x's dtype, as 4 words.
-SmallVector<Value> MmaMain::gxWords(ArrayRef<Value> gxU) {
+/// Token 2t + u's gx (laneCols = 8 values) as a vector of x's dtype.
+Value MmaMain::gxVector(ArrayRef<Value> gxU) {
   Type elem = cast<VectorType>(actVec).getElementType();
   SmallVector<Value> vals;
   for (Value v : gxU)
     vals.push_back(kb.toType(v, elem));
-  return xWords(kb, kb.vector(vals));
+  return kb.vector(vals);
 }
 
 /// Token 2t + u's gx where its row is below M, from the images of its
@@ -135,10 +136,7 @@ void MmaMain::storeGranules(StepValues &s, int u, ArrayRef<Value> gxU, Value r,
 void MmaMain::storeGxGranules(StepValues &s, ArrayRef<SmallVector<Value>> gx) {
   Type elem = cast<VectorType>(actVec).getElementType();
   for (int u = 0; u < 2; ++u) {
-    SmallVector<Value> vals;
-    for (Value v : gx[u])
-      vals.push_back(kb.toType(v, elem));
-    Value mine = kb.vector(vals);
+    Value mine = gxVector(gx[u]);
     SmallVector<Value> words = xWords(kb, mine), before;
     for (Value w : words)
       before.push_back(gpu::ShuffleOp::create(kb.b, kb.loc, w, 4, 32, gpu::ShuffleMode::UP)
@@ -174,9 +172,10 @@ void MmaMain::storeGxStaged(StepValues &s, ArrayRef<SmallVector<Value>> gx) {
         .getResult();
   };
   for (int u = 0; u < 2; ++u) {
-    SmallVector<Value> mine = gxWords(gx[u]);
+    Value mine = vector::BitCastOp::create(kb.b, kb.loc, VectorType::get({4}, kb.b.getI32Type()),
+                                           gxVector(gx[u]));
     Value at = kb.add(rowAt(u), kb.add(kb.idx(kGxPad), kb.mul(g, kb.idx(4))));
-    LLVM::StoreOp::create(kb.b, kb.loc, kb.vector(mine), kb.sharedPtr(ring, at), 16);
+    LLVM::StoreOp::create(kb.b, kb.loc, mine, kb.sharedPtr(ring, at), 16);
   }
   kb.syncWarp();
   // Granule g's image and the next one's (the row's columns 8g - r .. 8g

@@ -70,7 +70,7 @@ private:
   void storeGxGranules(StepValues &s, ArrayRef<SmallVector<Value>> gx);
   void storeGxStaged(StepValues &s, ArrayRef<SmallVector<Value>> gx);
   Value granuleOffset(int u);
-  SmallVector<Value> gxWords(ArrayRef<Value> gxU);
+  Value gxVector(ArrayRef<Value> gxU);
   void storeGranules(StepValues &s, int u, ArrayRef<Value> gxU, Value r,
                      ArrayRef<Value> granule, ArrayRef<Value> tail);
   void storeGranulePieces(ArrayRef<Value> words, Value base, Value from, Value to);
